@@ -57,8 +57,8 @@ def test_staged_upgrade_ends_in_the_same_schema_as_from_zero(empty_db_dsn, db_ds
 def test_only_the_queue_generation_has_no_head_functions(empty_db_dsn):
     with psycopg.connect(empty_db_dsn) as conn:
         migrate(conn, to=1)
-        count = conn.execute(
-            "select count(*) from pg_proc where pronamespace = 'runlane'::regnamespace").fetchone()[0]
+        count = conn.execute("select count(*) from pg_proc "
+                             "where pronamespace = 'runlane'::regnamespace").fetchone()[0]
     assert count == 0
 
 
