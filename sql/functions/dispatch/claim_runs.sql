@@ -1,0 +1,233 @@
+-- claim_runs: atomically take up to p_limit runnable runs of the given lanes for p_worker.
+--
+-- Guarantees:
+-- * Concurrent callers never get the same run (rows are taken FOR UPDATE SKIP LOCKED).
+-- * Runs not awake yet (wake_at in the future) are not taken.
+-- * A run whose computer has a live lease held by another run is not touched: no lock
+--   kept, no attempt counted; unrelated runs behind it are claimed.
+-- * An organization never has more running background runs than its
+--   agent_max_concurrency, however many workers claim at once: the organization's
+--   settings row is locked before its running runs are counted, so the count is taken
+--   in a snapshot that already sees every concurrent claim that committed before us.
+-- * Interactive-class work (interactive, manual, test, retry) is taken before scheduled
+--   and reaction work (runs.claim_class), oldest first within a class.
+-- * Each claimed run gets fence + 1, attempts + 1, a lease of p_lease, its computer lease
+--   in the same transaction, and first_started_at once, after computer ownership.
+-- Returns, per claimed run, what the worker needs to execute it, its late notice (timer
+-- runs started more than 15 minutes late) and its run.execution_started timing row.
+create or replace function runlane.claim_runs(
+    p_worker text,
+    p_lanes text[],
+    p_limit int default 10,
+    p_lease interval default '60 seconds'
+)
+returns table (
+    run_id bigint,
+    fence bigint,
+    attempt int,
+    lane text,
+    trigger text,
+    agent_id text,
+    org_id text,
+    thread_id text,
+    prompt text,
+    model text,
+    checkpoint jsonb,
+    iteration_cap int,
+    late_notice jsonb,
+    timing jsonb
+)
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+#variable_conflict use_column
+declare
+    v_full_orgs text[];
+    v_locked bigint[];
+    v_orgs text[];
+    v_accepted bigint[];
+    v_computers_taken bigint[];
+    v_claimed bigint[];
+begin
+    -- GUARD: arguments a person can get wrong
+    if p_worker is null or btrim(p_worker) = '' then
+        raise exception 'claim_runs needs a worker name'
+            using errcode = '22004';
+    end if;
+    if p_lanes is null or cardinality(p_lanes) = 0
+       or not p_lanes <@ array['interactive', 'background'] then
+        raise exception 'claim_runs lanes must be interactive and/or background, got %', p_lanes
+            using errcode = '22023';
+    end if;
+    if p_limit is null or p_limit < 1 or p_limit > 1000 then
+        raise exception 'claim_runs limit must be between 1 and 1000, got %', p_limit
+            using errcode = '22023';
+    end if;
+    if p_lease is null or p_lease <= interval '0' or p_lease > interval '1 hour' then
+        raise exception 'claim_runs lease must be positive and at most 1 hour, got %', p_lease
+            using errcode = '22023';
+    end if;
+    -- The cap is exact only if each statement sees what committed before it.
+    if current_setting('transaction_isolation') <> 'read committed' then
+        raise exception 'claim_runs must run at READ COMMITTED isolation, not %',
+            current_setting('transaction_isolation')
+            using errcode = '0A000',
+                  hint = 'Call it in its own transaction with the default isolation level.';
+    end if;
+
+    -- GUARD: organizations already at their cap (a hint to skip their rows cheaply; the
+    -- exact check comes after the organization locks below). Cost follows running rows.
+    v_full_orgs := '{}';
+    if 'background' = any(p_lanes) then
+        select coalesce(array_agg(busy.org_id), '{}')
+        into v_full_orgs
+        from (
+            select r.org_id, count(*) as running
+            from runlane.runs as r
+            where r.state = 'running' and r.lane = 'background'
+            group by r.org_id
+        ) as busy
+        join runlane.platform_settings as s on s.org_id = busy.org_id
+        where busy.running >= s.agent_max_concurrency;
+    end if;
+
+    -- Lock the candidates in claim order, skipping rows other claimers hold.
+    select coalesce(array_agg(c.run_id), '{}')
+    into v_locked
+    from (
+        select r.run_id
+        from runlane.runs as r
+        where r.state = 'queued'
+          and r.lane = any(p_lanes)
+          and (r.wake_at is null or r.wake_at <= now())
+          and not (r.lane = 'background' and r.org_id = any(v_full_orgs))
+          and (r.computer_id is null or not exists (
+              select 1
+              from runlane.computer_leases as cl
+              where cl.computer_id = r.computer_id
+                and cl.expires_at > now()
+                and cl.run_id <> r.run_id
+          ))
+        order by r.claim_class, r.run_id
+        limit p_limit
+        for update of r skip locked
+    ) as c;
+
+    if cardinality(v_locked) = 0 then
+        return;
+    end if;
+
+    -- GUARD: serialize background claims per organization, in a fixed order (no
+    -- deadlocks). FOR NO KEY UPDATE leaves foreign-key checks of new runs unblocked.
+    select coalesce(array_agg(distinct r.org_id order by r.org_id), '{}')
+    into v_orgs
+    from runlane.runs as r
+    where r.run_id = any(v_locked) and r.lane = 'background';
+
+    perform 1
+    from runlane.platform_settings as s
+    where s.org_id = any(v_orgs)
+    order by s.org_id
+    for no key update;
+
+    -- A new statement, a new snapshot: running counts now include every claim that
+    -- committed while we waited for the organization locks.
+    select coalesce(array_agg(k.run_id order by k.claim_class, k.run_id), '{}')
+    into v_accepted
+    from (
+        select
+            r.run_id,
+            r.org_id,
+            r.lane,
+            r.computer_id,
+            r.claim_class,
+            row_number() over (
+                partition by r.org_id, r.lane order by r.claim_class, r.run_id
+            ) as org_rank,
+            row_number() over (
+                partition by r.computer_id order by r.claim_class, r.run_id
+            ) as computer_rank
+        from runlane.runs as r
+        where r.run_id = any(v_locked)
+    ) as k
+    join runlane.platform_settings as s on s.org_id = k.org_id
+    left join lateral (
+        select count(*) as running
+        from runlane.runs as busy
+        where busy.org_id = k.org_id and busy.lane = 'background' and busy.state = 'running'
+    ) as b on k.lane = 'background'
+    where (k.lane <> 'background' or k.org_rank <= s.agent_max_concurrency - b.running)
+      and (k.computer_id is null or k.computer_rank = 1);
+
+    -- Computer ownership first: a lease that is live for another run is left alone, and
+    -- that run is not claimed (it stays queued, untouched).
+    with wanted as (
+        select r.computer_id, r.run_id, r.fence + 1 as fence
+        from runlane.runs as r
+        where r.run_id = any(v_accepted) and r.computer_id is not null
+        order by r.computer_id
+    ),
+    taken as (
+        insert into runlane.computer_leases as cl (computer_id, run_id, fence, expires_at)
+        select w.computer_id, w.run_id, w.fence, now() + p_lease
+        from wanted as w
+        order by w.computer_id
+        on conflict (computer_id) do update
+        set run_id = excluded.run_id, fence = excluded.fence, expires_at = excluded.expires_at
+        where cl.expires_at <= now() or cl.run_id = excluded.run_id
+        returning cl.run_id
+    )
+    select coalesce(array_agg(t.run_id), '{}') into v_computers_taken from taken as t;
+
+    with claimed as (
+        update runlane.runs as r
+        set state = 'running',
+            reason = null,
+            fence = r.fence + 1,
+            attempts = r.attempts + 1,
+            lease_owner = p_worker,
+            lease_expires_at = now() + p_lease,
+            heartbeat_at = now(),
+            -- execution timing starts after computer ownership, once per run
+            first_started_at = coalesce(r.first_started_at, clock_timestamp())
+        where r.run_id = any(v_accepted)
+          and (r.computer_id is null or r.run_id = any(v_computers_taken))
+        returning r.run_id, r.fence, r.attempts
+    ),
+    journal as (
+        insert into runlane.run_events (run_id, event, detail)
+        select c.run_id, 'run.claimed', jsonb_build_object('fence', c.fence, 'attempt', c.attempts)
+        from claimed as c
+    )
+    select coalesce(array_agg(c.run_id), '{}') into v_claimed from claimed as c;
+
+    return query
+    select
+        r.run_id,
+        r.fence,
+        r.attempts,
+        r.lane,
+        r.trigger,
+        r.agent_id,
+        r.org_id,
+        r.thread_id,
+        r.prompt,
+        r.model,
+        r.checkpoint,
+        s.agent_iteration_cap,
+        runlane._late_notice(r),
+        runlane._timing_row(r.run_id, 'run.execution_started')
+    from runlane.runs as r
+    join runlane.platform_settings as s on s.org_id = r.org_id
+    where r.run_id = any(v_claimed)
+    order by r.claim_class, r.run_id;
+end;
+$$;
+
+comment on function runlane.claim_runs(text, text[], int, interval) is
+'Atomically claims runnable runs with lease, fence and computer lease, honouring wake times, '
+'computer ownership, per-organization caps and interactive-first order.';
+
+revoke all on function runlane.claim_runs(text, text[], int, interval) from public;
+grant execute on function runlane.claim_runs(text, text[], int, interval) to runlane_worker;
