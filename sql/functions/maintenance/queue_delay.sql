@@ -1,0 +1,45 @@
+-- queue_delay: how many interactive runs have been due and still queued for at least
+-- p_threshold, and how long the oldest of them has waited.
+--
+-- The wait of a run is measured from the later of its creation and its wake time, so
+-- normal retry backoff does not count, and runs whose wake time is still in the future
+-- (future retries) and background work (scheduled or manual) never do. Always returns
+-- exactly one row: (0, null) when nothing is delayed. Read-only; the runner's maintenance
+-- leader calls it every 30 s to log run.queue_delayed / run.queue_recovered.
+create or replace function runlane.queue_delay(
+    p_threshold interval default '30 seconds',
+    p_now timestamptz default now()
+) returns table (delayed_runs int, oldest_wait_ms bigint)
+language plpgsql
+stable
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    if p_threshold is null or p_now is null then
+        raise exception 'queue_delay needs a threshold and a time'
+            using errcode = '22004';
+    end if;
+    if p_threshold < interval '0' then
+        raise exception 'queue_delay threshold must not be negative, got %', p_threshold
+            using errcode = '22023';
+    end if;
+
+    return query
+    select
+        count(*)::int,
+        floor(extract(epoch from (p_now - min(greatest(r.created_at, r.wake_at)))) * 1000)::bigint
+    from runlane.runs as r
+    where r.state = 'queued'
+      and r.lane = 'interactive'
+      -- greatest() ignores a null wake_at: a run without one waits from its creation.
+      and greatest(r.created_at, r.wake_at) <= p_now - p_threshold;
+end;
+$$;
+
+comment on function runlane.queue_delay(interval, timestamptz) is
+'Interactive runs due and queued for at least p_threshold (from the later of creation '
+'and wake time): their count and the oldest wait in ms.';
+
+revoke all on function runlane.queue_delay(interval, timestamptz) from public;
+grant execute on function runlane.queue_delay(interval, timestamptz) to runlane_worker;
