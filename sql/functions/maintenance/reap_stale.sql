@@ -1,0 +1,105 @@
+-- reap_stale: recover runs whose owner stopped heartbeating.
+--
+-- Guarantees: takes at most p_limit (1 .. 10000) running runs whose lease expired before
+-- p_now, oldest expiry first, with `for update skip locked`, so concurrent reapers never
+-- reap the same run twice and a heartbeat that committed first keeps its run (the
+-- expiry is re-checked on the row's newest version). For each:
+--   * background → closed as failed / stale (runlane._close_run): the agent is free
+--     again, a zombie never locks it out;
+--   * interactive with attempts < max_attempts → back to queued, reason lease_expired,
+--     lease cleared, computer lease deleted, 'run.lease_expired' journaled, the run and
+--     its computer's next waiter notified; it resumes from its checkpoint on the next
+--     claim;
+--   * interactive with attempts spent → failed / stale.
+-- Housekeeping: deletes up to p_limit expired computer_leases rows whose run is no
+-- longer running. Returns one row per reaped run: (run_id, new state, reason).
+create or replace function runlane.reap_stale(
+    p_now timestamptz default now(),
+    p_limit int default 500
+)
+returns table (run_id bigint, state text, reason text)
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    v_run runlane.runs;
+begin
+    if p_now is null or p_limit is null then
+        raise exception 'now and limit are required'
+            using errcode = '22004';
+    end if;
+    if p_limit < 1 or p_limit > 10000 then
+        raise exception 'limit % is out of range', p_limit
+            using errcode = '22023',
+                  hint = 'Reap between 1 and 10000 runs per call.';
+    end if;
+
+    for v_run in
+        select r.*
+        from runlane.runs as r
+        where r.state = 'running'
+          and r.lease_expires_at < reap_stale.p_now
+        order by r.lease_expires_at, r.run_id
+        limit reap_stale.p_limit
+        for update of r skip locked
+    loop
+        if v_run.lane = 'interactive' and v_run.attempts < v_run.max_attempts then
+            update runlane.runs as r
+            set state = 'queued',
+                reason = 'lease_expired',
+                lease_owner = null,
+                lease_expires_at = null
+            where r.run_id = v_run.run_id;
+
+            delete from runlane.computer_leases as cl
+            where cl.computer_id = v_run.computer_id
+              and cl.run_id = v_run.run_id;
+
+            insert into runlane.run_events as e (run_id, event, detail)
+            values (
+                v_run.run_id,
+                'run.lease_expired',
+                jsonb_build_object('attempt', v_run.attempts)
+            );
+
+            perform runlane._notify_run(v_run.run_id, v_run.lane);
+            perform runlane._notify_computer_waiter(v_run.computer_id);
+
+            run_id := v_run.run_id;
+            state := 'queued';
+            reason := 'lease_expired';
+        else
+            perform runlane._close_run(v_run, 'failed', 'stale', 'lease expired without a heartbeat');
+
+            run_id := v_run.run_id;
+            state := 'failed';
+            reason := 'stale';
+        end if;
+        return next;
+    end loop;
+
+    -- GUARD: housekeeping of computer leases left behind by runs that ended elsewhere.
+    delete from runlane.computer_leases as cl
+    where cl.computer_id in (
+        select l.computer_id
+        from runlane.computer_leases as l
+        where l.expires_at < reap_stale.p_now
+          and not exists (
+              select 1
+              from runlane.runs as r
+              where r.run_id = l.run_id
+                and r.state = 'running'
+          )
+        limit reap_stale.p_limit
+        for update of l skip locked
+    );
+end;
+$$;
+
+comment on function runlane.reap_stale(timestamptz, int) is
+'Recovers runs with expired leases: background -> failed/stale; interactive -> queued/lease_expired '
+'while attempts remain, else failed/stale. Returns (run_id, state, reason) per run.';
+
+revoke all on function runlane.reap_stale(timestamptz, int) from public;
+grant execute on function runlane.reap_stale(timestamptz, int) to runlane_worker;

@@ -1,0 +1,76 @@
+-- finish_run: the owner closes its run.
+--
+-- Guarantees: refuses with RL001 once the caller no longer owns the run (RL008 unknown);
+-- adds p_cost (>= 0) to runs.cost; closes the run through runlane._close_run with
+-- p_outcome (succeeded | failed | canceled), so the computer lease is released, the
+-- next computer waiter notified, run.finished journaled and held messages dispatched.
+-- reason = p_error when it is a reason code (^[a-z][a-z_]{0,39}$, e.g. 'iteration_cap'),
+-- else 'error' for a failed run and null otherwise; last_error = p_error.
+-- Returns the run.finished timing row; a failure computing it never fails the finish
+-- (it is computed in its own subtransaction and reads null instead).
+create or replace function runlane.finish_run(
+    p_run_id bigint,
+    p_fence bigint,
+    p_outcome text,
+    p_error text default null,
+    p_cost numeric default 0
+)
+returns jsonb
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    v_run runlane.runs;
+    v_reason text;
+    v_timing jsonb;
+begin
+    -- GUARD: arguments, before any lock is taken.
+    if p_outcome is null or p_cost is null then
+        raise exception 'outcome and cost are required'
+            using errcode = '22004';
+    end if;
+    if p_outcome not in ('succeeded', 'failed', 'canceled') then
+        raise exception 'unknown outcome %', p_outcome
+            using errcode = '22023',
+                  hint = 'A run finishes as succeeded, failed or canceled.';
+    end if;
+    if p_cost < 0 then
+        raise exception 'cost % is negative', p_cost
+            using errcode = '22023',
+                  hint = 'Charge the cost of the work done, zero or more.';
+    end if;
+
+    -- GUARD: the caller still owns the run (row locked until commit).
+    v_run := runlane._require_owner(p_run_id, p_fence);
+
+    if p_cost > 0 then
+        update runlane.runs as r
+        set cost = r.cost + finish_run.p_cost
+        where r.run_id = finish_run.p_run_id;
+    end if;
+
+    v_reason := case
+        when p_error ~ '^[a-z][a-z_]{0,39}$' then p_error
+        when p_outcome = 'failed' then 'error'
+    end;
+
+    perform runlane._close_run(v_run, p_outcome, v_reason, p_error);
+
+    -- Timing is a report on a finish already made: it can never undo it.
+    begin
+        v_timing := runlane._timing_row(p_run_id, 'run.finished');
+    exception when others then
+        raise warning 'run.finished timing unavailable for run % (sqlstate %)', p_run_id, sqlstate;
+        v_timing := null;
+    end;
+
+    return v_timing;
+end;
+$$;
+
+comment on function runlane.finish_run(bigint, bigint, text, text, numeric) is
+'Closes an owned run as succeeded, failed or canceled (RL001 when fenced out); returns the run.finished timing row.';
+
+revoke all on function runlane.finish_run(bigint, bigint, text, text, numeric) from public;
+grant execute on function runlane.finish_run(bigint, bigint, text, text, numeric) to runlane_worker;

@@ -1,0 +1,59 @@
+-- heartbeat: the owner of a running run keeps its leases alive.
+--
+-- Guarantees: in one statement, extends the run's lease (lease_expires_at = now() +
+-- p_lease, heartbeat_at = now()) and the computer lease this run holds, when the caller
+-- still owns the run (running, same fence). Returns true then, and false otherwise,
+-- including for an unknown run: a heartbeat never raises over ownership, so the runner
+-- reads false as "stop working on this run". Bad arguments raise 22004 / 22023.
+create or replace function runlane.heartbeat(
+    p_run_id bigint,
+    p_fence bigint,
+    p_lease interval default '60 seconds'
+)
+returns boolean
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    v_owned boolean;
+begin
+    if p_run_id is null or p_fence is null or p_lease is null then
+        raise exception 'run id, fence and lease are required'
+            using errcode = '22004';
+    end if;
+    if p_lease <= interval '0' or p_lease > interval '1 hour' then
+        raise exception 'lease % is out of range', p_lease
+            using errcode = '22023',
+                  hint = 'A lease is positive and at most 1 hour; heartbeat more often instead.';
+    end if;
+
+    -- Hot path: one statement; the computer lease follows the run's new expiry.
+    with extended as (
+        update runlane.runs as r
+        set lease_expires_at = now() + heartbeat.p_lease,
+            heartbeat_at = now()
+        where r.run_id = heartbeat.p_run_id
+          and r.fence = heartbeat.p_fence
+          and r.state = 'running'
+        returning r.run_id, r.computer_id, r.lease_expires_at
+    ),
+    computer as (
+        update runlane.computer_leases as cl
+        set expires_at = e.lease_expires_at
+        from extended as e
+        where cl.computer_id = e.computer_id
+          and cl.run_id = e.run_id
+        returning cl.computer_id
+    )
+    select exists (select 1 from extended) into v_owned;
+
+    return v_owned;
+end;
+$$;
+
+comment on function runlane.heartbeat(bigint, bigint, interval) is
+'Extends the run lease and its computer lease; false (never an error) once the caller no longer owns the run.';
+
+revoke all on function runlane.heartbeat(bigint, bigint, interval) from public;
+grant execute on function runlane.heartbeat(bigint, bigint, interval) to runlane_worker;

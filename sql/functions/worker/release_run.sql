@@ -1,0 +1,69 @@
+-- release_run: the owner gives its running run back to the queue without failing it
+-- (graceful shutdown, computer retry delay).
+--
+-- Guarantees: refuses with RL001 once the caller no longer owns the run (RL008 unknown);
+-- the run becomes queued with wake_at = p_wake_at exactly as given (null = at once),
+-- reason = coalesce(p_reason, 'released') (a reason code), lease owner and expiry
+-- cleared, its computer lease deleted, 'run.released' journaled; the run itself (when
+-- awake) and the next waiter of its computer are notified so another worker resumes at
+-- once. The attempt stays counted; the fence is unchanged until the next claim.
+-- Setting lease_owner to null is what marks this as a new-generation requeue for the
+-- 0002 compatibility trigger: it stamps no legacy backoff, so the explicit wake_at wins
+-- even when it equals the old one. Returns true.
+create or replace function runlane.release_run(
+    p_run_id bigint,
+    p_fence bigint,
+    p_wake_at timestamptz default null,
+    p_reason text default null
+)
+returns boolean
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    v_run runlane.runs;
+    v_reason text := coalesce(p_reason, 'released');
+begin
+    if v_reason !~ '^[a-z][a-z_]{0,39}$' then
+        raise exception 'release reason must be a reason code such as shutdown'
+            using errcode = '22023',
+                  hint = 'Lower-case letters and underscores, at most 40 characters.';
+    end if;
+
+    v_run := runlane._require_owner(p_run_id, p_fence);
+
+    update runlane.runs as r
+    set state = 'queued',
+        wake_at = release_run.p_wake_at,
+        reason = v_reason,
+        lease_owner = null,
+        lease_expires_at = null
+    where r.run_id = release_run.p_run_id;
+
+    delete from runlane.computer_leases as cl
+    where cl.computer_id = v_run.computer_id
+      and cl.run_id = v_run.run_id;
+
+    insert into runlane.run_events (run_id, event, detail)
+    values (
+        v_run.run_id,
+        'run.released',
+        jsonb_build_object('reason', v_reason, 'attempt', v_run.attempts, 'wake_at', p_wake_at)
+    );
+
+    if p_wake_at is null or p_wake_at <= now() then
+        perform runlane._notify_run(v_run.run_id, v_run.lane);
+    end if;
+    perform runlane._notify_computer_waiter(v_run.computer_id);
+
+    return true;
+end;
+$$;
+
+comment on function runlane.release_run(bigint, bigint, timestamptz, text) is
+'Requeues an owned run without failing it (shutdown, computer retry delay) with an explicit '
+'wake time; RL001 when fenced out.';
+
+revoke all on function runlane.release_run(bigint, bigint, timestamptz, text) from public;
+grant execute on function runlane.release_run(bigint, bigint, timestamptz, text) to runlane_worker;

@@ -1,0 +1,77 @@
+-- retry_run: the owner reports a failed attempt.
+--
+-- Guarantees: refuses with RL001 once the caller no longer owns the run (RL008 unknown).
+-- While attempts < max_attempts the run goes back to queued with wake_at = now() +
+-- p_delay, reason 'retry_scheduled', last_error = p_error, lease cleared, its computer
+-- lease deleted (the next computer waiter is notified and may use the computer during
+-- the delay), 'run.retry_scheduled' journaled; returns 'queued'. Once attempts are spent
+-- the run closes through runlane._close_run as failed / attempts_exhausted; returns
+-- 'failed'. p_delay is 0 .. 7 days (22023).
+create or replace function runlane.retry_run(
+    p_run_id bigint,
+    p_fence bigint,
+    p_error text,
+    p_delay interval
+)
+returns text
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    v_run runlane.runs;
+    v_wake_at timestamptz;
+begin
+    if p_delay is null then
+        raise exception 'retry delay is required'
+            using errcode = '22004';
+    end if;
+    if p_delay < interval '0' or p_delay > interval '7 days' then
+        raise exception 'retry delay % is out of range', p_delay
+            using errcode = '22023',
+                  hint = 'A retry delay is between 0 and 7 days.';
+    end if;
+
+    v_run := runlane._require_owner(p_run_id, p_fence);
+
+    if v_run.attempts >= v_run.max_attempts then
+        perform runlane._close_run(v_run, 'failed', 'attempts_exhausted', p_error);
+        return 'failed';
+    end if;
+
+    v_wake_at := now() + p_delay;
+
+    update runlane.runs as r
+    set state = 'queued',
+        wake_at = v_wake_at,
+        reason = 'retry_scheduled',
+        last_error = retry_run.p_error,
+        lease_owner = null,
+        lease_expires_at = null
+    where r.run_id = retry_run.p_run_id;
+
+    delete from runlane.computer_leases as cl
+    where cl.computer_id = v_run.computer_id
+      and cl.run_id = v_run.run_id;
+
+    insert into runlane.run_events (run_id, event, detail)
+    values (
+        v_run.run_id,
+        'run.retry_scheduled',
+        jsonb_build_object('attempt', v_run.attempts, 'wake_at', v_wake_at)
+    );
+
+    if p_delay = interval '0' then
+        perform runlane._notify_run(v_run.run_id, v_run.lane);
+    end if;
+    perform runlane._notify_computer_waiter(v_run.computer_id);
+
+    return 'queued';
+end;
+$$;
+
+comment on function runlane.retry_run(bigint, bigint, text, interval) is
+'A failed attempt: requeued after p_delay while attempts remain (returns queued), else failed/attempts_exhausted.';
+
+revoke all on function runlane.retry_run(bigint, bigint, text, interval) from public;
+grant execute on function runlane.retry_run(bigint, bigint, text, interval) to runlane_worker;
