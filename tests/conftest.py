@@ -36,7 +36,7 @@ def _janitor(cluster: LocalCluster, dbname: str, template: str | None = None,
 
 def load_test_fixtures(conn: psycopg.Connection) -> None:
     """pgTAP and the runlane_test schema of fixture functions."""
-    conn.execute("create extension if not exists pgtap")
+    conn.execute("create extension if not exists pgtap schema public")
     conn.execute("create schema if not exists runlane_test")
     for path in sorted(FIXTURES.glob("*.sql")):
         conn.execute(path.read_text())

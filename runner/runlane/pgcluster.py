@@ -19,7 +19,9 @@ from pathlib import Path
 
 import psycopg
 
-SUPERUSER = "runlane"
+# Not "runlane": with search_path "$user", public a superuser named like the schema
+# would resolve unqualified names (and CREATE EXTENSION) into the runlane schema.
+SUPERUSER = "postgres"
 
 # Durability is worth nothing in a throwaway cluster; speed is.
 FAST_SETTINGS = {

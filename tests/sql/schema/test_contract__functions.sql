@@ -1,0 +1,40 @@
+-- Every function DESIGN.md fixes exists with exactly its name and parameter types.
+begin;
+select plan(21);
+
+select has_function('runlane', 'submit_message', array['text', 'text', 'text'], 'submit_message(agent, thread, body)');
+select has_function('runlane', 'publish_run', array['bigint', 'timestamp with time zone'], 'publish_run(run, wake_at)');
+select has_function(
+    'runlane', 'create_run', array['text', 'text', 'text', 'timestamp with time zone'],
+    'create_run(agent, trigger, prompt, wake_at)'
+);
+select has_function('runlane', 'run_now', array['text'], 'run_now(agent)');
+select has_function('runlane', 'claim_runs', array['text', 'text[]', 'integer', 'interval'], 'claim_runs(worker, lanes, limit, lease)');
+select has_function('runlane', 'heartbeat', array['bigint', 'bigint', 'interval'], 'heartbeat(run, fence, lease)');
+select has_function('runlane', 'append_output', array['bigint', 'bigint', 'text', 'text'], 'append_output(run, fence, kind, body)');
+select has_function('runlane', 'outputs_since', array['bigint', 'bigint', 'integer'], 'outputs_since(run, after, limit)');
+select has_function('runlane', 'save_checkpoint', array['bigint', 'bigint', 'jsonb'], 'save_checkpoint(run, fence, checkpoint)');
+select has_function('runlane', 'take_steering', array['bigint', 'bigint'], 'take_steering(run, fence)');
+select has_function(
+    'runlane', 'finish_run', array['bigint', 'bigint', 'text', 'text', 'numeric'],
+    'finish_run(run, fence, outcome, error, cost)'
+);
+select has_function(
+    'runlane', 'release_run', array['bigint', 'bigint', 'timestamp with time zone', 'text'],
+    'release_run(run, fence, wake_at, reason)'
+);
+select has_function('runlane', 'retry_run', array['bigint', 'bigint', 'text', 'interval'], 'retry_run(run, fence, error, delay)');
+select has_function('runlane', 'run_timing', array['bigint'], 'run_timing(run)');
+select has_function('runlane', 'parse_schedule', array['text'], 'parse_schedule(schedule)');
+select has_function(
+    'runlane', 'next_slot', array['text', 'text', 'timestamp with time zone'],
+    'next_slot(schedule, timezone, after)'
+);
+select has_function('runlane', 'tick', array['timestamp with time zone', 'integer'], 'tick(now, limit)');
+select has_function('runlane', 'reap_stale', array['timestamp with time zone', 'integer'], 'reap_stale(now, limit)');
+select has_function('runlane', 'cancel_redundant_timer_runs', array['integer'], 'cancel_redundant_timer_runs(limit)');
+select has_function('runlane', 'queue_delay', array['interval', 'timestamp with time zone'], 'queue_delay(threshold, now)');
+select has_function('runlane', 'weekly_spend', array['text', 'timestamp with time zone'], 'weekly_spend(owner, now)');
+
+select * from finish();
+rollback;
