@@ -1,0 +1,49 @@
+-- publish_run: the publisher of a committed run (seed 000's RunJobPublisher).
+--
+-- Guarantees:
+-- * Records p_wake_at as the run's wake time when it is given and the run is still
+--   queued (a run already started keeps its state; NULL changes nothing).
+-- * Then notifies runlane_runs with {run_id, lane} (runlane._notify_run), delivered when
+--   this transaction commits. Call it in its own transaction AFTER the run committed:
+--   a failure here (or at its commit) loses nothing, the workers' periodic scan finds
+--   the run anyway.
+-- * RL008 for an unknown run; 22004 for a null run id (a "held" submit has no run to
+--   publish).
+create or replace function runlane.publish_run(p_run_id bigint, p_wake_at timestamptz default null)
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    v_lane text;
+begin
+    if p_run_id is null then
+        raise exception 'run id is required (a held message has no run to publish)'
+            using errcode = '22004';
+    end if;
+
+    if p_wake_at is not null then
+        update runlane.runs as r
+        set wake_at = publish_run.p_wake_at
+        where r.run_id = publish_run.p_run_id and r.state = 'queued';
+    end if;
+
+    select r.lane into v_lane
+    from runlane.runs as r
+    where r.run_id = publish_run.p_run_id;
+    if not found then
+        raise exception 'unknown run %', p_run_id
+            using errcode = 'RL008';
+    end if;
+
+    perform runlane._notify_run(p_run_id, v_lane);
+end;
+$$;
+
+comment on function runlane.publish_run(bigint, timestamptz) is
+'Records an optional wake time on a queued run, then notifies runlane_runs {run_id, lane}. '
+'Call after the run committed; its failure is harmless (the scan recovers). RL008 unknown run.';
+
+revoke all on function runlane.publish_run(bigint, timestamptz) from public;
+grant execute on function runlane.publish_run(bigint, timestamptz) to runlane_api, runlane_worker;

@@ -1,0 +1,129 @@
+-- submit_message: commits one chat message and decides which run answers it.
+--
+-- Guarantees:
+-- * The message is stored in the caller's transaction; nothing is notified here (a
+--   notification failing at commit must never lose the message). After commit the
+--   caller publishes the returned run with runlane.publish_run(run_id).
+-- * A thread is (agent_id, thread_id); decisions for one thread are serialized by
+--   runlane._thread_lock, so the thread has at most one unfinished interactive run and
+--   every message ends up attached to a run or held, never lost. Dispositions:
+--     steering  the thread has a QUEUED interactive run: the message joins it (run_id =
+--               that run); the run's source message stays the timing origin.
+--     held      the thread has a RUNNING interactive run: the message waits (run_id
+--               NULL). The running run may take it with take_steering; otherwise, when
+--               that run ends, _dispatch_held_messages makes the follow-up run.
+--     created   otherwise: a new queued interactive run (prompt, model and computer of
+--               the agent) whose source message this is.
+-- * A queued run is locked (for no key update) before the message joins it, so a claim
+--   in progress either commits first (the message is then held for the running run) or
+--   skips the run until this message is committed with it: a run never starts without
+--   the steering messages attached to it.
+-- * Interactive chat is NOT gated by agents.enabled / agents.admin_locked: those switches
+--   gate agent triggering (schedules, run now), not a person talking to the agent.
+-- * Errors: RL008 unknown agent; 22004 null thread or body; 22023 blank thread.
+-- * Callers must use READ COMMITTED (the default): the decision re-reads the thread
+--   after taking the thread lock.
+create or replace function runlane.submit_message(p_agent_id text, p_thread_id text, p_body text)
+returns table (message_id bigint, run_id bigint, disposition text)
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    v_agent runlane.agents;
+    v_message_id bigint;
+    v_run_id bigint;
+    v_state text;
+begin
+    -- GUARD: arguments and the agent.
+    if p_thread_id is null then
+        raise exception 'a message needs a thread id'
+            using errcode = '22004';
+    end if;
+    if btrim(p_thread_id) = '' then
+        raise exception 'a message needs a thread id, got an empty one'
+            using errcode = '22023';
+    end if;
+    if p_body is null then
+        raise exception 'a message needs a body'
+            using errcode = '22004';
+    end if;
+
+    select a.* into v_agent
+    from runlane.agents as a
+    where a.agent_id = submit_message.p_agent_id;
+    if not found then
+        raise exception 'unknown agent %', coalesce(p_agent_id, '(null)')
+            using errcode = 'RL008';
+    end if;
+
+    perform runlane._thread_lock(v_agent.agent_id, p_thread_id);
+
+    -- GUARD: find the thread's unfinished interactive run (a queued one first).
+    -- The queued run's row is taken with SKIP LOCKED: its only other lockers are claims,
+    -- which never wait for this thread lock, and waiting for a row lock while holding
+    -- the thread lock could deadlock with finish_run (row lock, then thread lock). When
+    -- the row is busy, re-read after a short pause: the claim either commits (the run is
+    -- running: hold the message) or rolls back (the run is still queued: steer).
+    loop
+        select r.run_id, r.state into v_run_id, v_state
+        from runlane.runs as r
+        where
+            r.agent_id = v_agent.agent_id
+            and r.thread_id = submit_message.p_thread_id
+            and r.lane = 'interactive'
+            and r.state in ('queued', 'running')
+        order by r.state = 'queued' desc, r.run_id
+        limit 1;
+
+        exit when v_run_id is null or v_state = 'running';
+
+        perform 1
+        from runlane.runs as r
+        where r.run_id = v_run_id and r.state = 'queued'
+        for no key update skip locked;
+        exit when found;
+
+        perform pg_sleep(0.001);
+        v_run_id := null;
+        v_state := null;
+    end loop;
+
+    insert into runlane.messages as m (org_id, agent_id, thread_id, body, run_id)
+    values (
+        v_agent.org_id, v_agent.agent_id, p_thread_id, p_body,
+        case when v_state = 'queued' then v_run_id end
+    )
+    returning m.message_id into v_message_id;
+
+    if v_state = 'queued' then
+        return query select v_message_id, v_run_id, 'steering'::text;
+    elsif v_state = 'running' then
+        return query select v_message_id, null::bigint, 'held'::text;
+    else
+        insert into runlane.runs as r (
+            org_id, agent_id, lane, trigger, state, thread_id, prompt, model,
+            computer_id, source_message_id
+        )
+        values (
+            v_agent.org_id, v_agent.agent_id, 'interactive', 'interactive', 'queued',
+            p_thread_id, v_agent.prompt, v_agent.model, v_agent.computer_id, v_message_id
+        )
+        returning r.run_id into v_run_id;
+
+        update runlane.messages as m
+        set run_id = v_run_id
+        where m.message_id = v_message_id;
+
+        return query select v_message_id, v_run_id, 'created'::text;
+    end if;
+end;
+$$;
+
+comment on function runlane.submit_message(text, text, text) is
+'Commits a chat message: created (new interactive run), steering (joins the queued run) or held '
+'(waits for the running run). Does not notify: publish the run afterwards with publish_run. '
+'RL008 unknown agent.';
+
+revoke all on function runlane.submit_message(text, text, text) from public;
+grant execute on function runlane.submit_message(text, text, text) to runlane_api;

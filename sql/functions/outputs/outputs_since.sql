@@ -1,0 +1,53 @@
+-- outputs_since: the visible outputs of a run after a given output, for chat clients
+-- that resume after a reconnect (they remember the last output_id they showed).
+--
+-- Guarantees:
+-- * Only visible kinds (text, final, message_tool, card), output_id > p_after_output_id,
+--   in output_id order (across attempts: the order they were written), at most p_limit
+--   rows. Page by passing the last returned output_id.
+-- * Not fenced: any reader of the run may page; it never writes.
+-- * RL008 for an unknown run; 22023 when p_limit is outside 1..10000; 22004 for null
+--   arguments.
+create or replace function runlane.outputs_since(
+    p_run_id bigint,
+    p_after_output_id bigint default 0,
+    p_limit int default 500
+)
+returns setof runlane.run_outputs
+language plpgsql
+stable
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    if p_run_id is null or p_after_output_id is null or p_limit is null then
+        raise exception 'run id, after-output id and limit are required'
+            using errcode = '22004';
+    end if;
+    if p_limit not between 1 and 10000 then
+        raise exception 'limit must be between 1 and 10000, got %', p_limit
+            using errcode = '22023';
+    end if;
+    if not exists (select 1 from runlane.runs as r where r.run_id = outputs_since.p_run_id) then
+        raise exception 'unknown run %', p_run_id
+            using errcode = 'RL008';
+    end if;
+
+    return query
+    select o.*
+    from runlane.run_outputs as o
+    where
+        o.run_id = outputs_since.p_run_id
+        and o.output_id > outputs_since.p_after_output_id
+        and o.kind in ('text', 'final', 'message_tool', 'card')
+    order by o.output_id
+    limit p_limit;
+end;
+$$;
+
+comment on function runlane.outputs_since(bigint, bigint, int) is
+'Visible outputs of a run with output_id > p_after_output_id, in order, at most p_limit '
+'(1..10000). RL008 unknown run.';
+
+revoke all on function runlane.outputs_since(bigint, bigint, int) from public;
+grant execute on function runlane.outputs_since(bigint, bigint, int) to runlane_api, runlane_worker;

@@ -1,0 +1,71 @@
+-- run_timing: the run-level timing measurements of seed 000 (section Timing).
+--
+-- Guarantees:
+-- * Durations are integer milliseconds (bigint, rounded) between persisted timestamps:
+--     run.pre_run_wait_ms    origin -> created_at
+--     run.queue_wait_ms      created_at -> first_started_at
+--     run.first_response_ms  origin -> first_response_at
+--     run.total_ms           origin -> finished_at
+--     run.execution_wall_ms  first_started_at -> finished_at
+--   The origin is the created_at of the run's source message, or the run's own
+--   created_at when it has none. A duration whose timestamp is missing is ABSENT from
+--   the object, never zero.
+-- * Also run.id, run.lane, run.trigger, run.attempt (= attempts) and, once the state is
+--   terminal (succeeded, failed, canceled, skipped), run.outcome (= state).
+-- * Nothing else: no message text, prompt, model, agent, owner or thread ids.
+-- * RL008 for an unknown run. Reads only; safe for the api and the worker roles.
+create or replace function runlane.run_timing(p_run_id bigint)
+returns jsonb
+language plpgsql
+stable
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    v_run runlane.runs;
+    v_origin timestamptz;
+begin
+    if p_run_id is null then
+        raise exception 'run id is required'
+            using errcode = '22004';
+    end if;
+
+    select r.* into v_run
+    from runlane.runs as r
+    where r.run_id = run_timing.p_run_id;
+
+    if not found then
+        raise exception 'unknown run %', p_run_id
+            using errcode = 'RL008';
+    end if;
+
+    select m.created_at into v_origin
+    from runlane.messages as m
+    where m.message_id = v_run.source_message_id;
+    v_origin := coalesce(v_origin, v_run.created_at);
+
+    -- jsonb_strip_nulls drops every key whose timestamp (or terminal state) is missing.
+    return jsonb_strip_nulls(jsonb_build_object(
+        'run.id', v_run.run_id,
+        'run.lane', v_run.lane,
+        'run.trigger', v_run.trigger,
+        'run.attempt', v_run.attempts,
+        'run.outcome', case
+            when v_run.state in ('succeeded', 'failed', 'canceled', 'skipped') then v_run.state
+        end,
+        'run.pre_run_wait_ms', runlane._ms_between(v_origin, v_run.created_at),
+        'run.queue_wait_ms', runlane._ms_between(v_run.created_at, v_run.first_started_at),
+        'run.first_response_ms', runlane._ms_between(v_origin, v_run.first_response_at),
+        'run.total_ms', runlane._ms_between(v_origin, v_run.finished_at),
+        'run.execution_wall_ms', runlane._ms_between(v_run.first_started_at, v_run.finished_at)
+    ));
+end;
+$$;
+
+comment on function runlane.run_timing(bigint) is
+'Run-level timing (seed 000): pre_run_wait, queue_wait, first_response, total and execution_wall '
+'in ms, absent when a timestamp is missing; plus id, lane, trigger, attempt and the terminal '
+'outcome. No text or identifiers. RL008 for an unknown run.';
+
+revoke all on function runlane.run_timing(bigint) from public;
+grant execute on function runlane.run_timing(bigint) to runlane_api, runlane_worker;

@@ -1,0 +1,82 @@
+-- append_output: persists one output of a run and stamps its first visible response.
+--
+-- Guarantees:
+-- * Fenced (runlane._require_owner): RL001 when fenced out or no longer running, RL008
+--   for an unknown run. 22023 for an unknown kind, 22004 for a null kind or body.
+-- * Kinds: text, final, message_tool, card are visible (they count as a response);
+--   reasoning, placeholder, progress, metadata are not.
+-- * The row carries attempt = the run's current attempts.
+-- * The FIRST visible output sets runs.first_response_at = clock_timestamp() in this
+--   same transaction; it is never reset by later attempts, restarts or resumes. Only
+--   then the function returns the run.first_response timing row (run_timing plus
+--   "event"); otherwise NULL.
+-- * Notifies runlane_outputs with {run_id, output_id} (never the text) at commit.
+-- * Neither the notification nor the timing computation can fail the write: each is
+--   guarded by its own exception block (timing NULL, notification skipped).
+create or replace function runlane.append_output(p_run_id bigint, p_fence bigint, p_kind text, p_body text)
+returns jsonb
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    v_run runlane.runs;
+    v_output_id bigint;
+    v_visible boolean;
+    v_timing jsonb;
+begin
+    -- GUARD: arguments, then ownership.
+    if p_kind is null or p_body is null then
+        raise exception 'an output needs a kind and a body'
+            using errcode = '22004';
+    end if;
+    v_visible := case
+        when p_kind in ('text', 'final', 'message_tool', 'card') then true
+        when p_kind in ('reasoning', 'placeholder', 'progress', 'metadata') then false
+    end;
+    if v_visible is null then
+        raise exception 'unknown output kind %', p_kind
+            using errcode = '22023',
+                  hint = 'Visible: text, final, message_tool, card. '
+                      || 'Not visible: reasoning, placeholder, progress, metadata.';
+    end if;
+
+    v_run := runlane._require_owner(p_run_id, p_fence);
+
+    insert into runlane.run_outputs as o (run_id, attempt, kind, body)
+    values (v_run.run_id, v_run.attempts, p_kind, p_body)
+    returning o.output_id into v_output_id;
+
+    -- GUARD: the first visible output stamps the first response, once for the run's life.
+    if v_visible and v_run.first_response_at is null then
+        update runlane.runs as r
+        set first_response_at = clock_timestamp()
+        where r.run_id = v_run.run_id and r.first_response_at is null;
+
+        begin
+            v_timing := runlane._timing_row(v_run.run_id, 'run.first_response');
+        exception when others then
+            v_timing := null;
+        end;
+    end if;
+
+    begin
+        perform pg_notify(
+            'runlane_outputs',
+            json_build_object('run_id', v_run.run_id, 'output_id', v_output_id)::text
+        );
+    exception when others then
+        null;  -- a hint only: chat clients page with outputs_since after a reconnect
+    end;
+
+    return v_timing;
+end;
+$$;
+
+comment on function runlane.append_output(bigint, bigint, text, text) is
+'Persists an output for the run''s current owner; the first visible one sets first_response_at '
+'and returns the run.first_response timing row (else NULL). Notifies runlane_outputs '
+'{run_id, output_id}. RL001 fenced out, RL008 unknown run, 22023 unknown kind.';
+
+revoke all on function runlane.append_output(bigint, bigint, text, text) from public;
+grant execute on function runlane.append_output(bigint, bigint, text, text) to runlane_worker;

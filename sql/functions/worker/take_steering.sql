@@ -1,0 +1,50 @@
+-- take_steering: the running run takes the chat messages that arrived while it ran.
+--
+-- Guarantees:
+-- * Fenced (runlane._require_owner): RL001 when fenced out or not running, RL008 for an
+--   unknown run. The run row is locked first, then the thread (the lock order of
+--   runlane._thread_lock).
+-- * Attaches every held message of the run's thread (same agent and thread, run_id
+--   NULL) to this run and returns them in message_id order; each is returned once, to
+--   one run. Later run_messages calls include them.
+-- * Only interactive runs take steering: a background run on the same thread id gets
+--   no rows (chat messages are answered by chat runs).
+create or replace function runlane.take_steering(p_run_id bigint, p_fence bigint)
+returns table (message_id bigint, body text, created_at timestamptz)
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    v_run runlane.runs;
+begin
+    v_run := runlane._require_owner(p_run_id, p_fence);
+
+    if v_run.lane <> 'interactive' or v_run.thread_id is null then
+        return;
+    end if;
+
+    perform runlane._thread_lock(v_run.agent_id, v_run.thread_id);
+
+    return query
+    with taken as (
+        update runlane.messages as m
+        set run_id = v_run.run_id
+        where
+            m.agent_id = v_run.agent_id
+            and m.thread_id = v_run.thread_id
+            and m.run_id is null
+        returning m.message_id, m.body, m.created_at
+    )
+    select t.message_id, t.body, t.created_at
+    from taken as t
+    order by t.message_id;
+end;
+$$;
+
+comment on function runlane.take_steering(bigint, bigint) is
+'Attaches the thread''s held messages to this running interactive run and returns them in order. '
+'RL001 fenced out, RL008 unknown run.';
+
+revoke all on function runlane.take_steering(bigint, bigint) from public;
+grant execute on function runlane.take_steering(bigint, bigint) to runlane_worker;
