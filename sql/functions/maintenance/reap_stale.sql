@@ -8,8 +8,8 @@
 --     again, a zombie never locks it out;
 --   * interactive with attempts < max_attempts → back to queued, reason lease_expired,
 --     lease cleared, computer lease deleted, 'run.lease_expired' journaled, the run and
---     its computer's next waiter notified; it resumes from its checkpoint on the next
---     claim;
+--     its computer's next waiter notified, messages held on its thread attached to it;
+--     it resumes from its checkpoint on the next claim;
 --   * interactive with attempts spent → failed / stale.
 -- Housekeeping: deletes up to p_limit expired computer_leases rows whose run is no
 -- longer running. Returns one row per reaped run: (run_id, new state, reason).
@@ -56,7 +56,7 @@ begin
             where cl.computer_id = v_run.computer_id
               and cl.run_id = v_run.run_id;
 
-            insert into runlane.run_events as e (run_id, event, detail)
+            insert into runlane.run_events (run_id, event, detail)
             values (
                 v_run.run_id,
                 'run.lease_expired',
@@ -65,6 +65,8 @@ begin
 
             perform runlane._notify_run(v_run.run_id, v_run.lane);
             perform runlane._notify_computer_waiter(v_run.computer_id);
+            -- Messages held while it ran join the queued run, as new ones would.
+            perform runlane._dispatch_held_messages(v_run.agent_id, v_run.thread_id);
 
             run_id := v_run.run_id;
             state := 'queued';

@@ -6,8 +6,8 @@
 -- next computer waiter notified, run.finished journaled and held messages dispatched.
 -- reason = p_error when it is a reason code (^[a-z][a-z_]{0,39}$, e.g. 'iteration_cap'),
 -- else 'error' for a failed run and null otherwise; last_error = p_error.
--- Returns the run.finished timing row; a failure computing it never fails the finish
--- (it is computed in its own subtransaction and reads null instead).
+-- Returns the run.finished timing row (runlane._timing_row); a failure computing it
+-- never fails the finish: the row reads null instead.
 create or replace function runlane.finish_run(
     p_run_id bigint,
     p_fence bigint,
@@ -23,7 +23,6 @@ as $$
 declare
     v_run runlane.runs;
     v_reason text;
-    v_timing jsonb;
 begin
     -- GUARD: arguments, before any lock is taken.
     if p_outcome is null or p_cost is null then
@@ -57,15 +56,9 @@ begin
 
     perform runlane._close_run(v_run, p_outcome, v_reason, p_error);
 
-    -- Timing is a report on a finish already made: it can never undo it.
-    begin
-        v_timing := runlane._timing_row(p_run_id, 'run.finished');
-    exception when others then
-        raise warning 'run.finished timing unavailable for run % (sqlstate %)', p_run_id, sqlstate;
-        v_timing := null;
-    end;
-
-    return v_timing;
+    -- Timing is a report on a finish already made: _timing_row answers null instead of
+    -- raising (its own subtransaction), so it can never undo the finish.
+    return runlane._timing_row(p_run_id, 'run.finished');
 end;
 $$;
 

@@ -6,7 +6,9 @@
 -- reason = coalesce(p_reason, 'released') (a reason code), lease owner and expiry
 -- cleared, its computer lease deleted, 'run.released' journaled; the run itself (when
 -- awake) and the next waiter of its computer are notified so another worker resumes at
--- once. The attempt stays counted; the fence is unchanged until the next claim.
+-- once; messages held on an interactive run's thread while it ran join it
+-- (runlane._dispatch_held_messages). The attempt stays counted; the fence is unchanged
+-- until the next claim.
 -- Setting lease_owner to null is what marks this as a new-generation requeue for the
 -- 0002 compatibility trigger: it stamps no legacy backoff, so the explicit wake_at wins
 -- even when it equals the old one. Returns true.
@@ -56,6 +58,11 @@ begin
         perform runlane._notify_run(v_run.run_id, v_run.lane);
     end if;
     perform runlane._notify_computer_waiter(v_run.computer_id);
+
+    -- Messages held while it ran join the queued run, as new ones would (steering).
+    if v_run.lane = 'interactive' then
+        perform runlane._dispatch_held_messages(v_run.agent_id, v_run.thread_id);
+    end if;
 
     return true;
 end;

@@ -4,7 +4,8 @@
 -- While attempts < max_attempts the run goes back to queued with wake_at = now() +
 -- p_delay, reason 'retry_scheduled', last_error = p_error, lease cleared, its computer
 -- lease deleted (the next computer waiter is notified and may use the computer during
--- the delay), 'run.retry_scheduled' journaled; returns 'queued'. Once attempts are spent
+-- the delay), 'run.retry_scheduled' journaled, messages held on an interactive run's
+-- thread while it ran join it (runlane._dispatch_held_messages); returns 'queued'. Once attempts are spent
 -- the run closes through runlane._close_run as failed / attempts_exhausted; returns
 -- 'failed'. p_delay is 0 .. 7 days (22023).
 create or replace function runlane.retry_run(
@@ -65,6 +66,11 @@ begin
         perform runlane._notify_run(v_run.run_id, v_run.lane);
     end if;
     perform runlane._notify_computer_waiter(v_run.computer_id);
+
+    -- Messages held while it ran join the queued run, as new ones would (steering).
+    if v_run.lane = 'interactive' then
+        perform runlane._dispatch_held_messages(v_run.agent_id, v_run.thread_id);
+    end if;
 
     return 'queued';
 end;
