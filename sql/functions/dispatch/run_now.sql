@@ -1,0 +1,33 @@
+-- run_now: the manual "Run now" button.
+--
+-- Guarantees: raises, writing nothing, when a gate is closed: RL008 unknown agent, RL002
+-- switched off, RL003 admin locked, RL004 no model, RL005 weekly budget exhausted.
+-- Otherwise, under the agent's lock: when the agent has an unfinished background run,
+-- inserts and returns a 'skipped' run (reason already_running, trigger manual, finished,
+-- journaled as run.skipped); else inserts and returns a queued background run with
+-- trigger manual and the agent's prompt, thread and model. Manual runs carry no timer
+-- marker, so they are never coalesced. It does not notify: the caller publishes the new
+-- run with runlane.publish_run after commit.
+create or replace function runlane.run_now(p_agent_id text)
+returns runlane.runs
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    v_agent runlane.agents := runlane._agent_gates(p_agent_id, true);
+begin
+    return runlane._new_background_run(
+        v_agent, 'manual', v_agent.prompt, null,
+        case when runlane._lock_agent(v_agent.agent_id) then 'already_running' end,
+        null, null
+    );
+end;
+$$;
+
+comment on function runlane.run_now(text) is
+'Manual run: RL002-RL005 when a gate is closed; a skipped already_running row when the agent is busy; '
+'else a queued background run (trigger manual).';
+
+revoke all on function runlane.run_now(text) from public;
+grant execute on function runlane.run_now(text) to runlane_api;

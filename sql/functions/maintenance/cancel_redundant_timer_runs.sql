@@ -1,0 +1,68 @@
+-- cancel_redundant_timer_runs: a bounded pass that removes surplus timer catch-up work.
+--
+-- Guarantees: among pristine marked timer runs (queued, trigger scheduled, timer_routine
+-- set, no attempts, outputs, cost, steering messages, checkpoint or live computer lease)
+-- it keeps one per routine, prompt, thread and model (the latest occurrence) and cancels
+-- at most p_limit of the others, with reason 'redundant', through runlane._close_run
+-- (finished_at, a run.finished journal row). Rows and journal entries stay. Never touches
+-- unmarked older firings, manual runs, tests, retries, reactions, or any started run.
+-- Rows being claimed concurrently are skipped (skip locked). Returns the count.
+create or replace function runlane.cancel_redundant_timer_runs(p_limit int default 100)
+returns int
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    v_run runlane.runs;
+    v_count int := 0;
+begin
+    if p_limit is null or p_limit < 0 then
+        raise exception 'limit must be zero or more, not %', coalesce(p_limit::text, 'null')
+            using errcode = '22023';
+    end if;
+
+    for v_run in
+        with pristine as (
+            select
+                r.run_id,
+                row_number() over (
+                    partition by r.timer_routine, r.prompt, r.thread_id, r.model
+                    order by r.timer_occurrence desc, r.run_id desc
+                ) as rank_in_routine
+            from runlane.runs as r
+            where r.state = 'queued'
+              and r.trigger = 'scheduled'
+              and r.timer_routine is not null
+              and r.attempts = 0
+              and r.cost = 0
+              and r.checkpoint is null
+              and not exists (select 1 from runlane.run_outputs as o where o.run_id = r.run_id)
+              and not exists (select 1 from runlane.messages as m where m.run_id = r.run_id)
+              and not exists (
+                  select 1 from runlane.computer_leases as cl
+                  where cl.run_id = r.run_id and cl.expires_at > now()
+              )
+        )
+        select r.*
+        from runlane.runs as r
+        where r.run_id in (select p.run_id from pristine as p where p.rank_in_routine > 1)
+          and r.state = 'queued'
+          and r.attempts = 0
+        order by r.run_id
+        limit p_limit
+        for update skip locked
+    loop
+        perform runlane._close_run(v_run, 'canceled', 'redundant', null);
+        v_count := v_count + 1;
+    end loop;
+    return v_count;
+end;
+$$;
+
+comment on function runlane.cancel_redundant_timer_runs(int) is
+'Cancels (reason redundant) at most p_limit surplus pristine marked timer runs, keeping one per routine, '
+'prompt, thread and model.';
+
+revoke all on function runlane.cancel_redundant_timer_runs(int) from public;
+grant execute on function runlane.cancel_redundant_timer_runs(int) to runlane_worker;

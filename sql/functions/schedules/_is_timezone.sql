@@ -1,0 +1,31 @@
+-- _is_timezone: true when p_timezone names a zone of the time zone database
+-- (pg_timezone_names), such as 'UTC' or 'Europe/Berlin'. Abbreviations ('CEST'), POSIX
+-- strings ('UTC+3') and unknown names are refused. Used by the write triggers of
+-- users and platform_settings (reading pg_timezone_names costs a few milliseconds, so a
+-- cheap parse attempt rejects garbage first and 'UTC' is answered without a lookup).
+create or replace function runlane._is_timezone(p_timezone text)
+returns boolean
+language plpgsql
+stable
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    if p_timezone is null or length(p_timezone) > 64 then
+        return false;
+    end if;
+    if p_timezone = 'UTC' then
+        return true;
+    end if;
+    begin
+        perform now() at time zone p_timezone;
+    exception when invalid_parameter_value then
+        return false;
+    end;
+    return exists (select 1 from pg_catalog.pg_timezone_names as z where z.name = p_timezone);
+end;
+$$;
+
+comment on function runlane._is_timezone(text) is
+'True when the text is a zone name of pg_timezone_names (not an abbreviation or POSIX string).';
+
+revoke all on function runlane._is_timezone(text) from public;

@@ -1,0 +1,37 @@
+-- next_slot: the first slot of a schedule strictly after p_after, in UTC (timestamptz).
+--
+-- Guarantees: calendar slots are wall-clock times in p_timezone; a wall time that does
+-- not exist (spring forward) fires at the same offset after the gap (02:30 -> 03:30); an
+-- ambiguous one (fall back) fires once, at its first instance. Interval schedules are
+-- exact elapsed hours on a fixed grid (anchored at the Unix epoch here; agents use the
+-- anchor set with their schedule, see runlane._next_slot). Manual ('') -> null.
+-- Raises RL006 for an invalid schedule, RL007 for an unknown time zone.
+create or replace function runlane.next_slot(p_schedule text, p_timezone text, p_after timestamptz)
+returns timestamptz
+language plpgsql
+stable
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    v_spec jsonb := runlane.parse_schedule(p_schedule);
+begin
+    if p_timezone is null or p_after is null then
+        raise exception 'next_slot needs a time zone and an instant'
+            using errcode = '22004';
+    end if;
+    begin
+        perform p_after at time zone p_timezone;
+    exception when invalid_parameter_value then
+        raise exception 'invalid time zone %', quote_literal(left(p_timezone, 60))
+            using errcode = 'RL007',
+                  hint = 'Use an IANA zone name such as Europe/Berlin (see pg_timezone_names).';
+    end;
+    return runlane._next_slot(v_spec, p_timezone, p_after, null);
+end;
+$$;
+
+comment on function runlane.next_slot(text, text, timestamptz) is
+'First slot of a schedule strictly after p_after: DST-correct wall-clock slots, exact-hour intervals.';
+
+revoke all on function runlane.next_slot(text, text, timestamptz) from public;
+grant execute on function runlane.next_slot(text, text, timestamptz) to runlane_api, runlane_worker;
