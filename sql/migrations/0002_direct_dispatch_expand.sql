@@ -42,6 +42,9 @@ create index runs_unfinished_thread_idx on runlane.runs (agent_id, thread_id)
 where lane = 'interactive' and state in ('queued', 'running');
 create index runs_timer_marker_idx on runlane.runs (timer_routine, timer_occurrence)
 where timer_routine is not null;
+-- No occurrence of a routine fires twice, whatever ticks run at once (issue 3).
+create unique index runs_timer_occurrence_once_idx on runlane.runs (timer_routine, timer_occurrence)
+where timer_routine is not null;
 
 -- Interval schedules run on a grid anchored when the schedule was set.
 alter table runlane.agents add column schedule_anchor timestamptz null;
