@@ -1,13 +1,16 @@
-"""The `runlane` command line."""
+"""The `runlane` command line. Every option can also come from the environment:
+`--dsn` from RUNLANE_DSN, any other from RUNLANE_<COMMAND>_<OPTION> (e.g.
+RUNLANE_WORKER_AGENT, RUNLANE_WORKER_LANE="interactive background")."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 
 import click
 import psycopg
 
-from . import errors
+from . import errors, log
 from .migrate import MigrationError, migrate
 
 dsn_option = click.option(
@@ -15,7 +18,7 @@ dsn_option = click.option(
     help="PostgreSQL connection string (or $RUNLANE_DSN).")
 
 
-@click.group()
+@click.group(context_settings={"auto_envvar_prefix": "RUNLANE"})
 def main() -> None:
     """runlane: durable, Postgres-native dispatch for AI-agent runs."""
 
@@ -44,3 +47,120 @@ def migrate_cmd(dsn: str, to: int | None) -> None:
             click.echo(f"applied {m.version:04d}_{m.name}")
     else:
         click.echo("schema is up to date")
+
+
+@main.command("worker")
+@dsn_option
+@click.option("--lane", "lanes", multiple=True, required=True,
+              type=click.Choice(["interactive", "background"]),
+              help="Lane to serve; repeat for both (each lane has its own dispatcher).")
+@click.option("--agent", "agent_spec", default="runlane.agents.echo:agent", show_default=True,
+              help="The agent, as module:attr.")
+@click.option("--worker-id", default="", help="Lease owner name (default host-pid-random).")
+@click.option("--shutdown-grace", type=float, default=30.0, show_default=True,
+              help="Seconds runs may finish after SIGTERM/SIGINT before they are released.")
+@click.option("--memory-buffer-mb", type=int, default=64, show_default=True,
+              help="Free memory (and process headroom) required before each claim.")
+@click.option("--memory-probe", default=None,
+              help="module:attr of a probe returning runlane.admission.Memory (tests, ops).")
+@click.option("--lease", type=float, default=60.0, show_default=True,
+              help="Lease seconds; heartbeats every third of it.")
+@click.option("--scan-interval", type=float, default=5.0, show_default=True,
+              help="Seconds between recovery scans of each lane.")
+@click.option("--claim-batch", type=int, default=10, show_default=True,
+              help="Runs per claim_runs() call.")
+@click.option("--pool-size", type=int, default=10, show_default=True,
+              help="Database connections for run work (not a run cap).")
+@click.option("--maintenance/--no-maintenance", default=True, show_default=True,
+              help="Take part in the maintenance leader election.")
+@click.option("--tick-interval", type=float, default=5.0, show_default=True)
+@click.option("--queue-delay-interval", type=float, default=30.0, show_default=True)
+@click.option("--queue-delay-threshold", type=float, default=30.0, show_default=True)
+@click.option("--leader-retry", type=float, default=3.0, show_default=True,
+              help="Seconds between a follower's attempts to become maintenance leader.")
+def worker_cmd(dsn: str, lanes: tuple[str, ...], agent_spec: str, worker_id: str,
+               shutdown_grace: float, memory_buffer_mb: int, memory_probe: str | None,
+               lease: float, scan_interval: float, claim_batch: int, pool_size: int,
+               maintenance: bool, tick_interval: float, queue_delay_interval: float,
+               queue_delay_threshold: float, leader_retry: float) -> None:
+    """Listen, claim and execute runs until SIGTERM/SIGINT."""
+    from .agents import load_agent
+    from .maintenance import MaintenanceConfig
+    from .worker import WorkerConfig, serve
+
+    log.configure()
+    try:
+        agent = load_agent(agent_spec)
+    except (ImportError, AttributeError, TypeError) as exc:
+        click.echo(f"error: cannot load agent {agent_spec}: {exc}", err=True)
+        sys.exit(1)
+    config = WorkerConfig(
+        dsn=dsn, lanes=list(dict.fromkeys(lanes)), agent=agent, worker_id=worker_id,
+        shutdown_grace=shutdown_grace, memory_buffer_mb=memory_buffer_mb,
+        memory_probe=memory_probe, lease=lease, scan_interval=scan_interval,
+        claim_batch=claim_batch, pool_size=pool_size,
+        maintenance=MaintenanceConfig(tick_interval, queue_delay_interval,
+                                      queue_delay_threshold, leader_retry)
+        if maintenance else None)
+    asyncio.run(serve(config))
+
+
+@main.command("tick")
+@dsn_option
+def tick_cmd(dsn: str) -> None:
+    """One maintenance pass (tick and publish, reap_stale, redundant timer runs,
+    queue delay), for cron or pg_cron; does nothing while a worker leads maintenance."""
+    from .maintenance import one_pass
+
+    log.configure()
+    try:
+        asyncio.run(one_pass(dsn))
+    except psycopg.Error as exc:
+        fail(exc)
+
+
+def _publish(conn: psycopg.Connection, run_id: int) -> None:
+    """Publication is its own transaction; its failure is harmless (the scan recovers)."""
+    try:
+        conn.execute("select runlane.publish_run(p_run_id => %s::bigint)", (run_id,))
+    except psycopg.Error as exc:
+        click.echo(f"warning: run {run_id} committed but not published "
+                   f"({exc.sqlstate}); a worker's scan will start it", err=True)
+
+
+@main.command("run-now")
+@dsn_option
+@click.argument("agent_id")
+def run_now_cmd(dsn: str, agent_id: str) -> None:
+    """Start AGENT's background run now (manual "Run now")."""
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            run_id, state, reason = conn.execute(
+                "select run_id, state, reason from runlane.run_now(p_agent_id => %s::text)",
+                (agent_id,)).fetchone()
+            if state == "queued":
+                _publish(conn, run_id)
+    except psycopg.Error as exc:
+        fail(exc)
+    click.echo(f"run {run_id} {state}" + (f" ({reason})" if reason else ""))
+
+
+@main.command("submit")
+@dsn_option
+@click.argument("agent_id")
+@click.argument("thread_id")
+@click.argument("text")
+def submit_cmd(dsn: str, agent_id: str, thread_id: str, text: str) -> None:
+    """Send TEXT to AGENT in THREAD (a chat message)."""
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            message_id, run_id, disposition = conn.execute(
+                "select message_id, run_id, disposition from runlane.submit_message("
+                "p_agent_id => %s::text, p_thread_id => %s::text, p_body => %s::text)",
+                (agent_id, thread_id, text)).fetchone()
+            if disposition == "created":
+                _publish(conn, run_id)
+    except psycopg.Error as exc:
+        fail(exc)
+    click.echo(f"message {message_id} {disposition}"
+               + (f" run {run_id}" if run_id is not None else ""))

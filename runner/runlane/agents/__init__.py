@@ -1,0 +1,106 @@
+"""The agent interface: one step of the agentic loop at a time.
+
+    class MyAgent:
+        async def step(self, ctx: RunContext) -> StepResult:
+            text = " ".join(m.body for m in await ctx.messages()) or ctx.prompt
+            await ctx.emit("text", reply)          # visible: text, final, message_tool, card
+            await ctx.emit("progress", "…")        # invisible: reasoning, progress, …
+            await ctx.save_checkpoint({"n": 1})  # state after this step; resumes as ctx.checkpoint
+            new = await ctx.take_steering()        # messages sent while the run was running
+            ctx.charge(0.002)                      # cost, summed into runs.cost at the end
+            return CONTINUE if new else done()     # or done("failed", "some_reason")
+
+The runner calls `step` until it returns `done(…)` or the run reaches its iteration cap
+(then the run finishes `failed` with reason `iteration_cap`). A step that raises is a
+failed attempt (retried with backoff while attempts remain). When the run's lease is lost
+the step's task is cancelled and every later `ctx` write raises `LeaseLost`.
+`runlane worker --agent module:attr` loads an object with `step`, a class (instantiated
+without arguments) or a bare `async def step(ctx)`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+VISIBLE_KINDS = frozenset({"text", "final", "message_tool", "card"})
+HIDDEN_KINDS = frozenset({"reasoning", "placeholder", "progress", "metadata"})
+
+
+class LeaseLost(Exception):
+    """This worker no longer owns the run: stop, and write nothing more for it."""
+
+
+@dataclass(frozen=True)
+class StepResult:
+    done: bool
+    outcome: str = "succeeded"
+    error: str | None = None
+
+
+CONTINUE = StepResult(done=False)
+
+
+def done(outcome: str = "succeeded", error: str | None = None) -> StepResult:
+    """End the run: outcome `succeeded`, `failed` or `canceled`; error a reason code or text."""
+    return StepResult(done=True, outcome=outcome, error=error)
+
+
+@dataclass(frozen=True)
+class Message:
+    message_id: int
+    body: str
+    created_at: datetime
+
+
+class RunContext(Protocol):
+    run_id: int
+    attempt: int
+    lane: str
+    trigger: str
+    agent_id: str
+    org_id: str
+    thread_id: str | None
+    prompt: str
+    model: str | None
+    late_notice: dict[str, Any] | None
+    checkpoint: Any
+    iteration: int
+    iteration_cap: int
+
+    async def emit(self, kind: str, body: str) -> None: ...
+    async def save_checkpoint(self, data: Any) -> None: ...
+    async def take_steering(self) -> list[Message]: ...
+    async def messages(self) -> list[Message]: ...
+    def charge(self, cost: float) -> None: ...
+
+
+class Agent(Protocol):
+    async def step(self, ctx: RunContext) -> StepResult: ...
+
+
+class _FunctionAgent:
+    def __init__(self, fn: Callable[[RunContext], Awaitable[StepResult]]):
+        self._fn = fn
+
+    async def step(self, ctx: RunContext) -> StepResult:
+        return await self._fn(ctx)
+
+
+def load_agent(spec: str) -> Agent:
+    """`module:attr` (or `module`, meaning `module:agent`) → an object with `async step(ctx)`."""
+    module_name, _, attr = spec.partition(":")
+    obj: Any = importlib.import_module(module_name)
+    for part in (attr or "agent").split("."):
+        obj = getattr(obj, part)
+    if inspect.isclass(obj):
+        obj = obj()
+    if hasattr(obj, "step"):
+        return obj
+    if inspect.iscoroutinefunction(obj):
+        return _FunctionAgent(obj)
+    raise TypeError(f"{spec} is not an agent: it needs an async step(ctx) method")

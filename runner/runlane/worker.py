@@ -1,0 +1,493 @@
+"""`runlane worker`: listen, scan, claim, execute agent steps, heartbeat, log timing.
+
+One asyncio process. A dedicated connection LISTENs on `runlane_runs`; each lane has its
+own dispatcher loop, so lanes never wait on each other. A lane makes a pass at startup,
+after every (re)connect of the listener, when a notification names it and at least every
+`scan_interval` seconds; a notification arriving during a pass only marks the lane for
+one more pass (an asyncio.Event), it never restarts the pass in progress. A pass claims
+in bounded pages (`claim_runs`), each page admitted by memory first.
+
+Every claimed run gets a supervisor task: the claim is its durable ownership; it starts
+the run's heartbeat (every lease/3) and then the agent loop. A heartbeat returning false
+or any RL001 cancels the agent task at once and nothing more is written for the run.
+There is no run-duration limit and no per-worker run cap. All rules about which run may
+run live in the database; this module only calls its functions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import uuid
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from . import log
+from .admission import Admission, load_probe
+from .agents import Agent, LeaseLost, Message, StepResult
+from .maintenance import Maintenance, MaintenanceConfig
+
+CHANNEL = "runlane_runs"
+
+CLAIM = """
+select * from runlane.claim_runs(
+    p_worker => %(worker)s::text, p_lanes => %(lanes)s::text[],
+    p_limit => %(limit)s::int, p_lease => %(lease)s::interval)
+"""
+HEARTBEAT = """
+select runlane.heartbeat(
+    p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
+    p_lease => %(lease)s::interval) as ok
+"""
+APPEND_OUTPUT = """
+select runlane.append_output(
+    p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
+    p_kind => %(kind)s::text, p_body => %(body)s::text) as timing
+"""
+SAVE_CHECKPOINT = """
+select runlane.save_checkpoint(
+    p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
+    p_checkpoint => %(checkpoint)s::jsonb)
+"""
+TAKE_STEERING = """
+select message_id, body, created_at from runlane.take_steering(
+    p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint)
+"""
+RUN_MESSAGES = """
+select message_id, body, created_at from runlane.run_messages(
+    p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint)
+"""
+FINISH_RUN = """
+select runlane.finish_run(
+    p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
+    p_outcome => %(outcome)s::text, p_error => %(error)s::text,
+    p_cost => %(cost)s::numeric) as timing
+"""
+RETRY_RUN = """
+select runlane.retry_run(
+    p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
+    p_error => %(error)s::text, p_delay => %(delay)s::interval) as state
+"""
+RELEASE_RUN = """
+select runlane.release_run(
+    p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
+    p_wake_at => null, p_reason => 'shutdown') as released
+"""
+RUN_TIMING = "select runlane.run_timing(p_run_id => %(run_id)s::bigint) as timing"
+
+# SQLSTATEs after which the same statement may be sent again on a fresh connection:
+# the connection broke (class 08, or no SQLSTATE at all) or the server ended the session.
+_RECONNECT_STATES = {"57P01", "57P02", "57P03"}
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = exc.sqlstate
+    return state is None or state.startswith("08") or state in _RECONNECT_STATES
+
+
+@dataclass
+class WorkerConfig:
+    dsn: str
+    lanes: list[str]
+    agent: Agent
+    worker_id: str = ""
+    shutdown_grace: float = 30.0
+    memory_buffer_mb: int = 64
+    memory_probe: str | None = None
+    lease: float = 60.0
+    scan_interval: float = 5.0
+    claim_batch: int = 10
+    max_pages: int = 50
+    pool_size: int = 10
+    admission_retry: float = 0.5
+    maintenance: MaintenanceConfig | None = field(default_factory=MaintenanceConfig)
+
+    def __post_init__(self) -> None:
+        if not self.worker_id:
+            self.worker_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+    @property
+    def application_name(self) -> str:
+        return f"runlane-worker:{self.worker_id}"[:63]
+
+
+class RunHandle:
+    """One claimed run: the context its agent sees, and the fence every write carries."""
+
+    def __init__(self, worker: Worker, row: dict[str, Any]):
+        self._worker = worker
+        self.run_id: int = row["run_id"]
+        self.fence: int = row["fence"]
+        self.attempt: int = row["attempt"]
+        self.lane: str = row["lane"]
+        self.trigger: str = row["trigger"]
+        self.agent_id: str = row["agent_id"]
+        self.org_id: str = row["org_id"]
+        self.thread_id: str | None = row["thread_id"]
+        self.prompt: str = row["prompt"] or ""
+        self.model: str | None = row["model"]
+        self.late_notice: dict[str, Any] | None = row["late_notice"]
+        self.iteration_cap: int = row["iteration_cap"] or 20
+        saved = row["checkpoint"] if isinstance(row["checkpoint"], dict) else {}
+        # The runner wraps the agent's state with its own bookkeeping, so iteration and
+        # cost survive a resume on another worker.
+        self.checkpoint: Any = saved.get("state")
+        self.iteration: int = int(saved.get("iteration", 0))
+        self.cost: float = float(saved.get("cost", 0))
+        self.lost = False
+        self.releasing = False
+        self.agent_task: asyncio.Task | None = None
+        self.supervisor: asyncio.Task | None = None
+
+    @property
+    def _key(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "fence": self.fence}
+
+    def lose(self, why: str) -> None:
+        """Ownership is gone: stop the agent now; every later write is refused locally."""
+        if self.lost:
+            return
+        self.lost = True
+        log.get().warning("run.lease_lost", **{"run.id": self.run_id, "run.lane": self.lane,
+                                               "run.attempt": self.attempt, "lease.why": why})
+        task = self.agent_task
+        if task is not None and not task.done() and task is not asyncio.current_task():
+            task.cancel()
+
+    async def _call(self, sql: str, params: dict[str, Any], fetch: str = "one") -> Any:
+        if self.lost:
+            raise LeaseLost(f"run {self.run_id} is owned by another worker now")
+        try:
+            return await self._worker.db(sql, {**self._key, **params}, fetch)
+        except psycopg.Error as exc:
+            if exc.sqlstate == "RL001":
+                self.lose("fenced_out")
+                raise LeaseLost(f"run {self.run_id} is owned by another worker now") from None
+            raise
+
+    # -- the agent's context ---------------------------------------------------------
+    async def emit(self, kind: str, body: str) -> None:
+        row = await self._call(APPEND_OUTPUT, {"kind": kind, "body": body})
+        if row and row["timing"]:
+            log.timing("run.first_response", row["timing"])
+
+    async def save_checkpoint(self, data: Any) -> None:
+        wrapped = {"iteration": self.iteration + 1, "cost": self.cost, "state": data}
+        await self._call(SAVE_CHECKPOINT, {"checkpoint": json.dumps(wrapped)})
+        self.checkpoint = data
+
+    async def take_steering(self) -> list[Message]:
+        rows = await self._call(TAKE_STEERING, {}, fetch="all")
+        return [Message(r["message_id"], r["body"], r["created_at"]) for r in rows]
+
+    async def messages(self) -> list[Message]:
+        rows = await self._call(RUN_MESSAGES, {}, fetch="all")
+        return [Message(r["message_id"], r["body"], r["created_at"]) for r in rows]
+
+    def charge(self, cost: float) -> None:
+        self.cost += float(cost)
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        return {"run.id": self.run_id, "run.lane": self.lane, "run.trigger": self.trigger,
+                "run.attempt": self.attempt}
+
+
+class Worker:
+    def __init__(self, config: WorkerConfig):
+        self.config = config
+        self.lease = timedelta(seconds=config.lease)
+        self.admission = Admission(load_probe(config.memory_probe),
+                                   config.memory_buffer_mb * 1024 * 1024)
+        self.wake = {lane: asyncio.Event() for lane in config.lanes}
+        self.runs: dict[int, RunHandle] = {}
+        self.stopping = False
+        self.stopped = asyncio.Event()
+        self.signals = 0
+        self.passes = dict.fromkeys(config.lanes, 0)
+        self.claim_queries = dict.fromkeys(config.lanes, 0)
+        self.pool = AsyncConnectionPool(
+            config.dsn, min_size=1, max_size=config.pool_size, open=False,
+            kwargs={"autocommit": True, "application_name": config.application_name},
+            check=AsyncConnectionPool.check_connection, reconnect_timeout=0)
+        self.maintenance = (Maintenance(config.dsn, config.maintenance,
+                                        config.application_name)
+                            if config.maintenance else None)
+
+    # -- database ----------------------------------------------------------------------
+    async def db(self, sql: str, params: dict[str, Any] | None = None, fetch: str = "one",
+                 retries: int = 2) -> Any:
+        """One statement in its own transaction; resent on a fresh connection when the
+        connection itself broke (the pool drops broken connections)."""
+        for attempt in range(retries + 1):
+            try:
+                async with self.pool.connection() as conn:
+                    cur = conn.cursor(row_factory=dict_row)
+                    await cur.execute(sql, params)
+                    if fetch == "one":
+                        return await cur.fetchone()
+                    if fetch == "all":
+                        return await cur.fetchall()
+                    return None
+            except psycopg.Error as exc:
+                if attempt == retries or not is_connection_error(exc):
+                    raise
+                await asyncio.sleep(0.1 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    # -- lifecycle ---------------------------------------------------------------------
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.request_stop)
+        await self.pool.open(wait=False)
+        log.get().info("worker.started", **{
+            "worker.id": self.config.worker_id, "worker.lanes": self.config.lanes,
+            "worker.pid": os.getpid()})
+        listener = asyncio.create_task(self._listen(), name="listener")
+        lanes = [asyncio.create_task(self._lane_loop(lane), name=f"lane-{lane}")
+                 for lane in self.config.lanes]
+        maintenance = (asyncio.create_task(self.maintenance.run_forever(self.stopped),
+                                           name="maintenance")
+                       if self.maintenance else None)
+        await self.stopped.wait()
+        await asyncio.gather(*lanes, return_exceptions=True)
+        await self._drain()
+        for task in (listener, maintenance):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        await self.pool.close()
+        log.get().info("worker.stopped", **{
+            "worker.id": self.config.worker_id,
+            "dispatch.passes": sum(self.passes.values()),
+            "dispatch.claim_queries": sum(self.claim_queries.values())})
+
+    def request_stop(self) -> None:
+        self.signals += 1
+        if self.signals == 1:
+            log.get().info("worker.stopping", **{
+                "worker.id": self.config.worker_id, "worker.runs": len(self.runs),
+                "worker.shutdown_grace_s": self.config.shutdown_grace})
+        self.stopping = True
+        self.stopped.set()
+        for event in self.wake.values():
+            event.set()
+        if self.signals > 1:  # a second signal: release what runs now, do not wait
+            self._release_all()
+
+    async def _drain(self) -> None:
+        """Let running runs finish within the grace period, then release the rest."""
+        supervisors = [r.supervisor for r in self.runs.values() if r.supervisor]
+        if supervisors and self.signals < 2:
+            await asyncio.wait(supervisors, timeout=self.config.shutdown_grace)
+        self._release_all()
+        supervisors = [r.supervisor for r in self.runs.values() if r.supervisor]
+        if supervisors:
+            await asyncio.wait(supervisors, timeout=30)
+
+    def _release_all(self) -> None:
+        for run in list(self.runs.values()):
+            if not run.releasing and run.agent_task and not run.agent_task.done():
+                run.releasing = True
+                run.agent_task.cancel()
+
+    # -- listening ---------------------------------------------------------------------
+    async def _listen(self) -> None:
+        backoff, connected_before = 0.1, False
+        while not self.stopping:
+            try:
+                async with await psycopg.AsyncConnection.connect(
+                        self.config.dsn, autocommit=True,
+                        application_name=self.config.application_name) as conn:
+                    await conn.execute(f"listen {CHANNEL}")
+                    log.get().info("listener.reconnected" if connected_before
+                                   else "listener.listening",
+                                   **{"worker.id": self.config.worker_id})
+                    connected_before, backoff = True, 0.1
+                    for event in self.wake.values():  # scan whatever was missed meanwhile
+                        event.set()
+                    async for notify in conn.notifies():
+                        self._on_notify(notify.payload)
+            except psycopg.Error as exc:
+                log.get().warning("listener.lost", **log.error_fields(exc))
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    def _on_notify(self, payload: str) -> None:
+        try:
+            lane = json.loads(payload).get("lane")
+        except (ValueError, AttributeError):
+            lane = None
+        if lane in self.wake:
+            self.wake[lane].set()
+        elif lane is None:
+            for event in self.wake.values():
+                event.set()
+
+    # -- dispatching -------------------------------------------------------------------
+    async def _lane_loop(self, lane: str) -> None:
+        event = self.wake[lane]
+        event.set()  # the startup pass
+        ready = False
+        while not self.stopping:
+            timeout = self.config.scan_interval
+            if self.admission.waiting:
+                timeout = min(timeout, self.config.admission_retry)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), timeout)
+            if self.stopping:
+                return
+            event.clear()  # notifications from now on mark exactly one more pass
+            try:
+                await self._pass(lane)
+                if not ready:
+                    ready = True
+                    log.get().info("dispatch.ready", **{"run.lane": lane})
+            except Exception as exc:  # noqa: BLE001 - the dispatcher must keep going
+                log.get().warning("dispatch.pass_failed",
+                                  **{"run.lane": lane, **log.error_fields(exc)})
+                await asyncio.sleep(0.5)
+
+    async def _pass(self, lane: str) -> None:
+        self.passes[lane] += 1
+        for _page in range(self.config.max_pages):
+            if self.stopping or not self.admission.admit(lane):
+                return
+            self.claim_queries[lane] += 1
+            rows = await self.db(CLAIM, {
+                "worker": self.config.worker_id, "lanes": [lane],
+                "limit": self.config.claim_batch, "lease": self.lease}, fetch="all", retries=0)
+            for row in rows:
+                self._start(row)
+            if len(rows) < self.config.claim_batch:
+                return
+        self.wake[lane].set()  # the page budget ran out with work left: one more pass
+
+    def _start(self, row: dict[str, Any]) -> None:
+        run = RunHandle(self, row)
+        log.timing("run.execution_started", row.get("timing"), **run.fields)
+        self.runs[run.run_id] = run
+        run.supervisor = asyncio.create_task(self._supervise(run), name=f"run-{run.run_id}")
+
+    # -- one run -----------------------------------------------------------------------
+    async def _supervise(self, run: RunHandle) -> None:
+        heartbeat = asyncio.create_task(self._heartbeat(run))
+        run.agent_task = asyncio.create_task(self._agent_loop(run))
+        try:
+            try:
+                outcome, error = await run.agent_task
+            except asyncio.CancelledError:
+                if not run.agent_task.cancelled():
+                    raise  # the supervisor itself was cancelled
+                if run.releasing and not run.lost:
+                    await self._release(run)
+                return
+            except LeaseLost:
+                return
+            except Exception as exc:  # noqa: BLE001 - an agent failure fails the attempt
+                if not run.lost:
+                    await self._retry(run, exc)
+                return
+            if not run.lost:
+                await self._finish(run, outcome, error)
+        except Exception as exc:  # noqa: BLE001 - never let one run take the worker down
+            log.get().warning("run.supervisor_failed", **run.fields, **log.error_fields(exc))
+        finally:
+            heartbeat.cancel()
+            self.runs.pop(run.run_id, None)
+
+    async def _agent_loop(self, run: RunHandle) -> tuple[str, str | None]:
+        agent = self.config.agent
+        while True:
+            if run.iteration >= run.iteration_cap:
+                return "failed", "iteration_cap"
+            result = await agent.step(run)
+            if run.lost:
+                raise LeaseLost(f"run {run.run_id} is owned by another worker now")
+            run.iteration += 1
+            if not isinstance(result, StepResult):
+                raise TypeError("an agent step must return a StepResult")
+            if result.done:
+                return result.outcome, result.error
+
+    async def _heartbeat(self, run: RunHandle) -> None:
+        interval = max(self.config.lease / 3, 0.05)
+        while not run.lost:
+            await asyncio.sleep(interval)
+            try:
+                row = await self.db(HEARTBEAT, {"run_id": run.run_id, "fence": run.fence,
+                                                "lease": self.lease}, retries=0)
+                owned = bool(row and row["ok"])
+            except psycopg.Error as exc:
+                if exc.sqlstate == "RL001":
+                    owned = False
+                else:  # a broken connection: try again next beat; the lease still runs
+                    log.get().warning("run.heartbeat_failed",
+                                      **run.fields, **log.error_fields(exc))
+                    continue
+            if not owned:
+                run.lose("heartbeat_refused")
+                return
+
+    async def _finish(self, run: RunHandle, outcome: str, error: str | None) -> None:
+        try:
+            row = await self.db(FINISH_RUN, {"run_id": run.run_id, "fence": run.fence,
+                                             "outcome": outcome, "error": error,
+                                             "cost": run.cost})
+        except psycopg.Error as exc:
+            if exc.sqlstate == "RL001":
+                run.lose("fenced_out")
+                return
+            raise
+        log.timing("run.finished", row["timing"] if row else None, **run.fields)
+
+    async def _retry(self, run: RunHandle, exc: Exception) -> None:
+        delay = timedelta(seconds=min(2 ** run.attempt, 60))
+        error = f"{type(exc).__name__}: {exc}"[:500]
+        try:
+            row = await self.db(RETRY_RUN, {"run_id": run.run_id, "fence": run.fence,
+                                            "error": error, "delay": delay})
+        except psycopg.Error as db_exc:
+            if db_exc.sqlstate == "RL001":
+                run.lose("fenced_out")
+                return
+            raise
+        state = row["state"] if row else None
+        log.get().warning("run.attempt_failed",
+                          **run.fields, **log.error_fields(exc), **{"run.state": state})
+        if state == "failed":
+            await self._log_terminal(run)
+
+    async def _log_terminal(self, run: RunHandle) -> None:
+        try:
+            row = await self.db(RUN_TIMING, {"run_id": run.run_id})
+            log.timing("run.finished", row["timing"] if row else None)
+        except Exception as exc:  # noqa: BLE001 - a timing read never fails anything
+            log.get().warning("log.timing_failed", **run.fields, **log.error_fields(exc))
+
+    async def _release(self, run: RunHandle) -> None:
+        try:
+            await self.db(RELEASE_RUN, {"run_id": run.run_id, "fence": run.fence})
+            log.get().info("run.released", **run.fields, **{"run.reason": "shutdown"})
+        except psycopg.Error as exc:
+            if exc.sqlstate == "RL001":
+                run.lose("fenced_out")
+                return
+            log.get().warning("run.release_failed", **run.fields, **log.error_fields(exc))
+
+
+async def serve(config: WorkerConfig) -> None:
+    await Worker(config).run()
