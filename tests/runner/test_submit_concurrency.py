@@ -192,3 +192,39 @@ def test_submissions_while_workers_claim_steer_and_finish(db_dsn, conn, agent):
         "select count(*) from runlane.runs as r where r.agent_id = 'agent-a' and not exists "
         "(select 1 from runlane.messages as m where m.run_id = r.run_id)").fetchone()
     assert orphans == 0, "every run answers at least one message"
+
+
+@pytest.mark.parametrize(("claim_commits", "expected"), [(True, "held"), (False, "steering")])
+def test_submit_during_a_claim_in_progress(db_dsn, conn, agent, claim_commits, expected):
+    """A claim holds the queued run's row (as claim_runs' FOR UPDATE does) while a message
+    arrives: if the claim commits, the run is running and the message is held for it; if
+    it rolls back, the message steers the still-queued run. Never attached behind the
+    back of a run that has started."""
+    (run_id,) = conn.execute(
+        "select run_id from runlane.submit_message('agent-a', 'thread-1', 'first')").fetchone()
+    outcome: list[tuple] = []
+    with psycopg.connect(db_dsn) as claimer:
+        claimer.execute("select 1 from runlane.runs where run_id = %s for update", (run_id,))
+        threads, errors = _run_threads([lambda: outcome.append(_submit_once(db_dsn))])
+        claimer.execute("select runlane_test.claimed(%s)", (run_id,))
+        if claim_commits:
+            claimer.commit()
+        else:
+            claimer.rollback()
+        for t in threads:
+            t.join()
+    assert errors == []
+    ((_message_id, message_run, disposition),) = outcome
+    assert disposition == expected
+    (state,) = conn.execute("select state from runlane.runs where run_id = %s",
+                            (run_id,)).fetchone()
+    assert state == ("running" if claim_commits else "queued")
+    assert message_run == (None if claim_commits else run_id)
+    (unfinished,) = conn.execute(UNFINISHED_PER_THREAD).fetchone()
+    assert unfinished == 1
+
+
+def _submit_once(dsn):
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return conn.execute(SUBMIT, {"a": "agent-a", "t": "thread-1", "b": "during claim"}
+                            ).fetchone()

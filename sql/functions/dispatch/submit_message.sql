@@ -34,6 +34,7 @@ declare
     v_message_id bigint;
     v_run_id bigint;
     v_state text;
+    v_busy_rounds int := 0;
 begin
     -- GUARD: arguments and the agent.
     if p_thread_id is null then
@@ -60,11 +61,13 @@ begin
     perform runlane._thread_lock(v_agent.agent_id, p_thread_id);
 
     -- GUARD: find the thread's unfinished interactive run (a queued one first).
-    -- The queued run's row is taken with SKIP LOCKED: its only other lockers are claims,
-    -- which never wait for this thread lock, and waiting for a row lock while holding
-    -- the thread lock could deadlock with finish_run (row lock, then thread lock). When
-    -- the row is busy, re-read after a short pause: the claim either commits (the run is
-    -- running: hold the message) or rolls back (the run is still queued: steer).
+    -- The queued run's row is locked with SKIP LOCKED first: its usual lockers are
+    -- claims, which never wait for this thread lock, while waiting for a row lock with
+    -- the thread lock held is the reverse of finish_run's order (row, then thread).
+    -- When the row is busy, re-read after a short pause: the claim either commits (the
+    -- run is running: hold the message) or rolls back (still queued: steer). Should it
+    -- stay busy (someone holds the row for long), wait for the lock instead: a run that
+    -- was queued when the wait began cannot be held by a finishing owner.
     loop
         select r.run_id, r.state into v_run_id, v_state
         from runlane.runs as r
@@ -78,13 +81,23 @@ begin
 
         exit when v_run_id is null or v_state = 'running';
 
-        perform 1
-        from runlane.runs as r
-        where r.run_id = v_run_id and r.state = 'queued'
-        for no key update skip locked;
+        v_busy_rounds := v_busy_rounds + 1;
+        if v_busy_rounds <= 50 then
+            perform 1
+            from runlane.runs as r
+            where r.run_id = v_run_id and r.state = 'queued'
+            for no key update skip locked;
+        else
+            perform 1
+            from runlane.runs as r
+            where r.run_id = v_run_id and r.state = 'queued'
+            for no key update;
+        end if;
         exit when found;
 
-        perform pg_sleep(0.001);
+        if v_busy_rounds < 50 then
+            perform pg_sleep(0.001);
+        end if;
         v_run_id := null;
         v_state := null;
     end loop;
