@@ -1,0 +1,101 @@
+-- create_run: the same gates as run_now; overlap and budget become skipped rows; a
+-- queued run keeps its prompt and wake time and is never marked as a timer run.
+begin;
+select plan(13);
+
+select runlane_test.scheduled_agent('agent-c', '', null, 'UTC', 'org-c');
+
+update runlane.agents set enabled = false where agent_id = 'agent-c';
+select throws_ok(
+    $$select runlane.create_run('agent-c', 'scheduled')$$, 'RL002', null, 'a switched-off agent raises RL002'
+);
+update runlane.agents set enabled = true, admin_locked = true where agent_id = 'agent-c';
+select throws_ok(
+    $$select runlane.create_run('agent-c', 'scheduled')$$, 'RL003', null, 'an admin-locked agent raises RL003'
+);
+update runlane.agents set admin_locked = false, model = null where agent_id = 'agent-c';
+select throws_ok(
+    $$select runlane.create_run('agent-c', 'reaction')$$, 'RL004', null, 'an agent without a model raises RL004'
+);
+update runlane.agents set model = 'test-model' where agent_id = 'agent-c';
+select throws_ok(
+    $$select runlane.create_run('agent-none', 'scheduled')$$, 'RL008', null, 'an unknown agent raises RL008'
+);
+select throws_ok(
+    $$select runlane.create_run('agent-c', 'interactive')$$, '22023', null,
+    'an interactive trigger is not a background run''s'
+);
+select is(runlane_test.row_count('runs'), 0::bigint, 'refused calls wrote no run');
+
+create temporary table made (label text, run_id bigint) on commit drop;
+insert into made values ('deferred', runlane.create_run('agent-c', 'scheduled', 'One-shot reminder', '2030-01-01 09:00+00'));
+
+select results_eq(
+    $$select r.lane, r.trigger, r.state, r.prompt, r.wake_at, r.timer_routine, r.timer_occurrence
+      from runlane.runs as r join made as m using (run_id) where m.label = 'deferred'$$,
+    $$values ('background'::text, 'scheduled'::text, 'queued'::text, 'One-shot reminder'::text,
+              '2030-01-01 09:00+00'::timestamptz, null::text, null::timestamptz)$$,
+    'a deferred one-shot run is queued with its prompt and wake time and no timer marker'
+);
+
+insert into made values ('overlap', runlane.create_run('agent-c', 'reaction'));
+select
+    is(
+        (select r.state || '/' || r.reason from runlane.runs as r inner join made as m on r.run_id = m.run_id where m.label = 'overlap'
+    ),
+    'skipped/already_running',
+    'an agent with an unfinished run gets a skipped run (already_running)'
+);
+
+update runlane.runs set state = 'succeeded', finished_at = now(), cost = 3 where run_id = (select m.run_id from made as m where m.label = 'deferred');
+select runlane_test.weekly_budget('org-c', 3);
+insert into made values ('budget', runlane.create_run('agent-c', 'scheduled'));
+select
+is(
+    (select r.state || '/' || r.reason from runlane.runs as r inner join made as m on r.run_id = m.run_id where m.label = 'budget'
+),
+'skipped/budget_exhausted',
+'an owner whose budget is spent gets a skipped run (budget_exhausted)'
+);
+select
+is(
+(
+    select count(*)::int from runlane.run_events as e
+    inner join runlane.runs as r on e.run_id = r.run_id
+where r.agent_id = 'agent-c' and e.event = 'run.skipped'
+),
+2,
+'each skipped run is journaled'
+);
+
+select runlane_test.weekly_budget('org-c', null);
+insert into made values ('test', runlane.create_run('agent-c', 'test'));
+select
+is(
+(select r.prompt from runlane.runs as r inner join made as m on r.run_id = m.run_id where m.label = 'test'
+),
+'Summarize the day',
+'without a prompt the run takes the agent''s prompt'
+);
+
+-- a pending timer run of the agent is never merged with a create_run run
+update runlane.runs set state = 'canceled', finished_at = now() where agent_id = 'agent-c' and state = 'queued';
+select runlane_test.due('agent-c', '2026-05-01 09:00+00');
+update runlane.agents set schedule = 'daily at 09:00' where agent_id = 'agent-c';
+select runlane_test.due('agent-c', '2026-05-01 09:00+00');
+insert into made values ('retry', runlane.create_run('agent-c', 'retry'));
+select
+is(
+(select r.trigger from runlane.runs as r inner join made as m on r.run_id = m.run_id where m.label = 'retry'
+),
+'retry',
+'an explicit retry is created as its own run'
+);
+select is(
+(select t.event from runlane.tick('2026-05-01 09:00+00') as t where t.agent_id = 'agent-c'),
+'run.skipped',
+'tick does not coalesce into a run create_run made: it skips'
+);
+
+select * from finish();
+rollback;
