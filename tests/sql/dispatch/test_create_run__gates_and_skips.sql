@@ -27,74 +27,68 @@ select throws_ok(
 );
 select is(runlane_test.row_count('runs'), 0::bigint, 'refused calls wrote no run');
 
-create temporary table made (label text, run_id bigint) on commit drop;
-insert into made values ('deferred', runlane.create_run('agent-c', 'scheduled', 'One-shot reminder', '2030-01-01 09:00+00'));
-
 select results_eq(
-    $$select r.lane, r.trigger, r.state, r.prompt, r.wake_at, r.timer_routine, r.timer_occurrence
-      from runlane.runs as r join made as m using (run_id) where m.label = 'deferred'$$,
-    $$values ('background'::text, 'scheduled'::text, 'queued'::text, 'One-shot reminder'::text,
-              '2030-01-01 09:00+00'::timestamptz, null::text, null::timestamptz)$$,
+    $$
+    select r.lane, r.trigger, r.state, r.prompt, r.wake_at, r.timer_routine, r.timer_occurrence
+    from runlane_test.run_of(
+        runlane.create_run('agent-c', 'scheduled', 'One-shot reminder', '2030-01-01 09:00+00')
+    ) as r
+    $$,
+    $$
+    values (
+        'background'::text, 'scheduled'::text, 'queued'::text, 'One-shot reminder'::text,
+        '2030-01-01 09:00+00'::timestamptz, null::text, null::timestamptz
+    )
+    $$,
     'a deferred one-shot run is queued with its prompt and wake time and no timer marker'
 );
 
-insert into made values ('overlap', runlane.create_run('agent-c', 'reaction'));
-select
-    is(
-        (select r.state || '/' || r.reason from runlane.runs as r inner join made as m on r.run_id = m.run_id where m.label = 'overlap'
-    ),
-    'skipped/already_running',
+select is(
+    (runlane_test.run_of(runlane.create_run('agent-c', 'reaction'))).reason,
+    'already_running',
     'an agent with an unfinished run gets a skipped run (already_running)'
 );
 
-update runlane.runs set state = 'succeeded', finished_at = now(), cost = 3 where run_id = (select m.run_id from made as m where m.label = 'deferred');
+update runlane.runs set state = 'succeeded', finished_at = now(), cost = 3
+where agent_id = 'agent-c' and state = 'queued';
 select runlane_test.weekly_budget('org-c', 3);
-insert into made values ('budget', runlane.create_run('agent-c', 'scheduled'));
-select
-is(
-    (select r.state || '/' || r.reason from runlane.runs as r inner join made as m on r.run_id = m.run_id where m.label = 'budget'
-),
-'skipped/budget_exhausted',
-'an owner whose budget is spent gets a skipped run (budget_exhausted)'
+select is(
+    (runlane_test.run_of(runlane.create_run('agent-c', 'scheduled'))).reason,
+    'budget_exhausted',
+    'an owner whose budget is spent gets a skipped run (budget_exhausted)'
 );
-select
-is(
-(
-    select count(*)::int from runlane.run_events as e
-    inner join runlane.runs as r on e.run_id = r.run_id
-where r.agent_id = 'agent-c' and e.event = 'run.skipped'
-),
-2,
-'each skipped run is journaled'
+select is(
+    (
+        select count(*)::int
+        from runlane.run_events as e
+        inner join runlane.runs as r on e.run_id = r.run_id
+        where r.agent_id = 'agent-c' and e.event = 'run.skipped' and r.state = 'skipped'
+    ),
+    2,
+    'each skipped run is journaled'
 );
 
 select runlane_test.weekly_budget('org-c', null);
-insert into made values ('test', runlane.create_run('agent-c', 'test'));
-select
-is(
-(select r.prompt from runlane.runs as r inner join made as m on r.run_id = m.run_id where m.label = 'test'
-),
-'Summarize the day',
-'without a prompt the run takes the agent''s prompt'
+select is(
+    (runlane_test.run_of(runlane.create_run('agent-c', 'test'))).prompt,
+    'Summarize the day',
+    'without a prompt the run takes the agent''s prompt'
 );
 
 -- a pending timer run of the agent is never merged with a create_run run
-update runlane.runs set state = 'canceled', finished_at = now() where agent_id = 'agent-c' and state = 'queued';
-select runlane_test.due('agent-c', '2026-05-01 09:00+00');
+update runlane.runs set state = 'canceled', finished_at = now()
+where agent_id = 'agent-c' and state = 'queued';
 update runlane.agents set schedule = 'daily at 09:00' where agent_id = 'agent-c';
 select runlane_test.due('agent-c', '2026-05-01 09:00+00');
-insert into made values ('retry', runlane.create_run('agent-c', 'retry'));
-select
-is(
-(select r.trigger from runlane.runs as r inner join made as m on r.run_id = m.run_id where m.label = 'retry'
-),
-'retry',
-'an explicit retry is created as its own run'
+select is(
+    (runlane_test.run_of(runlane.create_run('agent-c', 'retry'))).trigger,
+    'retry',
+    'an explicit retry is created as its own run'
 );
 select is(
-(select t.event from runlane.tick('2026-05-01 09:00+00') as t where t.agent_id = 'agent-c'),
-'run.skipped',
-'tick does not coalesce into a run create_run made: it skips'
+    (select t.event from runlane.tick('2026-05-01 09:00+00') as t where t.agent_id = 'agent-c'),
+    'run.skipped',
+    'tick does not coalesce into a run create_run made: it skips'
 );
 
 select * from finish();

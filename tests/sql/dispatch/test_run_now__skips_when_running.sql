@@ -24,26 +24,29 @@ select results_eq(
     $$values ('manual'::text, 'skipped'::text, 'already_running'::text, true)$$,
     'with a queued run, run_now returns a finished skipped run with reason already_running'
 );
-select
-    is(
-        (select count(*)::int from runlane.runs inner join second_run on runs.run_id = second_run.run_id
-    ), 1,
+select is(
+    (select count(*)::int from runlane.runs as r inner join second_run as s on r.run_id = s.run_id),
+    1,
     'the skipped run is a row of runs'
 );
 select results_eq(
-$$select e.event, e.detail ->> 'reason' from runlane.run_events as e join second_run as s using (run_id)$$,
-$$values ('run.skipped'::text, 'already_running'::text)$$,
-'the skip is visible in the journal'
+    $$
+    select e.event, e.detail ->> 'reason'
+    from runlane.run_events as e inner join second_run as s on e.run_id = s.run_id
+    $$,
+    $$values ('run.skipped'::text, 'already_running'::text)$$,
+    'the skip is visible in the journal'
 );
 
 select runlane_test.claimed((select run_id from first_run))::text;
 select is(
-(runlane.run_now('agent-r')).reason, 'already_running',
-'a running run also makes run_now skip'
+    (runlane.run_now('agent-r')).reason, 'already_running',
+    'a running run also makes run_now skip'
 );
 select is(
-(select count(*)::int from runlane.runs where agent_id = 'agent-r' and state in ('queued', 'running')), 1,
-'the agent still has exactly one unfinished run'
+    (select count(*)::int from runlane.runs where agent_id = 'agent-r' and state in ('queued', 'running')),
+    1,
+    'the agent still has exactly one unfinished run'
 );
 
 update runlane.runs set state = 'succeeded', finished_at = now() where run_id = (select run_id from first_run);
@@ -51,8 +54,8 @@ select is((runlane.run_now('agent-r')).state, 'queued', 'once the run finished, 
 
 select runlane_test.scheduled_agent('agent-other', '', null, 'UTC', 'org-r');
 select is(
-(runlane.run_now('agent-other')).state, 'queued',
-'another agent''s unfinished run does not block this one'
+    (runlane.run_now('agent-other')).state, 'queued',
+    'another agent''s unfinished run does not block this one'
 );
 select throws_ok($$select runlane.run_now(null)$$, '22004', null, 'a missing agent id is refused');
 
