@@ -66,8 +66,7 @@ select isnt(
 -- Two waiters on one computer in the same batch: only one gets it.
 select runlane_test.agent('agent-d', 'org-b', 'computer-2');
 select runlane_test.agent('agent-e', 'org-b', 'computer-2');
-select runlane_test.queued_run('agent-d');
-select runlane_test.queued_run('agent-e');
+do $$ begin perform runlane_test.queued_run('agent-d'); perform runlane_test.queued_run('agent-e'); end $$;
 select is(
     (select count(*) from runlane.claim_runs('worker-4', array['background'])),
     1::bigint,

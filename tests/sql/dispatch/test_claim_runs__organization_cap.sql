@@ -7,9 +7,13 @@ select runlane_test.org('org-capped', 2);
 select runlane_test.org('org-free', 10);
 select runlane_test.agent('capped-' || i, 'org-capped') from generate_series(1, 5) as i;
 select runlane_test.agent('free-' || i, 'org-free') from generate_series(1, 3) as i;
-select runlane_test.queued_run('capped-' || i) from generate_series(1, 5) as i;
-select runlane_test.queued_run('capped-1', 'interactive', 'interactive') from generate_series(1, 3);
-select runlane_test.queued_run('free-' || i) from generate_series(1, 3) as i;
+do $$
+begin
+    perform runlane_test.queued_run('capped-' || i) from generate_series(1, 5) as i;
+    perform runlane_test.queued_run('capped-1', 'interactive', 'interactive') from generate_series(1, 3);
+    perform runlane_test.queued_run('free-' || i) from generate_series(1, 3) as i;
+end
+$$;
 
 create temp table claimed on commit drop as
 select * from runlane.claim_runs('worker-1', array['interactive', 'background'], 100);

@@ -5,7 +5,7 @@ select plan(3);
 
 select runlane_test.agent('agent-a', 'org-a');
 create temp table r on commit drop as select runlane_test.queued_run('agent-a', 'interactive', 'interactive') as id;
-select runlane.claim_runs('w1', array['interactive']);
+do $$ begin perform runlane.claim_runs('w1', array['interactive']); end $$;
 create temp table first on commit drop as
 select first_started_at from runlane.runs where run_id = (select id from r);
 
