@@ -14,7 +14,7 @@ heartbeats into lease extensions and its requeues into wake times. The loop:
 Memory admission is asked before each delivery is taken. SIGTERM/SIGINT stop the taking
 of deliveries; the one in hand is finished, the worker marks itself stopped and exits 0.
 
-    python -m runlane.legacy --dsn DSN --worker-id ID [--fail-rate 0.0] [--poll 0.05]
+    python -m runlane.legacy --dsn DSN --worker-id ID [--fail-rate 0.0] [--poll 0.05] [--work 0]
 """
 
 from __future__ import annotations
@@ -54,12 +54,13 @@ class LegacyWorker:
     """One legacy delivery loop on one connection; `stop` ends it after the current delivery."""
 
     def __init__(self, conn: psycopg.Connection, worker_id: str, *, fail_rate: float = 0.0,
-                 poll: float = 0.05, admission: Admission | None = None,
+                 poll: float = 0.05, work: float = 0.0, admission: Admission | None = None,
                  stop: threading.Event | None = None, rng: random.Random | None = None):
         self.conn = conn
         self.worker_id = worker_id
         self.fail_rate = fail_rate
         self.poll = poll
+        self.work = work
         self.admission = admission
         self.stop = stop or threading.Event()
         self.rng = rng or random.Random()
@@ -103,6 +104,7 @@ class LegacyWorker:
             log.get().info("legacy.delivery_dropped", **{"job.id": job["id"], "run.id": run_id})
             return True
         attempt = run["attempts"]
+        time.sleep(self.work)  # the agent's work, simulated
         self._one("heartbeat", run_id=run_id)
         self._one("append_output", run_id=run_id, attempt=attempt, kind="text",
                   body=f"legacy attempt {attempt}")
@@ -140,11 +142,11 @@ class LegacyWorker:
 
 
 def run_legacy_worker(dsn: str, worker_id: str, *, fail_rate: float = 0.0, poll: float = 0.05,
-                      admission: Admission | None = None,
+                      work: float = 0.0, admission: Admission | None = None,
                       stop: threading.Event | None = None) -> int:
     """Runs the legacy delivery loop until `stop` is set; returns the exit code (0)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
-        return LegacyWorker(conn, worker_id, fail_rate=fail_rate, poll=poll,
+        return LegacyWorker(conn, worker_id, fail_rate=fail_rate, poll=poll, work=work,
                             admission=admission, stop=stop).run()
 
 
@@ -155,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worker-id", required=True)
     parser.add_argument("--fail-rate", type=float, default=0.0)
     parser.add_argument("--poll", type=float, default=0.05)
+    parser.add_argument("--work", type=float, default=0.0,
+                        help="seconds each attempt 'runs' (rehearsals)")
     parser.add_argument("--memory-probe", default=None, help="module:attr of a memory probe")
     parser.add_argument("--memory-buffer", type=int, default=DEFAULT_BUFFER)
     args = parser.parse_args(argv)
@@ -168,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signum, lambda *_: stop.set())
     admission = Admission(load_probe(args.memory_probe), args.memory_buffer)
     return run_legacy_worker(args.dsn, args.worker_id, fail_rate=args.fail_rate, poll=args.poll,
-                             admission=admission, stop=stop)
+                             work=args.work, admission=admission, stop=stop)
 
 
 if __name__ == "__main__":

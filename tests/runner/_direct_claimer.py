@@ -6,6 +6,7 @@ retry_run with a short explicit delay. SIGTERM: stop claiming, finish the runs i
 mark itself stopped, exit 0. Used until `runlane worker` can stand in for it.
 
     python tests/runner/_direct_claimer.py --dsn DSN --worker-id ID [--fail-rate F] [--seed S]
+        [--limit N] [--work SECONDS]
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ import os
 import random
 import signal
 import threading
+import time
 
 import psycopg
 
 CLAIM = ("select run_id, fence, attempt from runlane.claim_runs("
          "p_worker => %(w)s::text, p_lanes => array['interactive', 'background'], "
-         "p_limit => 5, p_lease => interval '60 seconds')")
+         "p_limit => %(n)s, p_lease => interval '60 seconds')")
 OUTPUT = ("select runlane.append_output(p_run_id => %(r)s::bigint, p_fence => %(f)s::bigint, "
           "p_kind => 'text', p_body => %(b)s::text)")
 FINISH = ("select runlane.finish_run(p_run_id => %(r)s::bigint, p_fence => %(f)s::bigint, "
@@ -40,6 +42,8 @@ def main() -> int:
     parser.add_argument("--worker-id", required=True)
     parser.add_argument("--fail-rate", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--limit", type=int, default=5)
+    parser.add_argument("--work", type=float, default=0.0, help="seconds per attempt")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     stop = threading.Event()
@@ -48,9 +52,10 @@ def main() -> int:
         conn.execute(REGISTER, {"w": args.worker_id, "pid": os.getpid()})
         while not stop.is_set():
             conn.execute(BEAT, {"w": args.worker_id})
-            claimed = conn.execute(CLAIM, {"w": args.worker_id}).fetchall()
+            claimed = conn.execute(CLAIM, {"w": args.worker_id, "n": args.limit}).fetchall()
             for run_id, fence, attempt in claimed:
                 params = {"r": run_id, "f": fence}
+                time.sleep(args.work)  # the agent's work, simulated
                 conn.execute(OUTPUT, {**params, "b": f"direct attempt {attempt}"})
                 if rng.random() < args.fail_rate:
                     delay = f"{rng.randint(100, 800)} milliseconds"

@@ -12,6 +12,7 @@ bounded redundant pass clears surplus timer runs, and the contract step applies.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
@@ -46,7 +47,8 @@ def seed_queue_generation(conn) -> dict[str, list[int]]:
                  "values ('org-r', 100)")
     conn.execute("insert into runlane.users (user_id, org_id) values ('owner-r', 'org-r')")
     conn.execute("""
-        insert into runlane.agents (agent_id, org_id, owner_id, model, prompt, thread_id, computer_id)
+        insert into runlane.agents (agent_id, org_id, owner_id, model, prompt, thread_id,
+                                    computer_id)
         select a, 'org-r', 'owner-r', 'model-1', 'Do the work', 'thread-' || a,
                case when a = 'boxed' then 'box-1' end
         from unnest(%s::text[] || array['chat', 'sched', 'boxed']) as a
@@ -142,15 +144,16 @@ def test_rolling_upgrade_rehearsal(empty_db_dsn, tmp_path):
         assert conn.execute("select count(*) from runlane.runs where timer_routine is not null"
                             ).fetchone()[0] == 0, "older firings stay unmarked"
 
-        logs = {name: open(tmp_path / f"{name}.log", "w") for name in
-                ("legacy", "direct-1", "direct-2")}
+        logs_open = contextlib.ExitStack()
+        logs = {name: logs_open.enter_context((tmp_path / f"{name}.log").open("w"))
+                for name in ("legacy", "direct-1", "direct-2")}
         legacy = subprocess.Popen(
             [sys.executable, "-m", "runlane.legacy", "--dsn", empty_db_dsn,
-             "--worker-id", "legacy-1", "--fail-rate", "0.1", "--poll", "0.05"],
+             "--worker-id", "legacy-1", "--fail-rate", "0.1", "--poll", "0.05", "--work", "0.01"],
             stdout=logs["legacy"], stderr=subprocess.STDOUT)
         claimers = [subprocess.Popen(
             [sys.executable, str(CLAIMER), "--dsn", empty_db_dsn, "--worker-id", name,
-             "--fail-rate", "0.1", "--seed", str(seed)],
+             "--fail-rate", "0.1", "--seed", str(seed), "--limit", "1", "--work", "0.01"],
             stdout=logs[name], stderr=subprocess.STDOUT)
             for seed, name in enumerate(("direct-1", "direct-2"))]
         try:
@@ -205,8 +208,7 @@ def test_rolling_upgrade_rehearsal(empty_db_dsn, tmp_path):
                 if proc.poll() is None:
                     proc.kill()
                     proc.wait()
-            for f in logs.values():
-                f.close()
+            logs_open.close()
 
         conn.execute("select runlane.drain_legacy_deliveries(1000)")
         assert upgrade_status(conn) == []
@@ -236,7 +238,8 @@ def test_rolling_upgrade_rehearsal(empty_db_dsn, tmp_path):
             select coalesce(detail ->> 'generation', '2'), count(*) from runlane.run_events
             where event = 'run.claimed' group by 1
         """).fetchall())
-        assert by_generation.get("1", 0) > 20 and by_generation.get("2", 0) > 20
+        print("claims by generation", by_generation)
+        assert by_generation.get("1", 0) > 50 and by_generation.get("2", 0) > 50
 
         early = conn.execute("""
             with claimed as (
@@ -312,9 +315,10 @@ def test_rolling_upgrade_rehearsal(empty_db_dsn, tmp_path):
         # --- contract applies, and everything is still consistent
         with psycopg.connect(empty_db_dsn) as mconn:
             assert [m.version for m in migrate(mconn)] == [3]
-        assert conn.execute("select to_regprocedure('runlane.tg_runs__legacy_compat()') is null "
-                            "and to_regclass('runlane.runs_one_unfinished_background_run_per_agent')"
-                            " is not null").fetchone()[0]
+        assert conn.execute(
+            "select to_regprocedure('runlane.tg_runs__legacy_compat()') is null "
+            "and to_regclass('runlane.runs_one_unfinished_background_run_per_agent') is not null"
+        ).fetchone()[0]
         assert conn.execute("select count(*) from runlane.computer_leases "
                             "where expires_at > now()").fetchone()[0] == 0
         assert conn.execute("select count(*) from runlane.run_jobs where task = 'run_agent'"
