@@ -111,7 +111,12 @@ where
 -- lease, their heartbeat extends it, and their requeue (running -> queued with the
 -- lease owner untouched) is stamped with that generation's retry backoff,
 -- exp(least(attempts, 10)) seconds. A new worker always clears or sets lease_owner
--- itself, so its explicit wake time wins even when it equals the old value.
+-- itself when it changes a run's state, so its explicit wake time wins even when it
+-- equals the old value. An older worker's claim of a run not awake yet (its wake time
+-- is in the future) or of a run whose computer is busy, and its requeue or completion
+-- of a run it no longer owns (a new worker claimed it after its lease expired), change
+-- nothing: the older worker sees no row, as when someone else took the run. Its claims,
+-- requeues and completions are journaled like the new generation's.
 -- Removed by the contract step (0003) once older releases have drained.
 create function runlane.tg_runs__legacy_compat() returns trigger
 language plpgsql
@@ -120,6 +125,9 @@ as $body$
 begin
     if old.state = 'queued' and new.state = 'running'
        and new.lease_owner is not distinct from old.lease_owner then
+        if old.wake_at > now() then
+            return null;  -- not awake yet (a retry delay or schedule): not the older worker's to start
+        end if;
         if new.computer_id is not null and exists (
             select 1 from runlane.computer_leases as cl
             where cl.computer_id = new.computer_id
@@ -139,6 +147,13 @@ begin
             on conflict (computer_id) do update
             set run_id = excluded.run_id, fence = excluded.fence, expires_at = excluded.expires_at;
         end if;
+        insert into runlane.run_events (run_id, event, detail)
+        values (new.run_id, 'run.claimed',
+                jsonb_build_object('fence', new.fence, 'attempt', new.attempts, 'generation', 1));
+    elsif old.state = 'running' and new.state <> 'running'
+          and new.lease_owner is not distinct from old.lease_owner
+          and old.lease_owner is distinct from 'legacy' then
+        return null;  -- an older worker fenced out: a new worker owns this run now
     elsif old.state = 'running' and new.lease_owner is not distinct from old.lease_owner
           and old.lease_owner = 'legacy' then
         if new.state = 'running' then
@@ -151,8 +166,16 @@ begin
         else
             if new.state = 'queued' then
                 new.wake_at := now() + exp(least(new.attempts, 10)) * interval '1 second';
+                insert into runlane.run_events (run_id, event, detail)
+                values (new.run_id, 'run.retry_scheduled',
+                        jsonb_build_object('attempt', new.attempts, 'wake_at', new.wake_at,
+                                           'generation', 1));
             else
                 new.finished_at := coalesce(new.finished_at, clock_timestamp());
+                insert into runlane.run_events (run_id, event, detail)
+                values (new.run_id, 'run.finished',
+                        jsonb_build_object('outcome', new.state, 'reason', new.reason,
+                                           'generation', 1));
             end if;
             new.lease_owner := null;
             new.lease_expires_at := null;
