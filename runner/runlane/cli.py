@@ -114,9 +114,11 @@ def tick_cmd(dsn: str) -> None:
 
     log.configure()
     try:
-        asyncio.run(one_pass(dsn))
+        ok = asyncio.run(one_pass(dsn))
     except psycopg.Error as exc:
         fail(exc)
+    if not ok:
+        sys.exit(1)  # a step failed; its maintenance.step_failed line says which
 
 
 def _publish(conn: psycopg.Connection, run_id: int) -> None:

@@ -68,19 +68,18 @@ class Maintenance:
         await cur.execute(sql, params)
         return await cur.fetchall()
 
-    async def _step(self, name: str, conn: psycopg.AsyncConnection, coro_fn) -> None:
-        """One step; a database error other than a lost connection is logged, and the
-        other steps still run. A lost connection ends the leadership (re-raised)."""
+    async def _step(self, name: str, conn: psycopg.AsyncConnection, coro_fn) -> bool:
+        """One step; a database error other than a lost connection is logged (False), and
+        the other steps still run. A lost connection ends the leadership (re-raised)."""
         try:
             await coro_fn(conn)
-        except psycopg.OperationalError as exc:
+            return True
+        except psycopg.Error as exc:
             if conn.closed or conn.broken:
                 raise
             log.get().warning("maintenance.step_failed",
                               **{"maintenance.step": name, **log.error_fields(exc)})
-        except psycopg.Error as exc:
-            log.get().warning("maintenance.step_failed",
-                              **{"maintenance.step": name, **log.error_fields(exc)})
+            return False
 
     async def tick_and_publish(self, conn: psycopg.AsyncConnection) -> None:
         rows = await self._rows(conn, TICK)
@@ -136,12 +135,14 @@ class Maintenance:
             self.delayed = False
             log.get().info("run.queue_recovered", **{"queue.delayed_runs": 0})
 
-    async def pass_once(self, conn: psycopg.AsyncConnection, queue_check: bool) -> None:
-        await self._step("tick", conn, self.tick_and_publish)
-        await self._step("reap_stale", conn, self.reap)
-        await self._step("cancel_redundant_timer_runs", conn, self.cancel_redundant)
+    async def pass_once(self, conn: psycopg.AsyncConnection, queue_check: bool) -> bool:
+        """Every step, whatever happened to the others; True when all succeeded."""
+        ok = await self._step("tick", conn, self.tick_and_publish)
+        ok = await self._step("reap_stale", conn, self.reap) and ok
+        ok = await self._step("cancel_redundant_timer_runs", conn, self.cancel_redundant) and ok
         if queue_check:
-            await self._step("queue_delay", conn, self.queue_delay)
+            ok = await self._step("queue_delay", conn, self.queue_delay) and ok
+        return ok
 
     async def lead(self, conn: psycopg.AsyncConnection, stopped: asyncio.Event) -> None:
         while not stopped.is_set():
@@ -178,14 +179,13 @@ class Maintenance:
 
 
 async def one_pass(dsn: str, config: MaintenanceConfig | None = None) -> bool:
-    """`runlane tick`: one pass (with the queue check) when no leader holds the lock;
-    returns False when another process is the maintenance leader right now."""
+    """`runlane tick`: one pass (with the queue check) unless a leader holds the lock
+    (then nothing to do: True); False when a step failed (logged)."""
     maintenance = Maintenance(dsn, config or MaintenanceConfig(), "runlane-tick")
     async with await psycopg.AsyncConnection.connect(
             dsn, autocommit=True, application_name=maintenance.application_name) as conn:
         got = await maintenance._rows(conn, TRY_LOCK, {"key": MAINTENANCE_LOCK})
         if not got[0]["got"]:
             log.get().info("maintenance.skipped", **{"maintenance.why": "leader_active"})
-            return False
-        await maintenance.pass_once(conn, queue_check=True)
-        return True
+            return True
+        return await maintenance.pass_once(conn, queue_check=True)

@@ -220,7 +220,7 @@ class Worker:
         self.pool = AsyncConnectionPool(
             config.dsn, min_size=1, max_size=config.pool_size, open=False,
             kwargs={"autocommit": True, "application_name": config.application_name},
-            check=AsyncConnectionPool.check_connection, reconnect_timeout=0)
+            check=AsyncConnectionPool.check_connection)
         self.maintenance = (Maintenance(config.dsn, config.maintenance,
                                         config.application_name)
                             if config.maintenance else None)
@@ -360,6 +360,7 @@ class Worker:
                 log.get().warning("dispatch.pass_failed",
                                   **{"run.lane": lane, **log.error_fields(exc)})
                 await asyncio.sleep(0.5)
+                event.set()  # try the pass again rather than wait for the next scan
 
     async def _pass(self, lane: str) -> None:
         self.passes[lane] += 1

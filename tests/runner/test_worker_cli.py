@@ -102,3 +102,26 @@ def test_a_lost_lease_stops_the_agent_and_nothing_more_is_written(conn, workers)
     assert visible_outputs(conn, run_id) == written
     assert not [r for r in worker.events("run.finished") if r.get("run.id") == run_id]
     assert run_row(conn, run_id)["lease_owner"] == "someone-else"
+
+
+def test_a_failed_publication_after_tick_loses_nothing(conn, db_dsn, workers):
+    make_agent(conn, "agent-p")
+    conn.execute("update runlane.agents set schedule = 'every 6 hours' where agent_id = 'agent-p'")
+    conn.execute("update runlane.agents set next_run_at = now() - interval '1 minute' "
+                 "where agent_id = 'agent-p'")
+    # Publication breaks (the function is gone for this database only).
+    conn.execute("alter function runlane.publish_run(bigint, timestamptz) "
+                 "rename to publish_run_away")
+    result = cli("tick", dsn=db_dsn)
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    fired = [r for r in records if r["message"] == "routine.fired"]
+    failed = [r for r in records if r["message"] == "run.publish_failed"]
+    assert len(fired) == 1 and [r["run.id"] for r in failed] == [fired[0]["run.id"]]
+    run_id = fired[0]["run.id"]
+    assert run_state(conn, run_id) == "queued"
+    assert conn.execute("select next_run_at > now() from runlane.agents "
+                        "where agent_id = 'agent-p'").fetchone()[0]
+    # The committed run is found by a worker's scan.
+    workers("--no-maintenance", "--scan-interval", "0.3", lanes=("background",))
+    wait_until(lambda: run_state(conn, run_id) == "succeeded", what="the unpublished run ran")
