@@ -70,7 +70,7 @@ def migrate_cmd(dsn: str, to: int | None) -> None:
 @click.option("--claim-batch", type=int, default=10, show_default=True,
               help="Runs per claim_runs() call.")
 @click.option("--pool-size", type=int, default=10, show_default=True,
-              help="Database connections for run work (not a run cap).")
+              help="Database connections per lane for run work (not a run cap).")
 @click.option("--maintenance/--no-maintenance", default=True, show_default=True,
               help="Take part in the maintenance leader election.")
 @click.option("--tick-interval", type=float, default=5.0, show_default=True)

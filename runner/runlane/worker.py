@@ -1,11 +1,12 @@
 """`runlane worker`: listen, scan, claim, execute agent steps, heartbeat, log timing.
 
 One asyncio process. A dedicated connection LISTENs on `runlane_runs`; each lane has its
-own dispatcher loop, so lanes never wait on each other. A lane makes a pass at startup,
-after every (re)connect of the listener, when a notification names it and at least every
-`scan_interval` seconds; a notification arriving during a pass only marks the lane for
-one more pass (an asyncio.Event), it never restarts the pass in progress. A pass claims
-in bounded pages (`claim_runs`), each page admitted by memory first.
+own dispatcher loop and its own connection pool, so lanes never wait on each other. A
+lane makes a pass at startup, after every (re)connect of the listener, when a
+notification names it and at least every `scan_interval` seconds; a notification
+arriving during a pass only marks the lane for one more pass (an asyncio.Event), it
+never restarts the pass in progress. A pass claims in bounded pages (`claim_runs`),
+each page admitted by memory first.
 
 Every claimed run gets a supervisor task: the claim is its durable ownership; it starts
 the run's heartbeat (every lease/3) and then the agent loop. A heartbeat returning false
@@ -169,7 +170,7 @@ class RunHandle:
         if self.lost:
             raise LeaseLost(f"run {self.run_id} is owned by another worker now")
         try:
-            return await self._worker.db(sql, {**self._key, **params}, fetch)
+            return await self._worker.db(self.lane, sql, {**self._key, **params}, fetch)
         except psycopg.Error as exc:
             if exc.sqlstate == "RL001":
                 self.lose("fenced_out")
@@ -217,22 +218,24 @@ class Worker:
         self.signals = 0
         self.passes = dict.fromkeys(config.lanes, 0)
         self.claim_queries = dict.fromkeys(config.lanes, 0)
-        self.pool = AsyncConnectionPool(
+        # One pool per lane: background work never holds a connection chat work waits for.
+        self.pools = {lane: AsyncConnectionPool(
             config.dsn, min_size=1, max_size=config.pool_size, open=False,
             kwargs={"autocommit": True, "application_name": config.application_name},
-            check=AsyncConnectionPool.check_connection)
+            check=AsyncConnectionPool.check_connection, name=f"runlane-{lane}")
+            for lane in config.lanes}
         self.maintenance = (Maintenance(config.dsn, config.maintenance,
                                         config.application_name)
                             if config.maintenance else None)
 
     # -- database ----------------------------------------------------------------------
-    async def db(self, sql: str, params: dict[str, Any] | None = None, fetch: str = "one",
-                 retries: int = 2) -> Any:
+    async def db(self, lane: str, sql: str, params: dict[str, Any] | None = None,
+                 fetch: str = "one", retries: int = 2) -> Any:
         """One statement in its own transaction; resent on a fresh connection when the
         connection itself broke (the pool drops broken connections)."""
         for attempt in range(retries + 1):
             try:
-                async with self.pool.connection() as conn:
+                async with self.pools[lane].connection() as conn:
                     cur = conn.cursor(row_factory=dict_row)
                     await cur.execute(sql, params)
                     if fetch == "one":
@@ -251,7 +254,8 @@ class Worker:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
-        await self.pool.open(wait=False)
+        for pool in self.pools.values():
+            await pool.open(wait=False)
         log.get().info("worker.started", **{
             "worker.id": self.config.worker_id, "worker.lanes": self.config.lanes,
             "worker.pid": os.getpid()})
@@ -269,7 +273,8 @@ class Worker:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
-        await self.pool.close()
+        for pool in self.pools.values():
+            await pool.close()
         log.get().info("worker.stopped", **{
             "worker.id": self.config.worker_id,
             "dispatch.passes": sum(self.passes.values()),
@@ -368,7 +373,7 @@ class Worker:
             if self.stopping or not self.admission.admit(lane):
                 return
             self.claim_queries[lane] += 1
-            rows = await self.db(CLAIM, {
+            rows = await self.db(lane, CLAIM, {
                 "worker": self.config.worker_id, "lanes": [lane],
                 "limit": self.config.claim_batch, "lease": self.lease}, fetch="all", retries=0)
             for row in rows:
@@ -429,7 +434,7 @@ class Worker:
         while not run.lost:
             await asyncio.sleep(interval)
             try:
-                row = await self.db(HEARTBEAT, {"run_id": run.run_id, "fence": run.fence,
+                row = await self.db(run.lane, HEARTBEAT, {"run_id": run.run_id, "fence": run.fence,
                                                 "lease": self.lease}, retries=0)
                 owned = bool(row and row["ok"])
             except psycopg.Error as exc:
@@ -445,7 +450,7 @@ class Worker:
 
     async def _finish(self, run: RunHandle, outcome: str, error: str | None) -> None:
         try:
-            row = await self.db(FINISH_RUN, {"run_id": run.run_id, "fence": run.fence,
+            row = await self.db(run.lane, FINISH_RUN, {"run_id": run.run_id, "fence": run.fence,
                                              "outcome": outcome, "error": error,
                                              "cost": run.cost})
         except psycopg.Error as exc:
@@ -459,7 +464,7 @@ class Worker:
         delay = timedelta(seconds=min(2 ** run.attempt, 60))
         error = f"{type(exc).__name__}: {exc}"[:500]
         try:
-            row = await self.db(RETRY_RUN, {"run_id": run.run_id, "fence": run.fence,
+            row = await self.db(run.lane, RETRY_RUN, {"run_id": run.run_id, "fence": run.fence,
                                             "error": error, "delay": delay})
         except psycopg.Error as db_exc:
             if db_exc.sqlstate == "RL001":
@@ -474,14 +479,14 @@ class Worker:
 
     async def _log_terminal(self, run: RunHandle) -> None:
         try:
-            row = await self.db(RUN_TIMING, {"run_id": run.run_id})
+            row = await self.db(run.lane, RUN_TIMING, {"run_id": run.run_id})
             log.timing("run.finished", row["timing"] if row else None)
         except Exception as exc:  # noqa: BLE001 - a timing read never fails anything
             log.get().warning("log.timing_failed", **run.fields, **log.error_fields(exc))
 
     async def _release(self, run: RunHandle) -> None:
         try:
-            await self.db(RELEASE_RUN, {"run_id": run.run_id, "fence": run.fence})
+            await self.db(run.lane, RELEASE_RUN, {"run_id": run.run_id, "fence": run.fence})
             log.get().info("run.released", **run.fields, **{"run.reason": "shutdown"})
         except psycopg.Error as exc:
             if exc.sqlstate == "RL001":
