@@ -1,0 +1,223 @@
+-- Least privilege, checked exhaustively from the catalogs rather than on a sample:
+-- neither client role holds any privilege on any runlane table, column or sequence;
+-- runlane_api executes exactly its functions and no worker or maintenance function;
+-- runlane_worker cannot submit as a user or press "Run now"; no function writes the
+-- settings, so no role can change them; every function pins search_path, and every
+-- security definer function pins it to exactly pg_catalog, pg_temp; each role can
+-- really call what it is granted (no private helper behind an invoker function).
+begin;
+select plan(16);
+
+-- GUARD: the checks below are over every relation, not a sample (and not vacuous).
+select cmp_ok(
+    (select count(*) from information_schema.tables where table_schema = 'runlane'),
+    '>=',
+    9::bigint,
+    'the runlane schema has its tables, so the checks over all of them are not vacuous'
+);
+
+select is(
+    (
+        select array_agg(format('%s %s %s', r.rolname, t.table_name, p.privilege) order by 1)
+        from information_schema.tables as t
+        cross join (values ('runlane_api'), ('runlane_worker')) as r (rolname)
+        cross join (
+            values ('select'), ('insert'), ('update'), ('delete'), ('truncate'), ('references'), ('trigger')
+        ) as p (privilege)
+        where
+            t.table_schema = 'runlane'
+            and has_table_privilege(
+                r.rolname, format('%I.%I', t.table_schema, t.table_name)::regclass, p.privilege
+            )
+    ),
+    null,
+    'neither the api nor the worker role holds any privilege on any runlane table or view'
+);
+
+select is(
+    (
+        select array_agg(format('%s %s %s', r.rolname, t.table_name, p.privilege) order by 1)
+        from information_schema.tables as t
+        cross join (values ('runlane_api'), ('runlane_worker')) as r (rolname)
+        cross join (values ('select'), ('insert'), ('update'), ('references')) as p (privilege)
+        where
+            t.table_schema = 'runlane'
+            and has_any_column_privilege(
+                r.rolname, format('%I.%I', t.table_schema, t.table_name)::regclass, p.privilege
+            )
+    ),
+    null,
+    'neither role holds a privilege on any column of any runlane table'
+);
+
+select is(
+    (
+        select array_agg(format('%s %s %s', r.rolname, c.relname, p.privilege) order by 1)
+        from pg_class as c
+        cross join (values ('runlane_api'), ('runlane_worker')) as r (rolname)
+        cross join (values ('usage'), ('select'), ('update')) as p (privilege)
+        where
+            c.relnamespace = 'runlane'::regnamespace
+            and c.relkind = 'S'
+            and has_sequence_privilege(r.rolname, c.oid, p.privilege)
+    ),
+    null,
+    'neither role may read or advance any runlane sequence'
+);
+
+select ok(
+    not has_schema_privilege('runlane_api', 'runlane', 'create')
+    and not has_schema_privilege('runlane_worker', 'runlane', 'create'),
+    'neither role may create objects in the runlane schema'
+);
+
+select is(
+    (
+        select array_agg(r.rolname::text order by r.rolname)
+        from pg_roles as r
+        where
+            r.rolname in ('runlane_api', 'runlane_worker')
+            and (
+                r.rolsuper or r.rolbypassrls or r.rolcreaterole or r.rolcreatedb
+                or exists (select 1 from pg_auth_members as m where m.member = r.oid)
+            )
+    ),
+    null,
+    'neither role is a superuser, bypasses row security, creates roles or databases, or is a member of another role'
+);
+
+-- The api role: exactly the client functions, nothing of the worker or maintenance.
+-- parse_schedule, next_slot and weekly_spend are read-only queries a product UI needs
+-- (validate the schedule an owner types, show its next slot, show the week's spend).
+select set_eq(
+    $$
+        select p.proname::text
+        from pg_proc as p
+        where p.pronamespace = 'runlane'::regnamespace
+          and has_function_privilege('runlane_api', p.oid, 'execute')
+    $$,
+    array[
+        'submit_message', 'publish_run', 'create_run', 'run_now', 'outputs_since', 'run_timing',
+        'parse_schedule', 'next_slot', 'weekly_spend'
+    ],
+    'the api role executes exactly the client functions'
+);
+
+select is(
+    (
+        select array_agg(p.proname::text order by p.proname)
+        from pg_proc as p
+        where
+            p.pronamespace = 'runlane'::regnamespace
+            and has_function_privilege('runlane_api', p.oid, 'execute')
+            and p.proname in (
+                'claim_runs', 'heartbeat', 'append_output', 'save_checkpoint', 'take_steering', 'run_messages',
+                'finish_run', 'release_run', 'retry_run', 'tick', 'reap_stale', 'cancel_redundant_timer_runs',
+                'queue_delay', 'drain_legacy_deliveries', 'upgrade_status'
+            )
+    ),
+    null,
+    'the api role executes no worker or maintenance function'
+);
+
+select is(
+    (
+        select array_agg(p.proname::text order by p.proname)
+        from pg_proc as p
+        where
+            p.pronamespace = 'runlane'::regnamespace
+            and has_function_privilege('runlane_worker', p.oid, 'execute')
+            and p.proname in ('submit_message', 'run_now')
+    ),
+    null,
+    'the worker role cannot submit a message as a user nor press Run now'
+);
+
+select is(
+    (
+        select array_agg(p.proname::text order by p.proname)
+        from pg_proc as p
+        where
+            p.pronamespace = 'runlane'::regnamespace
+            and (
+                has_function_privilege('runlane_api', p.oid, 'execute')
+                or has_function_privilege('runlane_worker', p.oid, 'execute')
+            )
+            and (p.proname like '\_%' or p.proname like 'tg\_%')
+    ),
+    null,
+    'no private helper or trigger function is executable by either role'
+);
+
+-- Settings (platform_settings, users, the agents' switches, model and schedule) change
+-- only by direct table writes, which neither role may do; no function writes them.
+select is(
+    (
+        select array_agg(p.proname::text order by p.proname)
+        from pg_proc as p
+        where
+            p.pronamespace = 'runlane'::regnamespace
+            and (
+                p.prosrc ~* '(update|insert\s+into|delete\s+from|truncate)\s+(table\s+)?runlane\.(platform_settings|users)\M'
+                or p.prosrc ~* '(insert\s+into|delete\s+from|truncate)\s+(table\s+)?runlane\.agents\M'
+                or p.prosrc ~* 'update\s+runlane\.agents\M[^;]*\m(enabled|admin_locked|model|prompt|schedule|schedule_anchor)\s*='
+            )
+    ),
+    null,
+    'no function writes the settings: agents are only ever updated in next_run_at, the derived schedule state'
+);
+
+select is(
+    (
+        select array_agg(p.oid::regprocedure::text order by p.oid::regprocedure::text)
+        from pg_proc as p
+        where
+            p.pronamespace = 'runlane'::regnamespace
+            and not exists (
+                select 1 from unnest(p.proconfig) as cfg
+                where
+                    cfg like 'search\_path=%' and cfg not like 'search\_path=%$user%'
+                    and cfg not like 'search\_path=%public%'
+            )
+    ),
+    null,
+    'every runlane function pins a search_path without $user or public'
+);
+
+select is(
+    (
+        select array_agg(p.oid::regprocedure::text order by p.oid::regprocedure::text)
+        from pg_proc as p
+        where
+            p.pronamespace = 'runlane'::regnamespace
+            and p.prosecdef
+            and not 'search_path=pg_catalog, pg_temp' = any(coalesce(p.proconfig, '{}'))
+    ),
+    null,
+    'every security definer function pins search_path to exactly pg_catalog, pg_temp'
+);
+
+select cmp_ok(
+    (select count(*) from pg_proc as p where p.pronamespace = 'runlane'::regnamespace and p.prosecdef),
+    '>=',
+    20::bigint,
+    'the public functions are security definer (the pinned-path check above covers them all)'
+);
+
+-- Granted is not enough: an invoker function that calls a private helper or reads a
+-- table fails for the role with 42501. Each role calls its pure schedule functions.
+set local role runlane_api;
+select lives_ok(
+    $$select runlane.parse_schedule('daily at 09:00'), runlane.next_slot('daily at 09:00', 'UTC', now())$$,
+    'the api role can really call parse_schedule and next_slot'
+);
+reset role;
+set local role runlane_worker;
+select lives_ok(
+    $$select runlane.parse_schedule('every 6 hours'), runlane.next_slot('every 6 hours', 'UTC', now())$$,
+    'the worker role can really call parse_schedule and next_slot'
+);
+reset role;
+
+select * from finish();
+rollback;
