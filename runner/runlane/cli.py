@@ -78,17 +78,24 @@ def migrate_cmd(dsn: str, to: int | None) -> None:
 @click.option("--queue-delay-threshold", type=float, default=30.0, show_default=True)
 @click.option("--leader-retry", type=float, default=3.0, show_default=True,
               help="Seconds between a follower's attempts to become maintenance leader.")
+@click.option("--deliveries", type=click.Choice(["direct", "legacy"]), default="direct",
+              show_default=True,
+              help="legacy: take run deliveries from run_jobs with the older generation's "
+                   "statements (rolling upgrades); direct: claim runs (the default).")
 def worker_cmd(dsn: str, lanes: tuple[str, ...], agent_spec: str, worker_id: str,
                shutdown_grace: float, memory_buffer_mb: int, memory_probe: str | None,
                lease: float, scan_interval: float, claim_batch: int, pool_size: int,
                maintenance: bool, tick_interval: float, queue_delay_interval: float,
-               queue_delay_threshold: float, leader_retry: float) -> None:
+               queue_delay_threshold: float, leader_retry: float, deliveries: str) -> None:
     """Listen, claim and execute runs until SIGTERM/SIGINT."""
     from .agents import load_agent
     from .maintenance import MaintenanceConfig
     from .worker import WorkerConfig, serve
 
     log.configure()
+    if deliveries == "legacy":
+        _legacy_worker(dsn, worker_id, memory_probe, memory_buffer_mb)
+        return
     try:
         agent = load_agent(agent_spec)
     except (ImportError, AttributeError, TypeError) as exc:
@@ -166,3 +173,39 @@ def submit_cmd(dsn: str, agent_id: str, thread_id: str, text: str) -> None:
         fail(exc)
     click.echo(f"message {message_id} {disposition}"
                + (f" run {run_id}" if run_id is not None else ""))
+
+
+def _legacy_worker(dsn: str, worker_id: str, memory_probe: str | None,
+                   memory_buffer_mb: int) -> None:
+    """The older generation's delivery loop, with memory admission and SIGTERM drain."""
+    import os
+    import signal
+    import threading
+
+    from .admission import Admission, load_probe
+    from .legacy import run_legacy_worker
+
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    admission = Admission(load_probe(memory_probe), memory_buffer_mb * 1024 * 1024)
+    sys.exit(run_legacy_worker(dsn, worker_id or f"legacy-{os.getpid()}",
+                               admission=admission, stop=stop))
+
+
+@main.command("upgrade-status")
+@dsn_option
+def upgrade_status_cmd(dsn: str) -> None:
+    """What still blocks the contract step (migration 0003); exit 0 when nothing does."""
+    from .upgrade import upgrade_status
+
+    try:
+        with psycopg.connect(dsn) as conn:
+            rows = upgrade_status(conn)
+    except psycopg.Error as exc:
+        fail(exc)
+    for row in rows:
+        click.echo(f"{row['blocker']}: {row['detail']}")
+    if not rows:
+        click.echo("ready: nothing blocks the contract step")
+    sys.exit(1 if rows else 0)

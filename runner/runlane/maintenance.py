@@ -8,7 +8,7 @@ connection terminated) the lock goes with it and a follower, retrying every
      routine.coalesced and run.skipped;
   2. publication: `publish_run()` for each run the tick created, each in its own
      transaction; a failure is logged and loses nothing (the dispatchers' scan recovers);
-  3. `reap_stale()`, then `cancel_redundant_timer_runs()`;
+  3. `reap_stale()`, then `cancel_redundant_timer_runs()` and `drain_legacy_deliveries()`;
 and every `queue_delay_interval` seconds `queue_delay()`: `run.queue_delayed` while
 interactive runs wait too long, one `run.queue_recovered` when they no longer do.
 None of this runs on a dispatcher's connection, so it never blocks dispatch.
@@ -34,6 +34,7 @@ TICK = "select event, run_id, occurrence from runlane.tick()"
 PUBLISH = "select runlane.publish_run(p_run_id => %(run_id)s::bigint)"
 REAP = "select run_id, state, reason from runlane.reap_stale()"
 CANCEL_REDUNDANT = "select runlane.cancel_redundant_timer_runs() as cancelled"
+DRAIN_LEGACY = "select runlane.drain_legacy_deliveries() as drained"
 QUEUE_DELAY = """
 select delayed_runs, oldest_wait_ms
 from runlane.queue_delay(p_threshold => %(threshold)s::interval)
@@ -122,6 +123,13 @@ class Maintenance:
             log.get().info("routine.redundant_cancelled",
                            **{"routine.cancelled_runs": cancelled})
 
+    async def drain_legacy(self, conn: psycopg.AsyncConnection) -> None:
+        """Legacy run deliveries whose runs direct dispatch already handled."""
+        rows = await self._rows(conn, DRAIN_LEGACY)
+        drained = rows[0]["drained"] if rows else 0
+        if drained:
+            log.get().info("upgrade.deliveries_drained", **{"upgrade.drained": drained})
+
     async def queue_delay(self, conn: psycopg.AsyncConnection) -> None:
         rows = await self._rows(conn, QUEUE_DELAY, {
             "threshold": timedelta(seconds=self.config.queue_delay_threshold)})
@@ -140,6 +148,7 @@ class Maintenance:
         ok = await self._step("tick", conn, self.tick_and_publish)
         ok = await self._step("reap_stale", conn, self.reap) and ok
         ok = await self._step("cancel_redundant_timer_runs", conn, self.cancel_redundant) and ok
+        ok = await self._step("drain_legacy_deliveries", conn, self.drain_legacy) and ok
         if queue_check:
             ok = await self._step("queue_delay", conn, self.queue_delay) and ok
         return ok

@@ -84,6 +84,11 @@ select runlane.release_run(
     p_wake_at => null, p_reason => 'shutdown') as released
 """
 RUN_TIMING = "select runlane.run_timing(p_run_id => %(run_id)s::bigint) as timing"
+REGISTER = """
+select runlane.register_worker(p_worker_id => %(worker)s::text, p_lanes => %(lanes)s::text[],
+                               p_stopped => %(stopped)s::boolean)
+"""
+REGISTRY_INTERVAL = 30.0  # seconds; the contract step treats 2 minutes of silence as gone
 
 # SQLSTATEs after which the same statement may be sent again on a fresh connection:
 # the connection broke (class 08, or no SQLSTATE at all) or the server ended the session.
@@ -259,6 +264,7 @@ class Worker:
         log.get().info("worker.started", **{
             "worker.id": self.config.worker_id, "worker.lanes": self.config.lanes,
             "worker.pid": os.getpid()})
+        registry = asyncio.create_task(self._keep_registered(), name="registry")
         listener = asyncio.create_task(self._listen(), name="listener")
         lanes = [asyncio.create_task(self._lane_loop(lane), name=f"lane-{lane}")
                  for lane in self.config.lanes]
@@ -268,17 +274,33 @@ class Worker:
         await self.stopped.wait()
         await asyncio.gather(*lanes, return_exceptions=True)
         await self._drain()
-        for task in (listener, maintenance):
+        for task in (registry, listener, maintenance):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+        await self._register(stopped=True)
         for pool in self.pools.values():
             await pool.close()
         log.get().info("worker.stopped", **{
             "worker.id": self.config.worker_id,
             "dispatch.passes": sum(self.passes.values()),
             "dispatch.claim_queries": sum(self.claim_queries.values())})
+
+    async def _register(self, stopped: bool = False) -> None:
+        """The worker registry is for operators: failing to write it never stops work."""
+        lane = self.config.lanes[0]
+        try:
+            await self.db(lane, REGISTER, {"worker": self.config.worker_id,
+                                           "lanes": self.config.lanes, "stopped": stopped},
+                          fetch="none")
+        except psycopg.Error as exc:
+            log.get().warning("worker.register_failed", **log.error_fields(exc))
+
+    async def _keep_registered(self) -> None:
+        while not self.stopping:
+            await self._register()
+            await asyncio.sleep(REGISTRY_INTERVAL)
 
     def request_stop(self) -> None:
         self.signals += 1

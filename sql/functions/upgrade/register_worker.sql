@@ -1,0 +1,43 @@
+-- register_worker: a new-generation worker announces itself in the registry and keeps
+-- its row fresh (call it at start and periodically); p_stopped marks a clean exit.
+--
+-- Guarantees: one row per worker id, generation 2, deliveries 'direct'; heartbeat_at is
+-- the time of the last call. The contract step reads the registry only for older
+-- generations, so this is for operators (`runlane upgrade-status`, `runlane status`).
+create or replace function runlane.register_worker(
+    p_worker_id text,
+    p_lanes text[] default '{}',
+    p_stopped boolean default false
+)
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    if p_worker_id is null or btrim(p_worker_id) = '' then
+        raise exception 'a worker id is required'
+            using errcode = '22004';
+    end if;
+    if p_lanes is null or not p_lanes <@ array['interactive', 'background'] then
+        raise exception 'lanes must be interactive and/or background, got %', p_lanes
+            using errcode = '22023';
+    end if;
+
+    insert into runlane.workers as w (worker_id, generation, deliveries, lanes, stopped_at)
+    values (
+        p_worker_id, 2, 'direct', p_lanes,
+        case when coalesce(p_stopped, false) then now() end
+    )
+    on conflict (worker_id) do update
+    set lanes = excluded.lanes,
+        heartbeat_at = now(),
+        stopped_at = excluded.stopped_at;
+end;
+$$;
+
+comment on function runlane.register_worker(text, text[], boolean) is
+'Registers or refreshes a new-generation (direct dispatch) worker; p_stopped marks its clean exit.';
+
+revoke all on function runlane.register_worker(text, text[], boolean) from public;
+grant execute on function runlane.register_worker(text, text[], boolean) to runlane_worker;
