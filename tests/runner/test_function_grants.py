@@ -1,0 +1,144 @@
+"""Every runlane function's grants match the split of DESIGN.md, read from the catalogs.
+
+EXPECTED below is the spec, written out by hand: for each function (its regprocedure
+signature) whether runlane_api and runlane_worker may execute it. A function that is in
+the database but not in the table fails the test, so every new function must be
+classified here on purpose. DESIGN's split: the api role holds the client functions
+(submit_message, publish_run, create_run, run_now, outputs_since); the worker role holds
+claiming, the fenced worker writes and maintenance. Shared by both: publish_run and
+create_run (the worker publishes the runs tick fires and creates runs for scheduled and
+maintenance jobs and reactions), run_timing, outputs_since, and the read-only
+parse_schedule, next_slot and weekly_spend. Private helpers (`_name`) and trigger
+functions (`tg_…`) are executable by nobody but their owner, and PUBLIC holds nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+FUNCTIONS_DIR = Path(__file__).parent.parent.parent / "sql" / "functions"
+
+API, WORKER, BOTH, NOBODY = (True, False), (False, True), (True, True), (False, False)
+
+EXPECTED: dict[str, tuple[bool, bool]] = {
+    # messages and dispatch
+    "runlane.submit_message(text,text,text)": API,
+    "runlane.run_now(text)": API,
+    "runlane.publish_run(bigint,timestamp with time zone)": BOTH,
+    "runlane.create_run(text,text,text,timestamp with time zone)": BOTH,
+    "runlane.claim_runs(text,text[],integer,interval)": WORKER,
+    "runlane.run_messages(bigint,bigint)": WORKER,
+    # outputs and timing
+    "runlane.outputs_since(bigint,bigint,integer)": BOTH,
+    "runlane.run_timing(bigint)": BOTH,
+    # fenced worker writes
+    "runlane.heartbeat(bigint,bigint,interval)": WORKER,
+    "runlane.append_output(bigint,bigint,text,text)": WORKER,
+    "runlane.save_checkpoint(bigint,bigint,jsonb)": WORKER,
+    "runlane.take_steering(bigint,bigint)": WORKER,
+    "runlane.finish_run(bigint,bigint,text,text,numeric)": WORKER,
+    "runlane.release_run(bigint,bigint,timestamp with time zone,text)": WORKER,
+    "runlane.retry_run(bigint,bigint,text,interval)": WORKER,
+    # maintenance and upgrade
+    "runlane.tick(timestamp with time zone,integer)": WORKER,
+    "runlane.reap_stale(timestamp with time zone,integer)": WORKER,
+    "runlane.cancel_redundant_timer_runs(integer)": WORKER,
+    "runlane.queue_delay(interval,timestamp with time zone)": WORKER,
+    "runlane.drain_legacy_deliveries(integer)": WORKER,
+    "runlane.upgrade_status()": WORKER,
+    "runlane.register_worker(text,text[],boolean)": WORKER,
+    # schedules and budget: read-only queries
+    "runlane.parse_schedule(text)": BOTH,
+    "runlane.next_slot(text,text,timestamp with time zone)": BOTH,
+    "runlane.weekly_spend(text,timestamp with time zone)": BOTH,
+    # private helpers and triggers
+    "runlane._agent_gates(text,boolean)": NOBODY,
+    "runlane._budget_exhausted(text,text,timestamp with time zone)": NOBODY,
+    "runlane._dispatch_held_messages(text,text)": NOBODY,
+    "runlane._lock_agent(text)": NOBODY,
+    "runlane._new_background_run(runlane.agents,text,text,timestamp with time zone,text,"
+    "timestamp with time zone,text)": NOBODY,
+    "runlane._notify_run(bigint,text)": NOBODY,
+    "runlane._thread_lock(text,text)": NOBODY,
+    "runlane._agent_timezone(text,text)": NOBODY,
+    "runlane._is_timezone(text)": NOBODY,
+    "runlane._last_slot(jsonb,text,timestamp with time zone,timestamp with time zone)": NOBODY,
+    "runlane._late_notice(runlane.runs)": NOBODY,
+    "runlane._next_slot(jsonb,text,timestamp with time zone,timestamp with time zone)": NOBODY,
+    "runlane._wall_to_instant(timestamp without time zone,text)": NOBODY,
+    "runlane._ms_between(timestamp with time zone,timestamp with time zone)": NOBODY,
+    "runlane._timing_row(bigint,text)": NOBODY,
+    "runlane._close_run(runlane.runs,text,text,text)": NOBODY,
+    "runlane._notify_computer_waiter(text)": NOBODY,
+    "runlane._require_owner(bigint,bigint)": NOBODY,
+    "runlane.tg_agents__schedule()": NOBODY,
+    "runlane.tg_platform_settings__timezone()": NOBODY,
+    "runlane.tg_users__timezone()": NOBODY,
+}
+
+GRANTS = """
+select p.oid::regprocedure::text,
+       has_function_privilege('runlane_api', p.oid, 'execute'),
+       has_function_privilege('runlane_worker', p.oid, 'execute'),
+       p.prosecdef,
+       coalesce(array_to_string(p.proacl, ',') ~ '(^|,)=X', true)
+from pg_proc as p
+where p.pronamespace = 'runlane'::regnamespace
+"""
+
+
+def _catalog(conn) -> dict[str, tuple[bool, bool, bool, bool]]:
+    return {row[0]: tuple(row[1:]) for row in conn.execute(GRANTS).fetchall()}
+
+
+def test_every_function_is_classified_in_the_spec(conn):
+    functions = set(_catalog(conn))
+    assert sorted(functions - EXPECTED.keys()) == [], "functions missing from EXPECTED"
+    assert sorted(EXPECTED.keys() - functions) == [], "EXPECTED names functions that do not exist"
+
+
+def test_each_role_executes_exactly_what_the_spec_grants(conn):
+    catalog = _catalog(conn)
+    wrong = {
+        signature: {"expected (api, worker)": EXPECTED[signature], "actual": (api, worker)}
+        for signature, (api, worker, _definer, _public) in catalog.items()
+        if signature in EXPECTED and EXPECTED[signature] != (api, worker)
+    }
+    assert wrong == {}
+
+
+def test_public_executes_nothing_and_every_granted_function_is_a_definer_or_pure(conn):
+    catalog = _catalog(conn)
+    assert sorted(sig for sig, (*_, public) in catalog.items() if public) == []
+    # An invoker function granted to a role runs with that role's rights, which reach no
+    # table and no private helper: only a function that uses neither may be an invoker.
+    # (next_slot calls the private runlane._next_slot, so it must be a definer: as an
+    # invoker both roles get 42501 from it, see tests/sql/security/.)
+    invokers = sorted(sig for sig, (api, worker, definer, _) in catalog.items()
+                      if (api or worker) and not definer)
+    assert invokers == ["runlane.parse_schedule(text)"]
+
+
+def test_each_function_file_grants_what_the_spec_says(conn):
+    """The grant lines of each file in sql/functions agree with the spec (so the
+    database state does not come from a stray grant elsewhere)."""
+    files = {path: path.read_text() for path in FUNCTIONS_DIR.rglob("*.sql")}
+    mismatches = {}
+    for signature, (api, worker) in EXPECTED.items():
+        name = signature.split("(")[0]
+        defining = [p for p, text in files.items()
+                    if re.search(rf"create or replace function {re.escape(name)}\s*\(", text)]
+        assert len(defining) == 1, f"{name} is defined in {defining}"
+        text = files[defining[0]]
+        granted = set()
+        on_function = rf"on function {re.escape(name)}\s*\([^)]*\)"
+        for match in re.finditer(rf"grant execute {on_function}\s+to\s+([^;]+);", text):
+            granted |= {role.strip() for role in match.group(1).split(",")}
+        want = {role for role, on in (("runlane_api", api), ("runlane_worker", worker)) if on}
+        revoked = re.search(rf"revoke all {on_function}\s+from public;", text)
+        if granted != want or not revoked:
+            mismatches[str(defining[0].relative_to(FUNCTIONS_DIR))] = {
+                "grants": sorted(granted), "expected": sorted(want),
+                "revokes public": bool(revoked)}
+    assert mismatches == {}
