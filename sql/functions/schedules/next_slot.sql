@@ -5,11 +5,13 @@
 -- ambiguous one (fall back) fires once, at its first instance. Interval schedules are
 -- exact elapsed hours on a fixed grid (anchored at the Unix epoch here; agents use the
 -- anchor set with their schedule, see runlane._next_slot). Manual ('') -> null.
--- Raises RL006 for an invalid schedule, RL007 for an unknown time zone.
+-- Raises RL006 for an invalid schedule, RL007 for an unknown time zone. Security definer
+-- only so callers need no grant on the private helpers it uses; it reads no table.
 create or replace function runlane.next_slot(p_schedule text, p_timezone text, p_after timestamptz)
 returns timestamptz
 language plpgsql
 stable
+security definer
 set search_path = pg_catalog, pg_temp
 as $$
 declare
