@@ -40,8 +40,6 @@ create index runs_unfinished_agent_idx on runlane.runs (agent_id, lane)
 where state in ('queued', 'running');
 create index runs_unfinished_thread_idx on runlane.runs (agent_id, thread_id)
 where lane = 'interactive' and state in ('queued', 'running');
-create index runs_timer_marker_idx on runlane.runs (timer_routine, timer_occurrence)
-where timer_routine is not null;
 -- No occurrence of a routine fires twice, whatever ticks run at once (issue 3).
 create unique index runs_timer_occurrence_once_idx on runlane.runs (timer_routine, timer_occurrence)
 where timer_routine is not null;
