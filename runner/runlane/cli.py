@@ -209,3 +209,14 @@ def upgrade_status_cmd(dsn: str) -> None:
     if not rows:
         click.echo("ready: nothing blocks the contract step")
     sys.exit(1 if rows else 0)
+
+
+@main.command("demo")
+def demo_cmd() -> None:
+    """Show runlane at work: an embedded database, chat and scheduled runs, timing."""
+    from .demo import main as demo_main
+
+    try:
+        demo_main(click.echo)
+    except (psycopg.Error, TimeoutError, RuntimeError) as exc:
+        fail(exc)

@@ -118,6 +118,10 @@ class WorkerConfig:
     pool_size: int = 10
     admission_retry: float = 0.5
     maintenance: MaintenanceConfig | None = field(default_factory=MaintenanceConfig)
+    # False in embedded mode: no LISTEN connection; whoever commits a run in the same
+    # process calls Worker.notify(lane), and every run that ends wakes the lanes (what
+    # the database would have announced: follow-up runs, a freed computer).
+    listen: bool = True
 
     def __post_init__(self) -> None:
         if not self.worker_id:
@@ -265,7 +269,8 @@ class Worker:
             "worker.id": self.config.worker_id, "worker.lanes": self.config.lanes,
             "worker.pid": os.getpid()})
         registry = asyncio.create_task(self._keep_registered(), name="registry")
-        listener = asyncio.create_task(self._listen(), name="listener")
+        listener = (asyncio.create_task(self._listen(), name="listener")
+                    if self.config.listen else None)
         lanes = [asyncio.create_task(self._lane_loop(lane), name=f"lane-{lane}")
                  for lane in self.config.lanes]
         maintenance = (asyncio.create_task(self.maintenance.run_forever(self.stopped),
@@ -358,6 +363,12 @@ class Worker:
             lane = json.loads(payload).get("lane")
         except (ValueError, AttributeError):
             lane = None
+        self.notify(lane)
+
+    def notify(self, lane: str | None = None) -> None:
+        """In-process notification: mark `lane` (every lane when None) for one more pass.
+        Call it only after the run is committed; a lane this worker does not serve is
+        ignored."""
         if lane in self.wake:
             self.wake[lane].set()
         elif lane is None:
@@ -436,6 +447,8 @@ class Worker:
         finally:
             heartbeat.cancel()
             self.runs.pop(run.run_id, None)
+            if not self.config.listen:
+                self.notify()  # no LISTEN hears the follow-up run or the freed computer
 
     async def _agent_loop(self, run: RunHandle) -> tuple[str, str | None]:
         agent = self.config.agent

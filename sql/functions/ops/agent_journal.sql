@@ -1,0 +1,72 @@
+-- agent_journal: an agent's runs, skips and their reasons, newest first, for
+-- `runlane journal AGENT`.
+--
+-- Guarantees: RL008 for an unknown agent. Otherwise at most p_limit of the agent's runs
+-- (every lane, every state, skipped ones included), newest first (created_at, run_id):
+-- lane, trigger, state, reason, attempts, the routine occurrence of timer runs (and the
+-- zone it was computed in), how many ticks were coalesced into the run
+-- (routine.coalesced journal rows), and its first-response and total ms as run_timing
+-- reports them (absent timestamps give NULL, never zero). No message or prompt text.
+create or replace function runlane.agent_journal(p_agent_id text, p_limit int default 50)
+returns table (
+    run_id bigint,
+    created_at timestamptz,
+    lane text,
+    trigger text,
+    state text,
+    reason text,
+    attempts int,
+    occurrence timestamptz,
+    occurrence_timezone text,
+    coalesced int,
+    first_response_ms bigint,
+    total_ms bigint
+)
+language plpgsql
+stable
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    if p_agent_id is null then
+        raise exception 'agent id is required' using errcode = '22004';
+    end if;
+    if p_limit is null or p_limit < 1 then
+        raise exception 'journal limit must be at least 1, not %', coalesce(p_limit::text, 'null')
+            using errcode = '22023';
+    end if;
+    if not exists (select 1 from runlane.agents as a where a.agent_id = agent_journal.p_agent_id) then
+        raise exception 'unknown agent %', p_agent_id using errcode = 'RL008';
+    end if;
+
+    return query
+    select
+        r.run_id,
+        r.created_at,
+        r.lane,
+        r.trigger,
+        r.state,
+        r.reason,
+        r.attempts,
+        r.timer_occurrence,
+        r.timer_timezone,
+        (
+            select count(*)::int from runlane.run_events as e
+            where e.run_id = r.run_id and e.event = 'routine.coalesced'
+        ),
+        runlane._ms_between(coalesce(m.created_at, r.created_at), r.first_response_at),
+        runlane._ms_between(coalesce(m.created_at, r.created_at), r.finished_at)
+    from runlane.runs as r
+    left join runlane.messages as m on m.message_id = r.source_message_id
+    where r.agent_id = agent_journal.p_agent_id
+    order by r.created_at desc, r.run_id desc
+    limit p_limit;
+end;
+$$;
+
+comment on function runlane.agent_journal(text, int) is
+'An agent''s runs newest first: lane, trigger, state, reason, attempts, occurrence, coalesced ticks, '
+'first response and total ms. RL008 for an unknown agent.';
+
+revoke all on function runlane.agent_journal(text, int) from public;
+grant execute on function runlane.agent_journal(text, int) to runlane_worker;

@@ -1,0 +1,50 @@
+-- lane_status: what each lane holds right now, for `runlane status`.
+--
+-- Guarantees: exactly one row per lane (interactive, background), also when empty:
+--   queued              runs in state queued (awake or not);
+--   due                 queued runs that are awake (no wake time, or it has passed):
+--                       due but waiting for a worker (or for their computer, or for
+--                       their organization's background capacity);
+--   running             runs in state running;
+--   oldest_due_wait_ms  how long the oldest due run has waited, from the later of its
+--                       creation and its wake time (as queue_delay measures), or NULL.
+-- Read-only; counts only, no text.
+create or replace function runlane.lane_status(p_now timestamptz default now())
+returns table (lane text, queued int, due int, running int, oldest_due_wait_ms bigint)
+language plpgsql
+stable
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    if p_now is null then
+        raise exception 'lane_status needs an instant' using errcode = '22004';
+    end if;
+
+    return query
+    select
+        l.lane,
+        count(*) filter (where r.state = 'queued')::int,
+        count(*) filter (
+            where r.state = 'queued' and coalesce(r.wake_at, r.created_at) <= p_now
+        )::int,
+        count(*) filter (where r.state = 'running')::int,
+        runlane._ms_between(
+            min(greatest(r.created_at, r.wake_at)) filter (
+                where r.state = 'queued' and coalesce(r.wake_at, r.created_at) <= p_now
+            ),
+            p_now
+        )
+    from (values (1, 'interactive'), (2, 'background')) as l (ord, lane)
+    left join runlane.runs as r
+        on r.lane = l.lane and r.state in ('queued', 'running')
+    group by l.ord, l.lane
+    order by l.ord;
+end;
+$$;
+
+comment on function runlane.lane_status(timestamptz) is
+'Per lane: queued, due (awake and waiting), running, and the oldest due wait in ms.';
+
+revoke all on function runlane.lane_status(timestamptz) from public;
+grant execute on function runlane.lane_status(timestamptz) to runlane_worker;

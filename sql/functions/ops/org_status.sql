@@ -1,0 +1,32 @@
+-- org_status: background capacity per organization, for `runlane status`.
+--
+-- Guarantees: one row per organization, ordered by org_id: its running and queued
+-- background runs against its agent_max_concurrency (the cap claim_runs enforces;
+-- interactive runs never count against it). Read-only; counts only.
+create or replace function runlane.org_status()
+returns table (org_id text, running_background int, queued_background int, agent_max_concurrency int)
+language sql
+stable
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+    select
+        s.org_id,
+        (
+            select count(*)::int from runlane.runs as r
+            where r.org_id = s.org_id and r.lane = 'background' and r.state = 'running'
+        ),
+        (
+            select count(*)::int from runlane.runs as r
+            where r.org_id = s.org_id and r.lane = 'background' and r.state = 'queued'
+        ),
+        s.agent_max_concurrency
+    from runlane.platform_settings as s
+    order by s.org_id;
+$$;
+
+comment on function runlane.org_status() is
+'Per organization: running and queued background runs against agent_max_concurrency.';
+
+revoke all on function runlane.org_status() from public;
+grant execute on function runlane.org_status() to runlane_worker;
