@@ -220,3 +220,105 @@ def demo_cmd() -> None:
         demo_main(click.echo)
     except (psycopg.Error, TimeoutError, RuntimeError) as exc:
         fail(exc)
+
+
+# -- operator views: the rules live in sql/functions/ops, these commands only render --
+def _query(dsn: str, sql: str, params: tuple = ()) -> list[dict]:
+    from psycopg.rows import dict_row
+
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            return conn.cursor(row_factory=dict_row).execute(sql, params).fetchall()
+    except psycopg.Error as exc:
+        fail(exc)
+    raise AssertionError("unreachable")
+
+
+def _emit_json(data: object) -> None:
+    import json
+
+    click.echo(json.dumps(data, default=lambda v: v.isoformat() if hasattr(v, "isoformat")
+                          else str(v), indent=2))
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+
+
+@main.command("status")
+@dsn_option
+@json_option
+def status_cmd(dsn: str, as_json: bool) -> None:
+    """Lanes (queued, due, running, oldest wait), organizations' background capacity,
+    and agents with their next run in their own timezone."""
+    from .tables import render
+
+    data = {
+        "lanes": _query(dsn, "select * from runlane.lane_status()"),
+        "organizations": _query(dsn, "select * from runlane.org_status()"),
+        "agents": _query(dsn, "select * from runlane.agent_schedules()"),
+    }
+    if as_json:
+        _emit_json(data)
+        return
+    click.echo(render("Lanes", ["lane", "queued", "due (waiting)", "running", "oldest wait ms"],
+                      [[r["lane"], r["queued"], r["due"], r["running"], r["oldest_due_wait_ms"]]
+                       for r in data["lanes"]]))
+    click.echo()
+    click.echo(render("Organizations (background lane)",
+                      ["organization", "running", "queued", "agent_max_concurrency"],
+                      [[r["org_id"], r["running_background"], r["queued_background"],
+                        r["agent_max_concurrency"]] for r in data["organizations"]]))
+    click.echo()
+    click.echo(render("Agents", ["agent", "organization", "schedule", "timezone", "status",
+                                 "next run (local)", "next run (UTC)"],
+                      [[r["agent_id"], r["org_id"], r["schedule"] or "-", r["timezone"],
+                        r["status"], r["next_run_local"], r["next_run_at"]]
+                       for r in data["agents"]]))
+
+
+@main.command("timing")
+@dsn_option
+@click.option("--since", default="1h", show_default=True,
+              help="Window, as a PostgreSQL interval (1h, 30m, 2 days).")
+@click.option("--trigger", default=None,
+              type=click.Choice(["interactive", "manual", "scheduled", "reaction", "retry",
+                                 "test"]),
+              help="Only runs with this trigger (default all).")
+@json_option
+def timing_cmd(dsn: str, since: str, trigger: str | None, as_json: bool) -> None:
+    """Queue wait, first response and total distributions (p50, p90, p99, max): one
+    sample per run, its first response for latency and its end for totals."""
+    from .tables import render
+
+    rows = _query(dsn, "select * from runlane.timing_summary(p_since => %s::interval, "
+                       "p_trigger => %s::text)", (since, trigger))
+    if as_json:
+        _emit_json({"since": since, "trigger": trigger, "measures": rows})
+        return
+    click.echo(render(f"Timing over the last {since}" + (f", trigger {trigger}" if trigger
+                                                          else "") + " (ms)",
+                      ["measure", "samples", "p50", "p90", "p99", "max"],
+                      [[r["measure"], r["samples"], r["p50_ms"], r["p90_ms"], r["p99_ms"],
+                        r["max_ms"]] for r in rows]))
+
+
+@main.command("journal")
+@dsn_option
+@click.argument("agent_id")
+@click.option("--limit", type=int, default=50, show_default=True)
+@json_option
+def journal_cmd(dsn: str, agent_id: str, limit: int, as_json: bool) -> None:
+    """AGENT's runs, skips and their reasons, newest first."""
+    from .tables import render
+
+    rows = _query(dsn, "select * from runlane.agent_journal(p_agent_id => %s::text, "
+                       "p_limit => %s::int)", (agent_id, limit))
+    if as_json:
+        _emit_json({"agent_id": agent_id, "runs": rows})
+        return
+    click.echo(render(f"Journal of {agent_id} (newest first)",
+                      ["run", "created", "lane", "trigger", "state", "reason", "attempts",
+                       "occurrence", "coalesced", "first response ms", "total ms"],
+                      [[r["run_id"], r["created_at"], r["lane"], r["trigger"], r["state"],
+                        r["reason"], r["attempts"], r["occurrence"], r["coalesced"],
+                        r["first_response_ms"], r["total_ms"]] for r in rows]))
