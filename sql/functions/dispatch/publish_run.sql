@@ -8,7 +8,7 @@
 --   a failure here (or at its commit) loses nothing, the workers' periodic scan finds
 --   the run anyway.
 -- * RL008 for an unknown run; 22004 for a null run id (a "held" submit has no run to
---   publish).
+--   publish); 22023 for an infinite wake time.
 create or replace function runlane.publish_run(p_run_id bigint, p_wake_at timestamptz default null)
 returns void
 language plpgsql
@@ -21,6 +21,11 @@ begin
     if p_run_id is null then
         raise exception 'run id is required (a held message has no run to publish)'
             using errcode = '22004';
+    end if;
+    -- An infinite wake time would park the run (and its thread) forever.
+    if not isfinite(p_wake_at) then
+        raise exception 'a wake time must be a finite instant, got %', p_wake_at
+            using errcode = '22023';
     end if;
 
     if p_wake_at is not null then

@@ -20,7 +20,8 @@
 --   the steering messages attached to it.
 -- * Interactive chat is NOT gated by agents.enabled / agents.admin_locked: those switches
 --   gate agent triggering (schedules, run now), not a person talking to the agent.
--- * Errors: RL008 unknown agent; 22004 null thread or body; 22023 blank thread.
+-- * Errors: RL008 unknown agent; 22004 null thread or body; 22023 blank thread or one
+--   longer than 256 characters.
 -- * Callers must use READ COMMITTED (the default): the decision re-reads the thread
 --   after taking the thread lock.
 create or replace function runlane.submit_message(p_agent_id text, p_thread_id text, p_body text)
@@ -43,6 +44,11 @@ begin
     end if;
     if btrim(p_thread_id) = '' then
         raise exception 'a message needs a thread id, got an empty one'
+            using errcode = '22023';
+    end if;
+    -- Thread ids are indexed: a huge one would fail deep in an index insert (54000).
+    if length(p_thread_id) > 256 then
+        raise exception 'a thread id is at most 256 characters, got %', length(p_thread_id)
             using errcode = '22023';
     end if;
     if p_body is null then
