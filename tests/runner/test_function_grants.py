@@ -48,6 +48,12 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.drain_legacy_deliveries(integer)": WORKER,
     "runlane.upgrade_status()": WORKER,
     "runlane.register_worker(text,text[],boolean)": WORKER,
+    # operator views (runlane status, journal, timing summary)
+    "runlane.agent_journal(text,integer)": WORKER,
+    "runlane.agent_schedules()": WORKER,
+    "runlane.lane_status(timestamp with time zone)": WORKER,
+    "runlane.org_status()": WORKER,
+    "runlane.timing_summary(interval,text,timestamp with time zone)": WORKER,
     # schedules and budget: read-only queries
     "runlane.parse_schedule(text)": BOTH,
     "runlane.next_slot(text,text,timestamp with time zone)": BOTH,

@@ -1,0 +1,727 @@
+"""Bad input, tried as a hostile caller would, through the roles a caller really has.
+
+Hypothesis (fixed seed, bounded examples) throws random unicode, NUL bytes, SQL
+fragments, a 10 MB body, huge and negative limits and intervals at parse_schedule,
+next_slot, submit_message and the limit-taking functions, and every public function
+gets a null in each of its arguments in turn. The rule: every call either succeeds or
+raises a documented SQLSTATE (the contract's RL001-RL008, or a data exception of bad
+input) with a message a person can read; never an internal error, a type surprise from
+inside our functions, or a bare P0001. Afterwards the database is consistent and every
+row committed before the fuzzing is still there, unchanged.
+
+NUL bytes: PostgreSQL text cannot hold U+0000. psycopg refuses such a parameter on the
+client (psycopg.DataError, nothing sent), and a NUL smuggled in as bytes is refused by
+the server while decoding (22021), before any function runs. Both are asserted as what
+they are, with the database checked to hold no trace of the call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import string
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from psycopg.types.json import Jsonb
+
+# The contract's codes, and the data exceptions of bad input.
+DOCUMENTED = {
+    "RL001",
+    "RL002",
+    "RL003",
+    "RL004",
+    "RL005",
+    "RL006",
+    "RL007",
+    "RL008",
+    "22004",  # null_value_not_allowed
+    "22023",  # invalid_parameter_value
+    "22021",  # character_not_in_repertoire (a NUL byte)
+    "22P02",  # invalid_text_representation (a cast at the call boundary)
+    "22008",  # datetime_field_overflow
+    "22007",  # invalid_datetime_format
+    "22015",  # interval_field_overflow
+}
+
+
+def fuzz_settings(examples: int) -> settings:
+    """A fixed seed and a bounded number of examples: the same inputs on every run."""
+    return settings(
+        derandomize=True,
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+
+
+SQL_FRAGMENTS = [
+    "'; drop table runlane.runs; --",
+    "' or '1'='1",
+    "$$; select pg_sleep(10); $$",
+    "\\'; truncate runlane.messages cascade; --",
+    "%s %(x)s {0} ${1}",
+    "daily at 09:00'); delete from runlane.agents; --",
+    "every 1 hours; select 1",
+    "*/ select current_user /*",
+    "E'\\x00'",
+    "runlane.runs",
+    "NULL",
+    "DEFAULT",
+    "every 0x10 hours",
+    "weekly on mon,tue,wed at 9:00 union select 1",
+    "daily at 24:00",
+    "every 721 hours",
+    "every -1 hours",
+    "every 99999999999999999999 hours",
+]
+
+
+def weighted(*choices: tuple[int, st.SearchStrategy]) -> st.SearchStrategy:
+    """One of the strategies, each drawn with its weight."""
+    slots = [strategy for weight, strategy in choices for _ in range(weight)]
+    return st.integers(0, len(slots) - 1).flatmap(lambda i: slots[i])
+
+
+# Every code point PostgreSQL can store (no surrogates: not Unicode scalar values).
+unicode_text = st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=80)
+hostile_text = weighted(
+    (4, unicode_text),
+    (1, st.builds(lambda a, b: a + "\x00" + b, unicode_text, unicode_text)),  # a NUL byte
+    (2, st.sampled_from(SQL_FRAGMENTS)),
+    (
+        2,
+        st.builds(
+            lambda a, f, b: a + f + b, unicode_text, st.sampled_from(SQL_FRAGMENTS), unicode_text
+        ),
+    ),
+    (1, st.text(alphabet=string.printable, min_size=150, max_size=400)),
+)
+
+DAYS = [
+    "mon",
+    "tue",
+    "wed",
+    "thu",
+    "fri",
+    "sat",
+    "sun",
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+]
+
+
+def _spaced(draw, text: str) -> str:
+    """Random case and extra spacing, which parse_schedule must accept."""
+    out = []
+    for ch in text:
+        out.append(ch.upper() if draw(st.booleans()) else ch)
+        if ch == " " and draw(st.booleans()):
+            out.append(draw(st.sampled_from([" ", "  ", "\t"])))
+    pad = draw(st.sampled_from(["", " ", "  ", "\n"]))
+    return pad + "".join(out) + pad
+
+
+@st.composite
+def valid_schedules(draw) -> tuple[str, str]:
+    """(a schedule in a free form, its canonical text)."""
+    kind = draw(st.sampled_from(["interval", "hour", "daily", "weekly"]))
+    hh, mm = draw(st.integers(0, 23)), draw(st.integers(0, 59))
+    time = f"{hh:02d}:{mm:02d}"
+    if kind == "interval":
+        n = draw(st.integers(2, 720))
+        return _spaced(draw, f"every {n} hours"), f"every {n} hours"
+    if kind == "hour":
+        return _spaced(
+            draw, draw(st.sampled_from(["every hour", "every 1 hours", "every 1 hour"]))
+        ), "every hour"
+    if kind == "daily":
+        return _spaced(draw, f"daily at {hh}:{mm:02d}"), f"daily at {time}"
+    days = draw(st.lists(st.sampled_from(DAYS), min_size=1, max_size=9))
+    short = sorted({d[:3] for d in days}, key=DAYS.index)
+    return _spaced(
+        draw, f"weekly on {', '.join(days)} at {time}"
+    ), f"weekly on {','.join(short)} at {time}"
+
+
+schedule_inputs = weighted(
+    (6, valid_schedules().map(lambda pair: pair[0])), (3, hostile_text), (1, st.just(""))
+)
+
+
+# --- calling as a hostile client -------------------------------------------------------
+
+
+class Outcome:
+    def __init__(self, rows=None, sqlstate=None, client_refused=False):
+        self.rows, self.sqlstate, self.client_refused = rows, sqlstate, client_refused
+
+    @property
+    def ok(self) -> bool:
+        return self.sqlstate is None and not self.client_refused
+
+
+def has_nul(params) -> bool:
+    values = params.values() if isinstance(params, dict) else (params or [])
+    return any(isinstance(v, str) and "\x00" in v for v in values)
+
+
+def short(params) -> str:
+    text = repr(params)
+    return text if len(text) <= 300 else f"{text[:300]}... ({len(text)} characters)"
+
+
+def attempt(conn: psycopg.Connection, sql: str, params=None) -> Outcome:
+    """One call, autocommitted. A failure must be documented and explained."""
+    try:
+        return Outcome(rows=conn.execute(sql, params).fetchall())
+    except psycopg.Error as error:
+        if error.sqlstate is None:
+            # Refused by the driver before anything was sent: only a NUL byte may do that.
+            assert has_nul(params) and "NUL" in str(error), f"{sql} {short(params)}: {error!r}"
+            return Outcome(client_refused=True)
+        assert error.sqlstate in DOCUMENTED, (
+            f"{sql} with {short(params)} raised an undocumented {error.sqlstate}: {error}"
+        )
+        assert (error.diag.message_primary or "").strip(), f"{error.sqlstate} without a message"
+        return Outcome(sqlstate=error.sqlstate)
+
+
+def incompressible_text(length: int) -> str:
+    """CJK characters from a fixed seed: text that compression cannot shrink."""
+    rng = random.Random(7)
+    return "".join(chr(rng.randrange(0x4E00, 0x9FFF)) for _ in range(length))
+
+
+def role_connection(dsn: str, role: str) -> psycopg.Connection:
+    connection = psycopg.connect(dsn, autocommit=True)
+    connection.execute(f"set role {role}")
+    return connection
+
+
+# --- what was committed before, and the invariants after ----------------------------
+
+SNAPSHOT = {
+    name: f"select to_jsonb(t) from {table} as t where {where} order by {order}"
+    for name, table, where, order in [
+        ("messages", "runlane.messages", "t.message_id = any(%(messages)s)", "t.message_id"),
+        ("runs", "runlane.runs", "t.run_id = any(%(runs)s)", "t.run_id"),
+        ("outputs", "runlane.run_outputs", "t.run_id = any(%(runs)s)", "t.output_id"),
+        ("events", "runlane.run_events", "t.run_id = any(%(runs)s)", "t.event_id"),
+        ("settings", "runlane.platform_settings", "t.org_id = 'org-fuzz'", "t.org_id"),
+        ("users", "runlane.users", "t.org_id = 'org-fuzz'", "t.user_id"),
+        ("agents", "runlane.agents", "t.agent_id = 'agent-known'", "t.agent_id"),
+    ]
+}
+
+INVARIANTS = {
+    "a message neither attached to a run nor held on a thread whose run is running": """
+        select m.message_id from runlane.messages as m
+        where m.run_id is null and not exists (
+            select 1 from runlane.runs as r
+            where r.agent_id = m.agent_id and r.thread_id = m.thread_id
+              and r.lane = 'interactive' and r.state = 'running')""",
+    "more than one unfinished interactive run on one thread": """
+        select r.agent_id, r.thread_id from runlane.runs as r
+        where r.lane = 'interactive' and r.state in ('queued', 'running')
+        group by r.agent_id, r.thread_id having count(*) > 1""",
+    "a running run without a lease": """
+        select r.run_id from runlane.runs as r
+        where r.state = 'running' and (r.lease_owner is null or r.lease_expires_at is null)""",
+    "a computer lease held for a finished run": """
+        select cl.computer_id from runlane.computer_leases as cl
+        join runlane.runs as r on r.run_id = cl.run_id
+        where r.state not in ('queued', 'running')""",
+    "a run whose source message is attached elsewhere": """
+        select r.run_id from runlane.runs as r
+        join runlane.messages as m on m.message_id = r.source_message_id
+        where m.run_id is distinct from r.run_id""",
+}
+
+
+def commit_known_set(conn, api, worker) -> dict[str, list[int]]:
+    """Finished chat runs with messages, outputs and journal, made through the roles."""
+    conn.execute("select runlane_test.agent('agent-known', 'org-fuzz', 'computer-known')")
+    messages, runs = [], []
+    for i in range(4):
+        message_id, run_id, _ = api.execute(
+            "select * from runlane.submit_message('agent-known', %s, %s)",
+            (f"known-{i}", f"known body {i} ✓"),
+        ).fetchone()
+        steering = api.execute(
+            "select message_id from runlane.submit_message('agent-known', %s, 'and more')",
+            (f"known-{i}",),
+        ).fetchone()[0]
+        messages += [message_id, steering]
+        runs.append(run_id)
+    for _ in range(len(runs)):
+        claimed = worker.execute(
+            "select run_id, fence from runlane.claim_runs('known-worker', array['interactive'], 1)"
+        ).fetchall()
+        for run_id, fence in claimed:
+            worker.execute(
+                "select runlane.append_output(%s, %s, 'text', 'an answer')", (run_id, fence)
+            )
+            worker.execute(
+                "select runlane.finish_run(%s, %s, 'succeeded', null, 0.25)", (run_id, fence)
+            )
+    assert conn.execute(
+        "select count(*) from runlane.runs where run_id = any(%s) and state = 'succeeded'", (runs,)
+    ).fetchone()[0] == len(runs)
+    return {"messages": messages, "runs": runs}
+
+
+def snapshot(conn, known) -> dict[str, list]:
+    return {name: conn.execute(sql, known).fetchall() for name, sql in SNAPSHOT.items()}
+
+
+def assert_consistent(conn) -> None:
+    violations = {name: conn.execute(sql).fetchall() for name, sql in INVARIANTS.items()}
+    assert {name: rows for name, rows in violations.items() if rows} == {}
+
+
+@pytest.fixture
+def roles(conn, db_dsn):
+    api = role_connection(db_dsn, "runlane_api")
+    worker = role_connection(db_dsn, "runlane_worker")
+    yield api, worker
+    api.close()
+    worker.close()
+
+
+# --- the fuzzers ---------------------------------------------------------------------
+
+
+def test_parse_schedule_accepts_free_forms_and_refuses_junk_cleanly(roles):
+    api, _ = roles
+    counts = {"ok": 0, "refused": 0}
+
+    @fuzz_settings(300)
+    @given(valid_schedules())
+    def valid(pair):
+        text, canonical = pair
+        outcome = attempt(api, "select runlane.parse_schedule(%s::text)", (text,))
+        assert outcome.ok, f"{text!r} is a valid schedule but raised {outcome.sqlstate}"
+        spec = outcome.rows[0][0]
+        assert spec["canonical"] == canonical
+        again = attempt(api, "select runlane.parse_schedule(%s::text)", (canonical,))
+        assert again.ok and again.rows[0][0] == spec, (
+            "the canonical text parses to the same schedule"
+        )
+
+    @fuzz_settings(400)
+    @given(hostile_text)
+    def hostile(text):
+        outcome = attempt(api, "select runlane.parse_schedule(%s::text)", (text,))
+        if outcome.client_refused:
+            counts["refused"] += 1
+            return
+        if outcome.ok:
+            counts["ok"] += 1
+            spec = outcome.rows[0][0]
+            again = attempt(api, "select runlane.parse_schedule(%s::text)", (spec["canonical"],))
+            assert again.ok and again.rows[0][0] == spec
+        else:
+            assert outcome.sqlstate == "RL006", f"{text!r}: {outcome.sqlstate}"
+
+    valid()
+    hostile()
+    assert counts["refused"] > 0, "the fuzzer tried NUL bytes"
+    assert attempt(api, "select runlane.parse_schedule(null::text)").sqlstate == "RL006"
+    assert (
+        attempt(api, "select runlane.parse_schedule(%s::text)", ("x" * 1_000_000,)).sqlstate
+        == "RL006"
+    )
+
+
+def test_next_slot_is_strictly_after_and_within_one_period_or_refuses_cleanly(roles, conn):
+    api, _ = roles
+    zones = [
+        row[0]
+        for row in conn.execute("select name from pg_timezone_names order by name").fetchall()
+    ]
+    instants = weighted(
+        (
+            8,
+            st.datetimes(
+                min_value=datetime(1, 1, 2),
+                max_value=datetime(9999, 12, 30),
+                timezones=st.just(UTC),
+            ).map(lambda d: d.isoformat()),
+        ),
+        (
+            1,
+            st.sampled_from(
+                [
+                    "infinity",
+                    "-infinity",
+                    "epoch",
+                    "294276-12-31 23:59:59+00",
+                    "4713-01-01 00:00:00+00 BC",
+                    "2024-02-30 10:00",
+                    "yesterday",
+                    "now",
+                ]
+            ),
+        ),
+        (1, unicode_text),
+    )
+    seen = {"ok": 0, "errors": set()}
+
+    @fuzz_settings(500)
+    @given(schedule_inputs, weighted((8, st.sampled_from(zones)), (2, hostile_text)), instants)
+    def fuzz(schedule, zone, after):
+        outcome = attempt(
+            api,
+            "select s.slot::text, s.slot > s.after, extract(epoch from s.slot - s.after), "
+            "runlane.parse_schedule(%(s)s::text) "
+            "from (select runlane.next_slot(%(s)s::text, %(z)s::text, %(a)s::timestamptz) as slot, "
+            "%(a)s::timestamptz as after) as s",
+            {"s": schedule, "z": zone, "a": after},
+        )
+        if not outcome.ok:
+            seen["errors"].add(outcome.sqlstate)
+            return
+        seen["ok"] += 1
+        slot, later, gap, spec = outcome.rows[0]
+        if spec["kind"] == "manual":
+            assert slot is None
+            return
+        assert later, f"next_slot({schedule!r}, {zone!r}, {after!r}) = {slot} is not after it"
+        # Exact hours for intervals; a day of margin for calendar slots, whose zone may
+        # have moved its clocks (DST, or a historical change of offset) in between.
+        period = {
+            "interval": timedelta(hours=spec.get("hours", 1)),
+            "daily": timedelta(days=2),
+            "weekly": timedelta(days=8),
+        }[spec["kind"]]
+        assert gap <= period.total_seconds(), (
+            f"next_slot({schedule!r}, {zone!r}, {after!r}) skipped a period: {gap}"
+        )
+
+    fuzz()
+    assert seen["ok"] > 50, "the fuzzer reached real slots"
+    assert {"RL006", "RL007"} <= seen["errors"], "the fuzzer tried bad schedules and zones"
+
+
+def test_submit_message_stores_exactly_what_was_sent_or_refuses_cleanly(conn, roles):
+    api, worker = roles
+    known = commit_known_set(conn, api, worker)
+    before = snapshot(conn, known)
+    conn.execute("select runlane_test.agent('agent-fuzz', 'org-fuzz', 'computer-fuzz')")
+    agents = weighted((8, st.sampled_from(["agent-fuzz", "agent-known"])), (1, hostile_text))
+    threads = weighted(
+        (6, st.sampled_from(["thread-1", "thread-2", "thread-3"])),
+        (1, st.sampled_from(["known-0", " ", "", "\t"])),
+        (3, hostile_text),
+    )
+    seen = {"created": 0, "steering": 0, "held": 0, "refused": 0, "errors": set()}
+
+    def message_count():
+        return conn.execute("select count(*) from runlane.messages").fetchone()[0]
+
+    @fuzz_settings(300)
+    @given(agents, threads, hostile_text, st.integers(0, 9))
+    def fuzz(agent, thread, body, worker_move):
+        count = message_count()
+        outcome = attempt(
+            api,
+            "select * from runlane.submit_message(%s::text, %s::text, %s::text)",
+            (agent, thread, body),
+        )
+        if not outcome.ok:
+            if outcome.client_refused:
+                seen["refused"] += 1
+            else:
+                seen["errors"].add(outcome.sqlstate)
+            assert message_count() == count, "a refused submit wrote nothing"
+            return
+        ((message_id, run_id, disposition),) = outcome.rows
+        seen[disposition] += 1
+        stored = conn.execute(
+            "select agent_id, thread_id, body, run_id from runlane.messages where message_id = %s",
+            (message_id,),
+        ).fetchone()
+        assert stored[:3] == (agent, thread, body), "the message is stored exactly as sent"
+        assert stored[3] == run_id
+        if disposition == "created":
+            assert (
+                conn.execute(
+                    "select source_message_id from runlane.runs where run_id = %s", (run_id,)
+                ).fetchone()[0]
+                == message_id
+            )
+        # A worker moves now and then, so threads have queued, running and finished runs.
+        if worker_move == 0:
+            attempt(
+                worker, "select * from runlane.claim_runs('fuzz-worker', array['interactive'], 3)"
+            )
+        elif worker_move == 1:
+            for run, fence in conn.execute(
+                "select run_id, fence from runlane.runs where state = 'running' "
+                "and lane = 'interactive' order by run_id limit 2"
+            ).fetchall():
+                attempt(worker, "select runlane.finish_run(%s, %s, 'succeeded')", (run, fence))
+
+    fuzz()
+    assert seen["created"] and seen["steering"] and seen["held"], seen
+    assert seen["refused"] > 0 and {"RL008", "22023"} <= seen["errors"], seen
+
+    # NUL smuggled as bytes past the driver: the server refuses it while decoding.
+    count = message_count()
+    outcome = attempt(
+        api,
+        "select * from runlane.submit_message('agent-fuzz', 'thread-1', "
+        "convert_from(%s::bytea, 'UTF8'))",
+        (b"before\x00after",),
+    )
+    assert outcome.sqlstate == "22021" and message_count() == count
+
+    # A 10 MB body is stored whole.
+    unit = "ünïcødé ✓ 🚀 "
+    body = unit * (10 * 1024 * 1024 // len(unit.encode()) + 1)
+    assert len(body.encode()) >= 10 * 1024 * 1024
+    outcome = attempt(
+        api, "select * from runlane.submit_message('agent-fuzz', 'thread-big', %s::text)", (body,)
+    )
+    assert outcome.ok
+    digest = conn.execute(
+        "select md5(body), octet_length(body) from runlane.messages where message_id = %s",
+        (outcome.rows[0][0],),
+    ).fetchone()
+    assert digest == (hashlib.md5(body.encode()).hexdigest(), len(body.encode()))
+
+    # A huge thread id is refused with a clear error, not an index-row-size failure.
+    count = message_count()
+    outcome = attempt(
+        api,
+        "select * from runlane.submit_message('agent-fuzz', %s::text, 'hi')",
+        (incompressible_text(3000),),
+    )
+    assert outcome.sqlstate == "22023" and message_count() == count
+
+    assert_consistent(conn)
+    assert snapshot(conn, known) == before, "nothing committed before the fuzzing changed"
+
+
+def test_limits_and_intervals_are_validated(conn, roles):
+    api, worker = roles
+    known = commit_known_set(conn, api, worker)
+    before = snapshot(conn, known)
+    conn.execute("select runlane_test.agent('agent-limits', 'org-limits', 'computer-limits')")
+    conn.execute(
+        "select runlane_test.scheduled_agent('agent-timer', 'weekly on mon,thu at 09:00', "
+        "'Europe/Berlin', 'UTC', 'org-limits')"
+    )
+    for i in range(5):
+        api.execute("select runlane.submit_message('agent-limits', %s, 'work')", (f"limit-{i}",))
+    limits = st.one_of(
+        st.integers(-(2**31), 2**31 - 1),
+        st.sampled_from([-(2**31), -1, 0, 1, 2, 10_000, 10_001, 2**31 - 1]),
+    )
+    intervals = st.one_of(
+        st.timedeltas(min_value=timedelta(days=-100_000), max_value=timedelta(days=100_000)),
+        st.sampled_from(
+            [
+                timedelta(0),
+                timedelta(microseconds=1),
+                timedelta(microseconds=-1),
+                timedelta(hours=1),
+                timedelta(hours=1, microseconds=1),
+            ]
+        ),
+    )
+    instants = weighted(
+        (
+            9,
+            st.datetimes(
+                min_value=datetime(1900, 1, 1),
+                max_value=datetime(3000, 1, 1),
+                timezones=st.just(UTC),
+            ),
+        ),
+        (1, st.sampled_from(["infinity", "-infinity"])),
+    )
+    calls = {
+        "claim_runs": (
+            worker,
+            "select * from runlane.claim_runs('fuzz-worker', "
+            "array['interactive', 'background'], %(limit)s::int, %(interval)s::interval)",
+        ),
+        "reap_stale": (
+            worker,
+            "select * from runlane.reap_stale(%(now)s::timestamptz, %(limit)s::int)",
+        ),
+        "outputs_since": (
+            api,
+            "select * from runlane.outputs_since(%(run)s::bigint, %(limit)s::bigint, "
+            "%(limit)s::int)",
+        ),
+        "tick": (worker, "select * from runlane.tick(%(now)s::timestamptz, %(limit)s::int)"),
+        "cancel_redundant_timer_runs": (
+            worker,
+            "select runlane.cancel_redundant_timer_runs(%(limit)s::int)",
+        ),
+        "heartbeat": (
+            worker,
+            "select runlane.heartbeat(%(run)s::bigint, 1, %(interval)s::interval)",
+        ),
+        "queue_delay": (
+            worker,
+            "select * from runlane.queue_delay(%(interval)s::interval, %(now)s::timestamptz)",
+        ),
+        "drain_legacy_deliveries": (
+            worker,
+            "select runlane.drain_legacy_deliveries(%(limit)s::int)",
+        ),
+    }
+    negative_accepted = []
+    tried = {name: 0 for name in calls}
+
+    @fuzz_settings(400)
+    @given(st.sampled_from(sorted(calls)), limits, intervals, instants)
+    def fuzz(name, limit, interval, now):
+        connection, sql = calls[name]
+        tried[name] += 1
+        run = known["runs"][0]
+        outcome = attempt(
+            connection, sql, {"limit": limit, "interval": interval, "now": now, "run": run}
+        )
+        if limit < 0 and "%(limit)s" in sql and outcome.ok:
+            negative_accepted.append((name, limit))
+
+    fuzz()
+    assert all(tried.values()), tried
+    assert negative_accepted == [], "a negative limit is refused with 22023"
+
+    # Out of the int range: the cast at the call boundary refuses it, before any function.
+    with pytest.raises(psycopg.errors.NumericValueOutOfRange):
+        worker.execute(
+            "select * from runlane.claim_runs('w', array['interactive'], %s::int)", (2**40,)
+        )
+
+    assert_consistent(conn)
+    assert snapshot(conn, known) == before, "nothing committed before the fuzzing changed"
+
+
+def test_wake_times_must_be_finite(conn, roles):
+    """An infinite wake time would park a run for ever: its thread (every later message
+    steers into it) or its agent (one unfinished background run per agent)."""
+    api, _ = roles
+    conn.execute("select runlane_test.agent('agent-wake', 'org-wake')")
+    _, run_id, _ = api.execute(
+        "select * from runlane.submit_message('agent-wake', 'thread-wake', 'hi')"
+    ).fetchone()
+    for wake in ("infinity", "-infinity"):
+        outcome = attempt(api, "select runlane.publish_run(%s, %s::timestamptz)", (run_id, wake))
+        assert outcome.sqlstate in {"22023", "22008"}, f"publish_run with wake time {wake}"
+        assert conn.execute(
+            "select wake_at from runlane.runs where run_id = %s", (run_id,)
+        ).fetchone() == (None,)
+        outcome = attempt(
+            api, "select runlane.create_run('agent-wake', 'manual', null, %s::timestamptz)", (wake,)
+        )
+        assert outcome.sqlstate in {"22023", "22008"}, f"create_run with wake time {wake}"
+        assert conn.execute(
+            "select count(*) from runlane.runs where agent_id = 'agent-wake' "
+            "and lane = 'background'"
+        ).fetchone() == (0,)
+
+
+# --- a null in every argument of every public function -------------------------------
+
+
+def _sample_values(conn, api, worker) -> dict[str, object]:
+    conn.execute("select runlane_test.agent('agent-null', 'org-null', 'computer-null')")
+    message_id, run_id, _ = api.execute(
+        "select * from runlane.submit_message('agent-null', 'thread-null', 'hello')"
+    ).fetchone()
+    api.execute("select runlane.submit_message('agent-null', 'thread-null', 'held')")
+    claimed = worker.execute(
+        "select run_id, fence from runlane.claim_runs('null-worker', array['interactive'])"
+    ).fetchall()
+    assert [r[0] for r in claimed] == [run_id]
+    fence = claimed[0][1]
+    worker.execute("select runlane.append_output(%s, %s, 'text', 'hi')", (run_id, fence))
+    owner = conn.execute(
+        "select owner_id from runlane.agents where agent_id = 'agent-null'"
+    ).fetchone()[0]
+    return {
+        "p_agent_id": "agent-null",
+        "p_thread_id": "thread-null",
+        "p_body": "hello",
+        "p_run_id": run_id,
+        "p_fence": fence,
+        "p_wake_at": datetime.now(UTC) + timedelta(minutes=5),
+        "p_trigger": "manual",
+        "p_prompt": "do it",
+        "p_worker": "null-worker",
+        "p_lanes": ["interactive"],
+        "p_limit": 5,
+        "p_lease": timedelta(seconds=60),
+        "p_after_output_id": 0,
+        "p_kind": "text",
+        "p_checkpoint": Jsonb({"step": 1}),
+        "p_outcome": "succeeded",
+        "p_error": "boom",
+        "p_cost": 0,
+        "p_reason": "shutdown",
+        "p_delay": timedelta(seconds=1),
+        "p_now": datetime.now(UTC),
+        "p_threshold": timedelta(seconds=30),
+        "p_owner_id": owner,
+        "p_schedule": "daily at 09:00",
+        "p_timezone": "UTC",
+        "p_after": datetime.now(UTC),
+        "p_worker_id": "null-worker",
+        "p_stopped": False,
+        "p_since": timedelta(hours=1),
+    }
+
+
+PUBLIC_FUNCTIONS = """
+select p.proname,
+       coalesce(p.proargnames[1:p.pronargs], '{}'),
+       array(select format_type(t, null) from unnest(p.proargtypes) as t),
+       has_function_privilege('runlane_api', p.oid, 'execute')
+from pg_proc as p
+where p.pronamespace = 'runlane'::regnamespace
+  and (has_function_privilege('runlane_api', p.oid, 'execute')
+       or has_function_privilege('runlane_worker', p.oid, 'execute'))
+order by p.proname
+"""
+
+
+def test_a_null_in_any_argument_of_any_public_function_is_refused_clearly_or_harmless(conn, roles):
+    api, worker = roles
+    samples = _sample_values(conn, api, worker)
+    functions = conn.execute(PUBLIC_FUNCTIONS).fetchall()
+    assert len(functions) >= 20
+    unknown = sorted({n for _, names, _, _ in functions for n in names} - samples.keys())
+    assert unknown == [], "give these parameters a sample value"
+    outcomes = {}
+    for name, arg_names, arg_types, for_api in functions:
+        connection = api if for_api else worker
+        call_args = ", ".join(
+            f"{n} => %({n})s::{t}" for n, t in zip(arg_names, arg_types, strict=True)
+        )
+        sql = f"select * from runlane.{name}({call_args})"
+        for nulled in [None, *arg_names]:
+            params = {n: (None if n == nulled else samples[n]) for n in arg_names}
+            # Each call alone: whatever it wrote is rolled back before the next one.
+            with connection.transaction(force_rollback=True):
+                outcome = attempt(connection, sql, params)
+            outcomes[(name, nulled)] = outcome.sqlstate or "ok"
+    assert outcomes[("submit_message", "p_body")] == "22004"
+    assert outcomes[("claim_runs", "p_limit")] == "22023"
+    assert sum(1 for state in outcomes.values() if state == "ok") > 10
+    assert_consistent(conn)
