@@ -322,3 +322,29 @@ def journal_cmd(dsn: str, agent_id: str, limit: int, as_json: bool) -> None:
                       [[r["run_id"], r["created_at"], r["lane"], r["trigger"], r["state"],
                         r["reason"], r["attempts"], r["occurrence"], r["coalesced"],
                         r["first_response_ms"], r["total_ms"]] for r in rows]))
+
+
+@main.command("embedded")
+@click.option("--data-dir", default=".runlane/embedded", show_default=True,
+              help="Where the embedded PostgreSQL keeps its data ('' for a throwaway one).")
+@click.option("--agent", "agent_spec", default="runlane.agents.echo:agent", show_default=True,
+              help="The agent, as module:attr.")
+@click.option("--scan-interval", type=float, default=1.0, show_default=True,
+              help="Seconds between recovery scans (runs committed by other processes are "
+                   "found by the scan: embedded mode does not LISTEN).")
+def embedded_cmd(data_dir: str, agent_spec: str, scan_interval: float) -> None:
+    """One process: an embedded PostgreSQL, migrated, and a worker for both lanes with
+    in-process notifications; logs its DSN (embedded.started) and runs until SIGTERM."""
+    from .agents import load_agent
+    from .embedded import serve_embedded
+
+    log.configure()
+    try:
+        agent = load_agent(agent_spec)
+    except (ImportError, AttributeError, TypeError) as exc:
+        click.echo(f"error: cannot load agent {agent_spec}: {exc}", err=True)
+        sys.exit(1)
+    try:
+        asyncio.run(serve_embedded(agent, data_dir or None, scan_interval=scan_interval))
+    except (psycopg.Error, RuntimeError) as exc:
+        fail(exc)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +113,12 @@ class Embedded:
         self.cluster = LocalCluster(self.data_dir)
         if self.data_dir is not None:
             _pin_port(self.data_dir, self.cluster.port)
-        self.cluster.start()
+        try:
+            self.cluster.start()
+        except subprocess.CalledProcessError as exc:  # initdb: say why, in one message
+            raise RuntimeError(
+                f"cannot initialize {self.cluster.datadir} (as OS user "
+                f"{self.cluster.os_user or 'self'}): {(exc.stderr or '').strip()}") from None
         with psycopg.connect(self.cluster.dsn) as conn:
             migrate(conn)
         return self.cluster.dsn

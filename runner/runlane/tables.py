@@ -1,12 +1,13 @@
 """Terminal tables for the demo and the operator commands.
 
-Rich renders them when it is installed; otherwise a plain aligned table, so the
-commands work with the core dependencies alone. Cells are rendered with `cell()`:
-None is '-', datetimes ISO without microseconds, everything else str().
+Rich renders them when it is installed (unless RUNLANE_TABLES=plain); otherwise a plain
+aligned table, so the commands work with the core dependencies alone. Cells go through
+`cell()`: None is '-', datetimes ISO without microseconds, everything else str().
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -29,7 +30,7 @@ def cell(value: Any) -> str:
 def render(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """The table as text (a title line, a header, a rule, the rows)."""
     text_rows = [[cell(v) for v in row] for row in rows]
-    if Table is not None:
+    if Table is not None and os.environ.get("RUNLANE_TABLES") != "plain":
         table = Table(title=title, title_justify="left")
         for name in columns:
             table.add_column(name)

@@ -1,0 +1,101 @@
+"""Embedded mode: its own PostgreSQL, in-process notifications instead of LISTEN, and the
+same recovery scan: a run committed with no notification at all is still started."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import psycopg
+
+from runlane.agents.echo import EchoAgent
+from runlane.embedded import Embedded
+
+DEADLINE = 60.0
+
+
+async def _state(dsn: str, run_id: int) -> str:
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        cur = await conn.execute("select state from runlane.runs where run_id = %s", (run_id,))
+        return (await cur.fetchone())[0]
+
+
+async def _execute(dsn: str, sql: str) -> list[tuple]:
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        cur = await conn.execute(sql)
+        return await cur.fetchall() if cur.description else []
+
+
+async def _until_state(dsn: str, run_id: int, state: str) -> None:
+    deadline = time.monotonic() + DEADLINE
+    while await _state(dsn, run_id) != state:
+        assert time.monotonic() < deadline, f"run {run_id} never became {state}"
+        await asyncio.sleep(0.05)
+
+
+SETUP = """
+insert into runlane.platform_settings (org_id) values ('org-e');
+insert into runlane.users (user_id, org_id) values ('user-e', 'org-e');
+insert into runlane.agents (agent_id, org_id, owner_id, model)
+values ('agent-e', 'org-e', 'user-e', 'm');
+"""
+
+
+def test_a_run_committed_without_any_notification_is_started_by_the_scan():
+    async def scenario() -> None:
+        async with Embedded(EchoAgent(chunks=1), scan_interval=0.3,
+                            maintenance=None) as rl:
+            async with await psycopg.AsyncConnection.connect(rl.dsn, autocommit=True) as conn:
+                await conn.execute(SETUP)
+                # Committed by another connection: no publish_run, no Worker.notify.
+                cur = await conn.execute(
+                    "select run_id from runlane.submit_message('agent-e', 't-1', 'unheard')")
+                run_id = (await cur.fetchone())[0]
+                await _until_state(rl.dsn, run_id, "succeeded")
+                cur = await conn.execute(
+                    "select count(*) from pg_stat_activity "
+                    "where datname = current_database() and query ilike 'listen%%'")
+                assert (await cur.fetchone())[0] == 0, "embedded mode must not LISTEN"
+            assert rl.worker.passes["interactive"] >= 2  # the startup pass, then a scan
+    asyncio.run(scenario())
+
+
+def test_in_process_notification_starts_a_run_without_waiting_for_the_scan():
+    async def scenario() -> None:
+        async with Embedded(EchoAgent(chunks=1), scan_interval=600,
+                            maintenance=None) as rl:
+            await _execute(rl.dsn, SETUP)
+            # The startup passes are done before the run exists; the next scan is 10
+            # minutes away, so only the in-process wake-up can start it.
+            deadline = time.monotonic() + DEADLINE
+            while min(rl.worker.passes.values()) < 1:
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.05)
+            row = await rl.submit_message("agent-e", "t-1", "heard in-process")
+            assert row["disposition"] == "created"
+            await _until_state(rl.dsn, row["run_id"], "succeeded")
+            again = await rl.run_now("agent-e")
+            await _until_state(rl.dsn, again["run_id"], "succeeded")
+    asyncio.run(scenario())
+
+
+def test_a_data_directory_keeps_its_data_between_starts():
+    # Under /tmp, not pytest's 0700 tmp_path: as root the server runs as another OS user.
+    base = Path(tempfile.mkdtemp(prefix="runlane-embedded-test-"))
+    base.chmod(0o755)
+    datadir = base / "pg"
+
+    async def scenario() -> None:
+        async with Embedded(EchoAgent(chunks=1), datadir, maintenance=None) as rl:
+            await _execute(rl.dsn, SETUP)
+        # The second start takes a new free port and pins it into the reused conf.
+        async with Embedded(EchoAgent(chunks=1), datadir, maintenance=None) as rl:
+            rows = await _execute(rl.dsn, "select agent_id from runlane.agents")
+            assert rows == [("agent-e",)]
+    try:
+        asyncio.run(scenario())
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
