@@ -28,6 +28,11 @@ begin
             coalesce(quote_literal(left(p_trigger, 40)), 'null')
             using errcode = '22023';
     end if;
+    -- an infinite wake time would park the run for ever and lock the agent out
+    if p_wake_at is not null and not isfinite(p_wake_at) then
+        raise exception 'a run''s wake time must be a finite instant, not %', p_wake_at
+            using errcode = '22023';
+    end if;
     v_agent := runlane._agent_gates(p_agent_id, false);
 
     if runlane._lock_agent(v_agent.agent_id) then

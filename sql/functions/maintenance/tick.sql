@@ -34,6 +34,10 @@ begin
     if p_now is null then
         raise exception 'tick needs an instant' using errcode = '22004';
     end if;
+    if not isfinite(p_now) then
+        raise exception 'tick needs a finite instant, not %', p_now
+            using errcode = '22023';
+    end if;
     if p_limit is null or p_limit < 0 then
         raise exception 'tick limit must be zero or more, not %', coalesce(p_limit::text, 'null')
             using errcode = '22023';

@@ -21,6 +21,10 @@ begin
         raise exception 'next_slot needs a time zone and an instant'
             using errcode = '22004';
     end if;
+    if not isfinite(p_after) then
+        raise exception 'next_slot needs a finite instant, not %', p_after
+            using errcode = '22023';
+    end if;
     begin
         perform p_after at time zone p_timezone;
     exception when invalid_parameter_value then
