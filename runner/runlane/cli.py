@@ -82,11 +82,16 @@ def migrate_cmd(dsn: str, to: int | None) -> None:
               show_default=True,
               help="legacy: take run deliveries from run_jobs with the older generation's "
                    "statements (rolling upgrades); direct: claim runs (the default).")
+@click.option("--metrics-port", type=int, default=None,
+              help="Serve Prometheus metrics on this port at /metrics (needs prometheus_client).")
+@click.option("--metrics-addr", default="127.0.0.1", show_default=True,
+              help="Address the metrics endpoint binds to.")
 def worker_cmd(dsn: str, lanes: tuple[str, ...], agent_spec: str, worker_id: str,
                shutdown_grace: float, memory_buffer_mb: int, memory_probe: str | None,
                lease: float, scan_interval: float, claim_batch: int, pool_size: int,
                maintenance: bool, tick_interval: float, queue_delay_interval: float,
-               queue_delay_threshold: float, leader_retry: float, deliveries: str) -> None:
+               queue_delay_threshold: float, leader_retry: float, deliveries: str,
+               metrics_port: int | None, metrics_addr: str) -> None:
     """Listen, claim and execute runs until SIGTERM/SIGINT."""
     from .agents import load_agent
     from .maintenance import MaintenanceConfig
@@ -109,6 +114,12 @@ def worker_cmd(dsn: str, lanes: tuple[str, ...], agent_spec: str, worker_id: str
         maintenance=MaintenanceConfig(tick_interval, queue_delay_interval,
                                       queue_delay_threshold, leader_retry)
         if maintenance else None)
+    if metrics_port is not None:
+        from .metrics import Metrics
+
+        config.metrics = Metrics(dsn)
+        config.metrics.serve(metrics_port, metrics_addr)
+        log.get().info("metrics.serving", **{"metrics.port": metrics_port})
     asyncio.run(serve(config))
 
 

@@ -122,6 +122,8 @@ class WorkerConfig:
     # process calls Worker.notify(lane), and every run that ends wakes the lanes (what
     # the database would have announced: follow-up runs, a freed computer).
     listen: bool = True
+    # A runlane.metrics.Metrics: fed every timing row, refreshed from the database.
+    metrics: Any = None
 
     def __post_init__(self) -> None:
         if not self.worker_id:
@@ -190,7 +192,7 @@ class RunHandle:
     async def emit(self, kind: str, body: str) -> None:
         row = await self._call(APPEND_OUTPUT, {"kind": kind, "body": body})
         if row and row["timing"]:
-            log.timing("run.first_response", row["timing"])
+            self._worker.timing("run.first_response", row["timing"])
 
     async def save_checkpoint(self, data: Any) -> None:
         wrapped = {"iteration": self.iteration + 1, "cost": self.cost, "state": data}
@@ -258,6 +260,12 @@ class Worker:
                 await asyncio.sleep(0.1 * (attempt + 1))
         raise AssertionError("unreachable")
 
+    def timing(self, event: str, row: Any, **extra: Any) -> None:
+        """Log a timing row the database returned, and count it in the metrics."""
+        log.timing(event, row, **extra)
+        if self.config.metrics is not None:
+            self.config.metrics.observe(event, row)
+
     # -- lifecycle ---------------------------------------------------------------------
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -276,10 +284,13 @@ class Worker:
         maintenance = (asyncio.create_task(self.maintenance.run_forever(self.stopped),
                                            name="maintenance")
                        if self.maintenance else None)
+        metrics = (asyncio.create_task(self.config.metrics.run_forever(self.stopped),
+                                       name="metrics")
+                   if self.config.metrics is not None else None)
         await self.stopped.wait()
         await asyncio.gather(*lanes, return_exceptions=True)
         await self._drain()
-        for task in (registry, listener, maintenance):
+        for task in (registry, listener, maintenance, metrics):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -417,7 +428,7 @@ class Worker:
 
     def _start(self, row: dict[str, Any]) -> None:
         run = RunHandle(self, row)
-        log.timing("run.execution_started", row.get("timing"), **run.fields)
+        self.timing("run.execution_started", row.get("timing"), **run.fields)
         self.runs[run.run_id] = run
         run.supervisor = asyncio.create_task(self._supervise(run), name=f"run-{run.run_id}")
 
@@ -493,7 +504,7 @@ class Worker:
                 run.lose("fenced_out")
                 return
             raise
-        log.timing("run.finished", row["timing"] if row else None, **run.fields)
+        self.timing("run.finished", row["timing"] if row else None, **run.fields)
 
     async def _retry(self, run: RunHandle, exc: Exception) -> None:
         delay = timedelta(seconds=min(2 ** run.attempt, 60))
@@ -515,7 +526,7 @@ class Worker:
     async def _log_terminal(self, run: RunHandle) -> None:
         try:
             row = await self.db(run.lane, RUN_TIMING, {"run_id": run.run_id})
-            log.timing("run.finished", row["timing"] if row else None)
+            self.timing("run.finished", row["timing"] if row else None)
         except Exception as exc:  # noqa: BLE001 - a timing read never fails anything
             log.get().warning("log.timing_failed", **run.fields, **log.error_fields(exc))
 
