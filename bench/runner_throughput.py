@@ -126,7 +126,7 @@ def main(argv=None) -> list[str]:
                   f"(runs per worker {ours['runs_per_worker']}, "
                   f"{ours['commits_per_run']} commits per run)", flush=True)
             theirs = procrastinate_compare.measure_procrastinate(
-                pg, p, args.runs, POOL, args.warmup)
+                pg, p, jobs=args.runs, concurrency=POOL, warmup=args.warmup, pool=POOL)
             print(f"  procrastinate  {p} process(es): {theirs['jobs_per_s']:>8,.0f} jobs/s",
                   flush=True)
             rows.append({"processes": p, "runlane": ours, "procrastinate": theirs,
