@@ -67,11 +67,12 @@ async def _defer(dsn: str, jobs: int, warmup: int) -> None:
         await task.configure(queue=BENCH_QUEUE).batch_defer_async(*({} for _ in range(jobs)))
 
 
-def procrastinate_worker(dsn: str, concurrency: int, barrier, results, index: int) -> None:
+def procrastinate_worker(dsn: str, concurrency: int, pool: int, barrier, results,
+                         index: int) -> None:
     """One procrastinate worker process; puts (index, started, ended, 0) on `results`."""
 
     async def run() -> tuple[float, float]:
-        app = make_app(dsn, concurrency)
+        app = make_app(dsn, pool)
         options = {"concurrency": concurrency, "wait": False, "install_signal_handlers": False}
         async with app.open_async():
             await app.run_worker_async(queues=[WARMUP_QUEUE], **options)
@@ -84,8 +85,8 @@ def procrastinate_worker(dsn: str, concurrency: int, barrier, results, index: in
     results.put((index, started, ended, 0))
 
 
-def measure_procrastinate(pg, processes: int, jobs: int, concurrency: int,
-                          warmup: int) -> dict:
+def measure_procrastinate(pg, processes: int, jobs: int, concurrency: int, warmup: int,
+                          pool: int) -> dict:
     name = f"bench_procrastinate_p{processes}"
     dsn = _common.create_database(pg, name, template=TEMPLATE)
     try:
@@ -96,7 +97,7 @@ def measure_procrastinate(pg, processes: int, jobs: int, concurrency: int,
         results = ctx.Queue()
         workers = [
             ctx.Process(target=procrastinate_worker,
-                        args=(dsn, concurrency, barrier, results, i))
+                        args=(dsn, concurrency, pool, barrier, results, i))
             for i in range(processes)
         ]
         for w in workers:
@@ -111,7 +112,7 @@ def measure_procrastinate(pg, processes: int, jobs: int, concurrency: int,
     done = states.get("succeeded", 0)
     if done != jobs:
         raise RuntimeError(f"procrastinate finished {done} of {jobs} jobs: {states}")
-    return {"processes": processes, "concurrency": concurrency, "jobs": done,
+    return {"processes": processes, "concurrency": concurrency, "pool": pool, "jobs": done,
             "seconds": round(elapsed, 3), "jobs_per_s": round(done / elapsed, 1)}
 
 
@@ -122,9 +123,12 @@ def parse(argv):
     ap.add_argument("--jobs", type=int, help="measured jobs/runs per process count (10000)")
     ap.add_argument("--concurrency", type=int, default=10,
                     help="runlane claim batch = procrastinate worker concurrency (10)")
+    ap.add_argument("--pool", type=int,
+                    help="procrastinate connection pool per process (= concurrency)")
     ap.add_argument("--warmup", type=int, default=200, help="unmeasured units per process")
     ap.add_argument("--processes", default="1,2,4", help="comma-separated (1,2,4)")
     args = ap.parse_args(argv)
+    args.pool = args.pool or args.concurrency
     args.jobs = args.jobs or (3_000 if args.quick else 10_000)
     args.processes = [int(p) for p in args.processes.split(",")]
     return args
@@ -141,7 +145,8 @@ def main(argv=None) -> list[str]:
             ours = claim_throughput.measure(pg, p, args.jobs, args.concurrency, args.warmup)
             print(f"  runlane        {p} process(es): {ours['runs_per_s']:>8,.0f} runs/s",
                   flush=True)
-            theirs = measure_procrastinate(pg, p, args.jobs, args.concurrency, args.warmup)
+            theirs = measure_procrastinate(pg, p, args.jobs, args.concurrency, args.warmup,
+                                           args.pool)
             print(f"  procrastinate  {p} process(es): {theirs['jobs_per_s']:>8,.0f} jobs/s",
                   flush=True)
             rows.append({"processes": p, "runlane": ours, "procrastinate": theirs,
