@@ -29,6 +29,9 @@ lint: setup
 	$(VENV)/bin/sqlfluff lint --templater placeholder --disregard-sqlfluffignores sql/legacy
 	$(VENV)/bin/ruff check runner tests bench
 
+demo: setup
+	$(VENV)/bin/runlane demo
+
 bench: setup
 	$(PY) -m bench
 
