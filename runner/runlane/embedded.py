@@ -32,7 +32,7 @@ from psycopg.rows import dict_row
 
 from . import log
 from .agents import Agent
-from .maintenance import TICK, Maintenance
+from .maintenance import Maintenance
 from .migrate import migrate
 from .pgcluster import LocalCluster
 from .worker import Worker, WorkerConfig
@@ -55,21 +55,16 @@ DEFAULT_DATA_DIR = Path(".runlane") / "embedded"
 
 
 class _InProcessMaintenance(Maintenance):
-    """The worker's maintenance, plus an in-process wake-up after a tick fired runs.
-
-    The tick statement commits on return (autocommit), so its runs are claimable when
-    the lane is woken; its own publication still happens, harmlessly unheard."""
+    """The worker's maintenance, publishing the runs a tick fired in-process as well:
+    nobody LISTENs here, so the pg_notify of publish_run is harmlessly unheard."""
 
     def __init__(self, worker: Worker, *args: Any):
         super().__init__(*args)
         self._worker = worker
 
-    async def _rows(self, conn: psycopg.AsyncConnection, sql: str,
-                    params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-        rows = await super()._rows(conn, sql, params)
-        if sql is TICK and any(r["event"] == "routine.fired" for r in rows):
-            self._worker.notify("background")
-        return rows
+    async def publish(self, conn: psycopg.AsyncConnection, run_id: int) -> None:
+        await super().publish(conn, run_id)
+        self._worker.notify("background")
 
 
 def _pin_port(datadir: Path, port: int) -> None:

@@ -82,6 +82,11 @@ class Maintenance:
                               **{"maintenance.step": name, **log.error_fields(exc)})
             return False
 
+    async def publish(self, conn: psycopg.AsyncConnection, run_id: int) -> None:
+        """Announce a run tick created (its own transaction); embedded mode adds an
+        in-process wake-up."""
+        await conn.execute(PUBLISH, {"run_id": run_id})
+
     async def tick_and_publish(self, conn: psycopg.AsyncConnection) -> None:
         rows = await self._rows(conn, TICK)
         fired = []
@@ -96,7 +101,7 @@ class Maintenance:
         # transaction, and a failure here loses nothing (the scan finds the run).
         for run_id in fired:
             try:
-                await conn.execute(PUBLISH, {"run_id": run_id})
+                await self.publish(conn, run_id)
             except psycopg.Error as exc:
                 log.get().warning("run.publish_failed",
                                   **{"run.id": run_id, **log.error_fields(exc)})
