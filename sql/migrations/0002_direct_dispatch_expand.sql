@@ -32,6 +32,10 @@ create index runs_claim_order_idx on runlane.runs (claim_class, run_id)
 where state = 'queued';
 create index runs_running_idx on runlane.runs (org_id, lane)
 where state = 'running';
+-- Fair claims (issue 8): a loose index scan visits each organization with queued runs of
+-- a class and lane once, and reads only the oldest few runs of each.
+create index runs_fair_claim_idx on runlane.runs (claim_class, lane, org_id, run_id)
+where state = 'queued';
 create index runs_lease_expiry_idx on runlane.runs (lease_expires_at)
 where state = 'running';
 create index runs_queued_computer_idx on runlane.runs (computer_id, claim_class, run_id)

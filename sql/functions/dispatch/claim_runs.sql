@@ -10,7 +10,17 @@
 --   settings row is locked before its running runs are counted, so the count is taken
 --   in a snapshot that already sees every concurrent claim that committed before us.
 -- * Interactive-class work (interactive, manual, test, retry) is taken before scheduled
---   and reaction work (runs.claim_class), oldest first within a class.
+--   and reaction work (runs.claim_class).
+-- * Fair within a class: round robin across organizations, oldest first within each. Round
+--   k holds every organization's k-th oldest eligible run (lanes merged), a round is
+--   ordered oldest first, and rounds are taken in order: an organization with 10,000
+--   queued runs gets one run per round like an organization with one, so a claim of 2 or
+--   more always includes the newcomer's run. (A claim of 1 takes the oldest head.)
+-- * Cost follows organizations, not queued rows: a loose index scan
+--   (runs_fair_claim_idx) descends once per (lane, organization) with queued runs of the
+--   class and reads only the first few eligible runs of each. Candidates are read without
+--   locks, then locked in claim order FOR UPDATE SKIP LOCKED; when concurrent claimers
+--   hold too many of them, the claim reads candidates again past those rows.
 -- * Each claimed run gets fence + 1, attempts + 1, a lease of p_lease, its computer lease
 --   in the same transaction, and first_started_at once, after computer ownership.
 -- Returns, per claimed run, what the worker needs to execute it, its late notice (timer
@@ -44,7 +54,20 @@ as $$
 #variable_conflict use_column
 declare
     v_full_orgs text[];
-    v_locked bigint[];
+    v_target int;
+    v_attempt int;
+    v_class smallint;
+    v_need int;
+    v_scan_lanes text[];
+    v_scan_orgs text[];
+    v_org_count int;
+    v_k int;
+    v_saturated int;
+    v_class_candidates bigint[];
+    v_candidates bigint[];
+    v_tried bigint[] := '{}';
+    v_more bigint[];
+    v_locked bigint[] := '{}';
     v_orgs text[];
     v_accepted bigint[];
     v_computers_taken bigint[];
@@ -92,27 +115,124 @@ begin
         where busy.running >= s.agent_max_concurrency;
     end if;
 
-    -- Lock the candidates in claim order, skipping rows other claimers hold.
-    select coalesce(array_agg(c.run_id), '{}')
-    into v_locked
-    from (
-        select r.run_id
-        from runlane.runs as r
-        where r.state = 'queued'
-          and r.lane = any(p_lanes)
-          and (r.wake_at is null or r.wake_at <= now())
-          and not (r.lane = 'background' and r.org_id = any(v_full_orgs))
-          and (r.computer_id is null or not exists (
-              select 1
-              from runlane.computer_leases as cl
-              where cl.computer_id = r.computer_id
-                and cl.expires_at > now()
-                and cl.run_id <> r.run_id
-          ))
-        order by r.claim_class, r.run_id
-        limit p_limit
-        for update of r skip locked
-    ) as c;
+    -- Fair claim order, candidates first (no locks): per class, a loose index scan finds
+    -- every (lane, organization) with queued runs, then round robin across organizations
+    -- (round k = each organization's k-th oldest eligible run; within a round, oldest
+    -- first). v_target is more than p_limit so that rows concurrent claimers hold (and
+    -- skip-locked below) leave us enough; a short round asks again past those rows.
+    v_target := 2 * p_limit + 8;
+    for v_attempt in 1..4 loop
+        v_candidates := '{}';
+        foreach v_class in array array[0, 1]::smallint[] loop
+            exit when cardinality(v_candidates) >= v_target;
+            v_need := v_target - cardinality(v_candidates);
+
+            -- GUARD: the loose scan, one index descent per (lane, organization); it never
+            -- reads an organization's other queued rows.
+            with recursive orgs (lane, org_id) as (
+                select
+                    l.lane,
+                    (
+                        select r.org_id
+                        from runlane.runs as r
+                        where r.state = 'queued' and r.claim_class = v_class and r.lane = l.lane
+                        order by r.org_id
+                        limit 1
+                    )
+                from unnest(p_lanes) as l (lane)
+                union all
+                select
+                    o.lane,
+                    (
+                        select r.org_id
+                        from runlane.runs as r
+                        where r.state = 'queued' and r.claim_class = v_class and r.lane = o.lane
+                          and r.org_id > o.org_id
+                        order by r.org_id
+                        limit 1
+                    )
+                from orgs as o
+                where o.org_id is not null
+            )
+            select coalesce(array_agg(o.lane), '{}'), coalesce(array_agg(o.org_id), '{}'),
+                   count(distinct o.org_id)
+            into v_scan_lanes, v_scan_orgs, v_org_count
+            from orgs as o
+            where o.org_id is not null
+              and not (o.lane = 'background' and o.org_id = any(v_full_orgs));
+
+            continue when v_org_count = 0;
+
+            -- Rounds: each organization's k oldest eligible runs (merged across lanes),
+            -- k grown until the class yields v_need candidates or no organization has more.
+            v_k := ceil(v_need::numeric / v_org_count)::int;
+            loop
+                select
+                    coalesce(array_agg(c.run_id order by c.round, c.run_id), '{}'),
+                    count(*) filter (where c.round = v_k)
+                into v_class_candidates, v_saturated
+                from (
+                    select
+                        h.run_id,
+                        row_number() over (partition by o.org_id order by h.run_id) as round
+                    from unnest(v_scan_lanes, v_scan_orgs) as o (lane, org_id)
+                    cross join lateral (
+                        select r.run_id
+                        from runlane.runs as r
+                        where r.state = 'queued'
+                          and r.claim_class = v_class
+                          and r.lane = o.lane
+                          and r.org_id = o.org_id
+                          and r.run_id <> all(v_tried)
+                          and (r.wake_at is null or r.wake_at <= now())
+                          and (r.computer_id is null or not exists (
+                              select 1
+                              from runlane.computer_leases as cl
+                              where cl.computer_id = r.computer_id
+                                and cl.expires_at > now()
+                                and cl.run_id <> r.run_id
+                          ))
+                        order by r.run_id
+                        limit v_k
+                    ) as h
+                ) as c
+                where c.round <= v_k;
+
+                exit when cardinality(v_class_candidates) >= v_need or v_saturated = 0;
+                v_k := v_k + ceil((v_need - cardinality(v_class_candidates))::numeric / v_saturated)::int;
+            end loop;
+
+            v_candidates := v_candidates || v_class_candidates[1:v_need];
+        end loop;
+
+        exit when cardinality(v_candidates) = 0;
+
+        -- Lock in claim order, skipping rows other claimers hold; a row claimed and
+        -- committed since the candidates were read is re-checked and left out.
+        select coalesce(array_agg(c.run_id order by c.position), '{}')
+        into v_more
+        from (
+            select r.run_id, w.position
+            from unnest(v_candidates) with ordinality as w (run_id, position)
+            join runlane.runs as r on r.run_id = w.run_id
+            where r.state = 'queued'
+              and (r.wake_at is null or r.wake_at <= now())
+              and (r.computer_id is null or not exists (
+                  select 1
+                  from runlane.computer_leases as cl
+                  where cl.computer_id = r.computer_id
+                    and cl.expires_at > now()
+                    and cl.run_id <> r.run_id
+              ))
+            order by w.position
+            limit p_limit - cardinality(v_locked)
+            for update of r skip locked
+        ) as c;
+        v_locked := v_locked || v_more;
+
+        exit when cardinality(v_locked) >= p_limit or cardinality(v_candidates) < v_target;
+        v_tried := v_tried || v_candidates;
+    end loop;
 
     if cardinality(v_locked) = 0 then
         return;
@@ -133,7 +253,7 @@ begin
 
     -- A new statement, a new snapshot: running counts now include every claim that
     -- committed while we waited for the organization locks.
-    select coalesce(array_agg(k.run_id order by k.claim_class, k.run_id), '{}')
+    select coalesce(array_agg(k.run_id order by k.position), '{}')
     into v_accepted
     from (
         select
@@ -141,15 +261,11 @@ begin
             r.org_id,
             r.lane,
             r.computer_id,
-            r.claim_class,
-            row_number() over (
-                partition by r.org_id, r.lane order by r.claim_class, r.run_id
-            ) as org_rank,
-            row_number() over (
-                partition by r.computer_id order by r.claim_class, r.run_id
-            ) as computer_rank
-        from runlane.runs as r
-        where r.run_id = any(v_locked)
+            l.position,
+            row_number() over (partition by r.org_id, r.lane order by l.position) as org_rank,
+            row_number() over (partition by r.computer_id order by l.position) as computer_rank
+        from unnest(v_locked) with ordinality as l (run_id, position)
+        join runlane.runs as r on r.run_id = l.run_id
     ) as k
     join runlane.platform_settings as s on s.org_id = k.org_id
     left join lateral (
@@ -218,16 +334,18 @@ begin
         s.agent_iteration_cap,
         runlane._late_notice(r),
         runlane._timing_row(r.run_id, 'run.execution_started')
-    from runlane.runs as r
+    from unnest(v_locked) with ordinality as l (run_id, position)
+    join runlane.runs as r on r.run_id = l.run_id
     join runlane.platform_settings as s on s.org_id = r.org_id
     where r.run_id = any(v_claimed)
-    order by r.claim_class, r.run_id;
+    order by l.position;
 end;
 $$;
 
 comment on function runlane.claim_runs(text, text[], int, interval) is
 'Atomically claims runnable runs with lease, fence and computer lease, honouring wake times, '
-'computer ownership, per-organization caps and interactive-first order.';
+'computer ownership, per-organization caps, interactive-first order and round robin across '
+'organizations within a class.';
 
 revoke all on function runlane.claim_runs(text, text[], int, interval) from public;
 grant execute on function runlane.claim_runs(text, text[], int, interval) to runlane_worker;
