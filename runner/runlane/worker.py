@@ -1,18 +1,26 @@
 """`runlane worker`: listen, scan, claim, execute agent steps, heartbeat, log timing.
 
 One asyncio process. A dedicated connection LISTENs on `runlane_runs`; each lane has its
-own dispatcher loop and its own connection pool, so lanes never wait on each other. A
+own dispatcher loop, its own connection for claims and its own connection pool for run
+work, so lanes never wait on each other and a burst's run work never delays the next
+claim. A
 lane makes a pass at startup, after every (re)connect of the listener, when a
 notification names it and at least every `scan_interval` seconds; a notification
 arriving during a pass only marks the lane for one more pass (an asyncio.Event), it
 never restarts the pass in progress. A pass claims in bounded pages (`claim_runs`),
-each page admitted by memory first.
+each page admitted by memory first; a full page doubles the next page's size (up to
+`claim_batch_max`), a short one ends the pass.
 
 Every claimed run gets a supervisor task: the claim is its durable ownership; it starts
 the run's heartbeat (every lease/3) and then the agent loop. A heartbeat returning false
 or any RL001 cancels the agent task at once and nothing more is written for the run.
 There is no run-duration limit and no per-worker run cap. All rules about which run may
 run live in the database; this module only calls its functions.
+
+Commits per run are kept to what durability needs: a step's last outputs, its checkpoint
+and the finish travel on its StepResult and are written in ONE transaction (pipelined:
+one round trip); the run's messages are read once per attempt; pool connections are not
+pinged before use (a broken one fails its statement, which is resent on a fresh one).
 """
 
 from __future__ import annotations
@@ -23,7 +31,9 @@ import json
 import os
 import signal
 import socket
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -34,7 +44,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from . import log
 from .admission import Admission, load_probe
-from .agents import Agent, LeaseLost, Message, StepResult
+from .agents import UNCHANGED, Agent, LeaseLost, Message, StepResult
 from .maintenance import Maintenance, MaintenanceConfig
 
 CHANNEL = "runlane_runs"
@@ -88,11 +98,27 @@ REGISTER = """
 select runlane.register_worker(p_worker_id => %(worker)s::text, p_lanes => %(lanes)s::text[],
                                p_stopped => %(stopped)s::boolean)
 """
+# The system memory probe reads five /proc and cgroup files (~0.1 ms): on the path from
+# a notification to its claim, a reading this fresh is as good as a new one.
+PROBE_TTL = 0.1  # seconds
 REGISTRY_INTERVAL = 30.0  # seconds; the contract step treats 2 minutes of silence as gone
 
 # SQLSTATEs after which the same statement may be sent again on a fresh connection:
 # the connection broke (class 08, or no SQLSTATE at all) or the server ended the session.
 _RECONNECT_STATES = {"57P01", "57P02", "57P03"}
+
+
+def _cached(probe: Callable[[], Any], ttl: float) -> Callable[[], Any]:
+    last: list[Any] = [0.0, None]
+
+    def cached() -> Any:
+        now = time.monotonic()
+        if last[1] is None or now - last[0] >= ttl:
+            last[1] = probe()
+            last[0] = now
+        return last[1]
+
+    return cached
 
 
 def is_connection_error(exc: BaseException) -> bool:
@@ -114,6 +140,7 @@ class WorkerConfig:
     lease: float = 60.0
     scan_interval: float = 5.0
     claim_batch: int = 10
+    claim_batch_max: int = 0  # 0: 10 x claim_batch; pages grow while they come back full
     max_pages: int = 50
     pool_size: int = 10
     admission_retry: float = 0.5
@@ -126,6 +153,9 @@ class WorkerConfig:
     metrics: Any = None
 
     def __post_init__(self) -> None:
+        if self.claim_batch_max <= 0:
+            self.claim_batch_max = 10 * self.claim_batch
+        self.claim_batch_max = max(self.claim_batch_max, self.claim_batch)
         if not self.worker_id:
             self.worker_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
@@ -157,6 +187,7 @@ class RunHandle:
         self.checkpoint: Any = saved.get("state")
         self.iteration: int = int(saved.get("iteration", 0))
         self.cost: float = float(saved.get("cost", 0))
+        self._messages: list[Message] | None = None  # read once per attempt
         self.lost = False
         self.releasing = False
         self.agent_task: asyncio.Task | None = None
@@ -191,8 +222,7 @@ class RunHandle:
     # -- the agent's context ---------------------------------------------------------
     async def emit(self, kind: str, body: str) -> None:
         row = await self._call(APPEND_OUTPUT, {"kind": kind, "body": body})
-        if row and row["timing"]:
-            self._worker.timing("run.first_response", row["timing"])
+        self._log_first_response([row])
 
     async def save_checkpoint(self, data: Any) -> None:
         wrapped = {"iteration": self.iteration + 1, "cost": self.cost, "state": data}
@@ -201,11 +231,51 @@ class RunHandle:
 
     async def take_steering(self) -> list[Message]:
         rows = await self._call(TAKE_STEERING, {}, fetch="all")
-        return [Message(r["message_id"], r["body"], r["created_at"]) for r in rows]
+        taken = [Message(r["message_id"], r["body"], r["created_at"]) for r in rows]
+        if taken and self._messages is not None:
+            # Attached messages change only by this owner's take_steering: keep the copy.
+            known = {m.message_id for m in self._messages}
+            self._messages = sorted([*self._messages,
+                                     *(m for m in taken if m.message_id not in known)],
+                                    key=lambda m: m.message_id)
+        return taken
 
     async def messages(self) -> list[Message]:
-        rows = await self._call(RUN_MESSAGES, {}, fetch="all")
-        return [Message(r["message_id"], r["body"], r["created_at"]) for r in rows]
+        if self._messages is None:
+            rows = await self._call(RUN_MESSAGES, {}, fetch="all")
+            self._messages = [Message(r["message_id"], r["body"], r["created_at"])
+                              for r in rows]
+        return list(self._messages)
+
+    async def end_step(self, result: StepResult) -> None:
+        """A step that continues: its outputs and checkpoint in one transaction."""
+        statements = [(APPEND_OUTPUT, {**self._key, "kind": kind, "body": body})
+                      for kind, body in result.outputs]
+        if result.checkpoint is not UNCHANGED:
+            # self.iteration already counts the step that just ended.
+            wrapped = {"iteration": self.iteration, "cost": self.cost,
+                       "state": result.checkpoint}
+            statements.append((SAVE_CHECKPOINT, {**self._key,
+                                                 "checkpoint": json.dumps(wrapped)}))
+        if not statements:
+            return
+        if self.lost:
+            raise LeaseLost(f"run {self.run_id} is owned by another worker now")
+        try:
+            rows = await self._worker.transaction(self.lane, statements)
+        except psycopg.Error as exc:
+            if exc.sqlstate == "RL001":
+                self.lose("fenced_out")
+                raise LeaseLost(f"run {self.run_id} is owned by another worker now") from None
+            raise
+        if result.checkpoint is not UNCHANGED:
+            self.checkpoint = result.checkpoint
+        self._log_first_response(rows[:len(result.outputs)])
+
+    def _log_first_response(self, rows: list[Any]) -> None:
+        for row in rows:
+            if row and row.get("timing"):
+                self._worker.timing("run.first_response", row["timing"])
 
     def charge(self, cost: float) -> None:
         self.cost += float(cost)
@@ -220,8 +290,10 @@ class Worker:
     def __init__(self, config: WorkerConfig):
         self.config = config
         self.lease = timedelta(seconds=config.lease)
-        self.admission = Admission(load_probe(config.memory_probe),
-                                   config.memory_buffer_mb * 1024 * 1024)
+        probe = load_probe(config.memory_probe)
+        if not config.memory_probe:  # the system's: read at most every PROBE_TTL seconds
+            probe = _cached(probe, PROBE_TTL)
+        self.admission = Admission(probe, config.memory_buffer_mb * 1024 * 1024)
         self.wake = {lane: asyncio.Event() for lane in config.lanes}
         self.runs: dict[int, RunHandle] = {}
         self.stopping = False
@@ -230,23 +302,32 @@ class Worker:
         self.passes = dict.fromkeys(config.lanes, 0)
         self.claim_queries = dict.fromkeys(config.lanes, 0)
         # One pool per lane: background work never holds a connection chat work waits for.
+        # No ping before each use (it doubled the round trips): a broken connection fails
+        # its statement, the pool drops it and db() resends on a fresh one.
+        kwargs = {"autocommit": True, "application_name": config.application_name}
         self.pools = {lane: AsyncConnectionPool(
             config.dsn, min_size=1, max_size=config.pool_size, open=False,
-            kwargs={"autocommit": True, "application_name": config.application_name},
-            check=AsyncConnectionPool.check_connection, name=f"runlane-{lane}")
+            kwargs=kwargs, name=f"runlane-{lane}")
             for lane in config.lanes}
+        # And one connection per lane for claims only: a claim never queues behind runs.
+        self.claim_pools = {lane: AsyncConnectionPool(
+            config.dsn, min_size=1, max_size=1, open=False,
+            kwargs=kwargs, name=f"runlane-{lane}-claims")
+            for lane in config.lanes}
+        self.claim_size = dict.fromkeys(config.lanes, config.claim_batch)
         self.maintenance = (Maintenance(config.dsn, config.maintenance,
                                         config.application_name)
                             if config.maintenance else None)
 
     # -- database ----------------------------------------------------------------------
     async def db(self, lane: str, sql: str, params: dict[str, Any] | None = None,
-                 fetch: str = "one", retries: int = 2) -> Any:
+                 fetch: str = "one", retries: int = 2,
+                 pool: AsyncConnectionPool | None = None) -> Any:
         """One statement in its own transaction; resent on a fresh connection when the
         connection itself broke (the pool drops broken connections)."""
         for attempt in range(retries + 1):
             try:
-                async with self.pools[lane].connection() as conn:
+                async with (pool or self.pools[lane]).connection() as conn:
                     cur = conn.cursor(row_factory=dict_row)
                     await cur.execute(sql, params)
                     if fetch == "one":
@@ -254,6 +335,24 @@ class Worker:
                     if fetch == "all":
                         return await cur.fetchall()
                     return None
+            except psycopg.Error as exc:
+                if attempt == retries or not is_connection_error(exc):
+                    raise
+                await asyncio.sleep(0.1 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    async def transaction(self, lane: str, statements: list[tuple[str, dict[str, Any]]],
+                          retries: int = 2) -> list[Any]:
+        """Several statements in ONE transaction, pipelined (one round trip): all of them
+        commit or none does. Returns each statement's first row. Resent whole on a fresh
+        connection when the connection broke, like db()."""
+        for attempt in range(retries + 1):
+            try:
+                async with self.pools[lane].connection() as conn:
+                    async with conn.pipeline(), conn.transaction():
+                        cursors = [await conn.cursor(row_factory=dict_row).execute(sql, p)
+                                   for sql, p in statements]
+                    return [await cur.fetchone() for cur in cursors]
             except psycopg.Error as exc:
                 if attempt == retries or not is_connection_error(exc):
                     raise
@@ -271,7 +370,7 @@ class Worker:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
-        for pool in self.pools.values():
+        for pool in [*self.claim_pools.values(), *self.pools.values()]:
             await pool.open(wait=False)
         log.get().info("worker.started", **{
             "worker.id": self.config.worker_id, "worker.lanes": self.config.lanes,
@@ -296,7 +395,7 @@ class Worker:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
         await self._register(stopped=True)
-        for pool in self.pools.values():
+        for pool in [*self.claim_pools.values(), *self.pools.values()]:
             await pool.close()
         log.get().info("worker.stopped", **{
             "worker.id": self.config.worker_id,
@@ -417,13 +516,18 @@ class Worker:
             if self.stopping or not self.admission.admit(lane):
                 return
             self.claim_queries[lane] += 1
+            limit = self.claim_size[lane]
             rows = await self.db(lane, CLAIM, {
                 "worker": self.config.worker_id, "lanes": [lane],
-                "limit": self.config.claim_batch, "lease": self.lease}, fetch="all", retries=0)
+                "limit": limit, "lease": self.lease}, fetch="all", retries=0,
+                pool=self.claim_pools[lane])
             for row in rows:
                 self._start(row)
-            if len(rows) < self.config.claim_batch:
+            if len(rows) < limit:
+                self.claim_size[lane] = self.config.claim_batch  # the queue is drained
                 return
+            # A full page: more is likely waiting, take bigger pages (fewer claims).
+            self.claim_size[lane] = min(limit * 2, self.config.claim_batch_max)
         self.wake[lane].set()  # the page budget ran out with work left: one more pass
 
     def _start(self, row: dict[str, Any]) -> None:
@@ -438,7 +542,7 @@ class Worker:
         run.agent_task = asyncio.create_task(self._agent_loop(run))
         try:
             try:
-                outcome, error = await run.agent_task
+                result = await run.agent_task
             except asyncio.CancelledError:
                 if not run.agent_task.cancelled():
                     raise  # the supervisor itself was cancelled
@@ -452,7 +556,7 @@ class Worker:
                     await self._retry(run, exc)
                 return
             if not run.lost:
-                await self._finish(run, outcome, error)
+                await self._finish(run, result)
         except Exception as exc:  # noqa: BLE001 - never let one run take the worker down
             log.get().warning("run.supervisor_failed", **run.fields, **log.error_fields(exc))
         finally:
@@ -461,11 +565,12 @@ class Worker:
             if not self.config.listen:
                 self.notify()  # no LISTEN hears the follow-up run or the freed computer
 
-    async def _agent_loop(self, run: RunHandle) -> tuple[str, str | None]:
+    async def _agent_loop(self, run: RunHandle) -> StepResult:
+        """Steps until one is done (its outputs are written with the finish)."""
         agent = self.config.agent
         while True:
             if run.iteration >= run.iteration_cap:
-                return "failed", "iteration_cap"
+                return StepResult(done=True, outcome="failed", error="iteration_cap")
             result = await agent.step(run)
             if run.lost:
                 raise LeaseLost(f"run {run.run_id} is owned by another worker now")
@@ -473,7 +578,8 @@ class Worker:
             if not isinstance(result, StepResult):
                 raise TypeError("an agent step must return a StepResult")
             if result.done:
-                return result.outcome, result.error
+                return result
+            await run.end_step(result)
 
     async def _heartbeat(self, run: RunHandle) -> None:
         interval = max(self.config.lease / 3, 0.05)
@@ -494,16 +600,25 @@ class Worker:
                 run.lose("heartbeat_refused")
                 return
 
-    async def _finish(self, run: RunHandle, outcome: str, error: str | None) -> None:
+    async def _finish(self, run: RunHandle, result: StepResult) -> None:
+        """The last step's outputs and the finish, in one transaction."""
+        key = {"run_id": run.run_id, "fence": run.fence}
+        statements = [(APPEND_OUTPUT, {**key, "kind": kind, "body": body})
+                      for kind, body in result.outputs]
+        statements.append((FINISH_RUN, {**key, "outcome": result.outcome,
+                                        "error": result.error, "cost": run.cost}))
         try:
-            row = await self.db(run.lane, FINISH_RUN, {"run_id": run.run_id, "fence": run.fence,
-                                             "outcome": outcome, "error": error,
-                                             "cost": run.cost})
+            if len(statements) == 1:
+                rows = [await self.db(run.lane, *statements[0])]
+            else:
+                rows = await self.transaction(run.lane, statements)
         except psycopg.Error as exc:
             if exc.sqlstate == "RL001":
                 run.lose("fenced_out")
                 return
             raise
+        run._log_first_response(rows[:-1])
+        row = rows[-1]
         self.timing("run.finished", row["timing"] if row else None, **run.fields)
 
     async def _retry(self, run: RunHandle, exc: Exception) -> None:

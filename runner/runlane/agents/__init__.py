@@ -11,7 +11,13 @@
             return CONTINUE if new else done()     # or done("failed", "some_reason")
 
 The runner calls `step` until it returns `done(…)` or the run reaches its iteration cap
-(then the run finishes `failed` with reason `iteration_cap`). A step that raises is a
+(then the run finishes `failed` with reason `iteration_cap`). A step's LAST writes can ride
+on its result instead, in one transaction with the step's end (one commit, not three):
+`done(outputs=[("text", reply)])` writes the reply and finishes the run atomically (the
+first visible output still stamps first_response in that transaction);
+`proceed(outputs=[("text", chunk)], checkpoint={"n": 2})` writes the chunk and the
+checkpoint together and continues. `ctx.messages()` is read once per attempt and kept
+(take_steering adds what it takes). A step that raises is a
 failed attempt (retried with backoff while attempts remain). When the run's lease is lost
 the step's task is cancelled and every later `ctx` write raises `LeaseLost`.
 `runlane worker --agent module:attr` loads an object with `step`, a class (instantiated
@@ -22,7 +28,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -35,19 +41,40 @@ class LeaseLost(Exception):
     """This worker no longer owns the run: stop, and write nothing more for it."""
 
 
+class _Unchanged:
+    def __repr__(self) -> str:
+        return "UNCHANGED"
+
+
+UNCHANGED: Any = _Unchanged()  # StepResult.checkpoint: the step saves no checkpoint
+
+
 @dataclass(frozen=True)
 class StepResult:
     done: bool
     outcome: str = "succeeded"
     error: str | None = None
+    # Written by the runner in ONE transaction with the step's end (the finish, or the
+    # checkpoint of a step that continues): (kind, body) pairs in order.
+    outputs: tuple[tuple[str, str], ...] = ()
+    checkpoint: Any = UNCHANGED
 
 
 CONTINUE = StepResult(done=False)
 
 
-def done(outcome: str = "succeeded", error: str | None = None) -> StepResult:
-    """End the run: outcome `succeeded`, `failed` or `canceled`; error a reason code or text."""
-    return StepResult(done=True, outcome=outcome, error=error)
+def done(outcome: str = "succeeded", error: str | None = None, *,
+         outputs: Iterable[tuple[str, str]] = ()) -> StepResult:
+    """End the run: outcome `succeeded`, `failed` or `canceled`; error a reason code or text.
+    `outputs` are written in the same transaction as the finish."""
+    return StepResult(done=True, outcome=outcome, error=error, outputs=tuple(outputs))
+
+
+def proceed(*, outputs: Iterable[tuple[str, str]] = (), checkpoint: Any = UNCHANGED
+            ) -> StepResult:
+    """Continue with another step, writing `outputs` and `checkpoint` (resumed as
+    ctx.checkpoint after a crash) in one transaction first."""
+    return StepResult(done=False, outputs=tuple(outputs), checkpoint=checkpoint)
 
 
 @dataclass(frozen=True)
