@@ -93,8 +93,8 @@ class SoakConfig:
     tick_interval: float = 1.0
     leader_retry: float = 1.0
     shutdown_grace: float = 2.0
-    echo_delay: float = 0.03           # per chunk: runs are in flight when a fault hits
-    echo_chunks: int = 2
+    echo_delay: float = 0.05           # per chunk: runs are in flight when a fault hits
+    echo_chunks: int = 3
     fault_gap: tuple[float, float] = (3.0, 7.0)
     suppress_window: tuple[float, float] = (2.0, 5.0)
     warp_interval: float = 3.0
@@ -131,7 +131,8 @@ class Report:
     faults: dict[str, int] = field(default_factory=dict)
     recoveries: dict[str, int] = field(default_factory=dict)
     max_recovery_s: dict[str, float] = field(default_factory=dict)
-    max_orphan_recovery_s: float = 0.0
+    max_orphan_recovery_s: dict[str, float] = field(default_factory=dict)
+    orphaned_runs: dict[str, int] = field(default_factory=dict)
     max_unpublished_start_s: float = 0.0
     computer_handovers_after_expiry: int = 0
     worker_tracebacks: int = 0
@@ -151,8 +152,9 @@ class Report:
             "recoveries: " + ", ".join(f"{k} {v}" for k, v in sorted(self.recoveries.items())),
             "max recovery (fault -> next claim/finish), s: " + ", ".join(
                 f"{k} {v:.2f}" for k, v in sorted(self.max_recovery_s.items())),
-            f"max orphan recovery (victim's runs -> requeued/closed/reclaimed), s: "
-            f"{self.max_orphan_recovery_s:.2f}",
+            "max orphan recovery (a victim's running run -> requeued/released/closed), s: "
+            + ", ".join(f"{k} {v:.2f} ({self.orphaned_runs[k]} runs)"
+                        for k, v in sorted(self.max_orphan_recovery_s.items())),
             f"max start of an unpublished run (created -> first start), s: "
             f"{self.max_unpublished_start_s:.2f}",
             f"computer handovers after an expired lease (not violations): "
@@ -872,8 +874,9 @@ class Checks:
                          if ts > fault.at and (ev in REQUEUE_EVENTS or ev in
                                                ("run.finished", "run.claimed"))]
                 if after:
-                    rep.max_orphan_recovery_s = max(rep.max_orphan_recovery_s,
-                                                    after[0] - fault.at)
+                    rep.orphaned_runs[fault.kind] = rep.orphaned_runs.get(fault.kind, 0) + 1
+                    rep.max_orphan_recovery_s[fault.kind] = max(
+                        rep.max_orphan_recovery_s.get(fault.kind, 0.0), after[0] - fault.at)
         for run_id in self.chaos.unpublished:
             run = self.runs.get(run_id)
             if run is not None and run[12] is not None:
