@@ -18,8 +18,8 @@ There is no run-duration limit and no per-worker run cap. All rules about which 
 run live in the database; this module only calls its functions.
 
 Commits per run are kept to what durability needs: a step's last outputs, its checkpoint
-and the finish travel on its StepResult and are written in ONE transaction (pipelined:
-one round trip); the run's messages are read once per attempt; pool connections are not
+and the finish travel on its StepResult and are written by ONE statement (one round trip,
+one commit); the run's messages are read once per attempt; pool connections are not
 pinged before use (a broken one fails its statement, which is resent on a fresh one).
 """
 
@@ -44,10 +44,11 @@ from psycopg_pool import AsyncConnectionPool
 
 from . import log
 from .admission import Admission, load_probe
-from .agents import UNCHANGED, Agent, LeaseLost, Message, StepResult
+from .agents import HIDDEN_KINDS, UNCHANGED, VISIBLE_KINDS, Agent, LeaseLost, Message, StepResult
 from .maintenance import Maintenance, MaintenanceConfig
 
 CHANNEL = "runlane_runs"
+OUTPUT_KINDS = VISIBLE_KINDS | HIDDEN_KINDS
 
 CLAIM = """
 select * from runlane.claim_runs(
@@ -82,6 +83,36 @@ select runlane.finish_run(
     p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
     p_outcome => %(outcome)s::text, p_error => %(error)s::text,
     p_cost => %(cost)s::numeric) as timing
+"""
+# A step's end as ONE statement (one round trip, one commit, no pipeline bookkeeping):
+# its outputs in order, then the finish or the checkpoint. The order is data flow, not
+# luck: the outer row (and with it the last call) exists only once the aggregate has
+# read every output row, each written when its unnest row was produced.
+_STEP_OUTPUTS = """
+with o as materialized (
+    select u.ord, runlane.append_output(
+        p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
+        p_kind => u.kind, p_body => u.body) as timing
+    from unnest(%(kinds)s::text[], %(bodies)s::text[]) with ordinality as u (kind, body, ord)
+),
+written as (
+    select (array_agg(o.timing order by o.ord) filter (where o.timing is not null))[1]
+        as first_response
+    from o
+)
+"""
+FINISH_WITH_OUTPUTS = _STEP_OUTPUTS + """
+select w.first_response, runlane.finish_run(
+    p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
+    p_outcome => %(outcome)s::text, p_error => %(error)s::text,
+    p_cost => %(cost)s::numeric) as timing
+from written as w
+"""
+CHECKPOINT_WITH_OUTPUTS = _STEP_OUTPUTS + """
+select w.first_response, runlane.save_checkpoint(
+    p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
+    p_checkpoint => %(checkpoint)s::jsonb)::text as saved
+from written as w
 """
 RETRY_RUN = """
 select runlane.retry_run(
@@ -119,6 +150,10 @@ def _cached(probe: Callable[[], Any], ttl: float) -> Callable[[], Any]:
         return last[1]
 
     return cached
+
+
+def outputs_params(outputs: tuple[tuple[str, str], ...]) -> dict[str, list[str]]:
+    return {"kinds": [kind for kind, _ in outputs], "bodies": [body for _, body in outputs]}
 
 
 def is_connection_error(exc: BaseException) -> bool:
@@ -222,7 +257,7 @@ class RunHandle:
     # -- the agent's context ---------------------------------------------------------
     async def emit(self, kind: str, body: str) -> None:
         row = await self._call(APPEND_OUTPUT, {"kind": kind, "body": body})
-        self._log_first_response([row])
+        self._log_first_response(row and row["timing"])
 
     async def save_checkpoint(self, data: Any) -> None:
         wrapped = {"iteration": self.iteration + 1, "cost": self.cost, "state": data}
@@ -248,34 +283,21 @@ class RunHandle:
         return list(self._messages)
 
     async def end_step(self, result: StepResult) -> None:
-        """A step that continues: its outputs and checkpoint in one transaction."""
-        statements = [(APPEND_OUTPUT, {**self._key, "kind": kind, "body": body})
-                      for kind, body in result.outputs]
-        if result.checkpoint is not UNCHANGED:
-            # self.iteration already counts the step that just ended.
-            wrapped = {"iteration": self.iteration, "cost": self.cost,
-                       "state": result.checkpoint}
-            statements.append((SAVE_CHECKPOINT, {**self._key,
-                                                 "checkpoint": json.dumps(wrapped)}))
-        if not statements:
+        """A step that continues: its outputs and checkpoint in one statement."""
+        if result.checkpoint is UNCHANGED:
+            for kind, body in result.outputs:
+                await self.emit(kind, body)
             return
-        if self.lost:
-            raise LeaseLost(f"run {self.run_id} is owned by another worker now")
-        try:
-            rows = await self._worker.transaction(self.lane, statements)
-        except psycopg.Error as exc:
-            if exc.sqlstate == "RL001":
-                self.lose("fenced_out")
-                raise LeaseLost(f"run {self.run_id} is owned by another worker now") from None
-            raise
-        if result.checkpoint is not UNCHANGED:
-            self.checkpoint = result.checkpoint
-        self._log_first_response(rows[:len(result.outputs)])
+        # self.iteration already counts the step that just ended.
+        wrapped = {"iteration": self.iteration, "cost": self.cost, "state": result.checkpoint}
+        row = await self._call(CHECKPOINT_WITH_OUTPUTS, {
+            **outputs_params(result.outputs), "checkpoint": json.dumps(wrapped)})
+        self.checkpoint = result.checkpoint
+        self._log_first_response(row and row["first_response"])
 
-    def _log_first_response(self, rows: list[Any]) -> None:
-        for row in rows:
-            if row and row.get("timing"):
-                self._worker.timing("run.first_response", row["timing"])
+    def _log_first_response(self, timing: Any) -> None:
+        if timing:
+            self._worker.timing("run.first_response", timing)
 
     def charge(self, cost: float) -> None:
         self.cost += float(cost)
@@ -335,24 +357,6 @@ class Worker:
                     if fetch == "all":
                         return await cur.fetchall()
                     return None
-            except psycopg.Error as exc:
-                if attempt == retries or not is_connection_error(exc):
-                    raise
-                await asyncio.sleep(0.1 * (attempt + 1))
-        raise AssertionError("unreachable")
-
-    async def transaction(self, lane: str, statements: list[tuple[str, dict[str, Any]]],
-                          retries: int = 2) -> list[Any]:
-        """Several statements in ONE transaction, pipelined (one round trip): all of them
-        commit or none does. Returns each statement's first row. Resent whole on a fresh
-        connection when the connection broke, like db()."""
-        for attempt in range(retries + 1):
-            try:
-                async with self.pools[lane].connection() as conn:
-                    async with conn.pipeline(), conn.transaction():
-                        cursors = [await conn.cursor(row_factory=dict_row).execute(sql, p)
-                                   for sql, p in statements]
-                    return [await cur.fetchone() for cur in cursors]
             except psycopg.Error as exc:
                 if attempt == retries or not is_connection_error(exc):
                     raise
@@ -538,7 +542,12 @@ class Worker:
 
     # -- one run -----------------------------------------------------------------------
     async def _supervise(self, run: RunHandle) -> None:
-        heartbeat = asyncio.create_task(self._heartbeat(run))
+        # The first beat is due after lease/3: until then a timer, not a task (most runs
+        # end before it fires).
+        beats: list[asyncio.Task] = []
+        timer = asyncio.get_running_loop().call_later(
+            self._beat_interval,
+            lambda: beats.append(asyncio.create_task(self._heartbeat(run))))
         run.agent_task = asyncio.create_task(self._agent_loop(run))
         try:
             try:
@@ -560,7 +569,9 @@ class Worker:
         except Exception as exc:  # noqa: BLE001 - never let one run take the worker down
             log.get().warning("run.supervisor_failed", **run.fields, **log.error_fields(exc))
         finally:
-            heartbeat.cancel()
+            timer.cancel()
+            for beat in beats:
+                beat.cancel()
             self.runs.pop(run.run_id, None)
             if not self.config.listen:
                 self.notify()  # no LISTEN hears the follow-up run or the freed computer
@@ -577,14 +588,21 @@ class Worker:
             run.iteration += 1
             if not isinstance(result, StepResult):
                 raise TypeError("an agent step must return a StepResult")
+            for kind, body in result.outputs:  # refused here, as a failed step
+                if kind not in OUTPUT_KINDS or not isinstance(body, str):
+                    raise ValueError(f"a step output needs a known kind and a text body, "
+                                     f"not {kind!r}")
             if result.done:
                 return result
             await run.end_step(result)
 
+    @property
+    def _beat_interval(self) -> float:
+        return max(self.config.lease / 3, 0.05)
+
     async def _heartbeat(self, run: RunHandle) -> None:
-        interval = max(self.config.lease / 3, 0.05)
+        """Beats now, then every lease/3, until the run ends or is lost."""
         while not run.lost:
-            await asyncio.sleep(interval)
             try:
                 row = await self.db(run.lane, HEARTBEAT, {"run_id": run.run_id, "fence": run.fence,
                                                 "lease": self.lease}, retries=0)
@@ -595,30 +613,28 @@ class Worker:
                 else:  # a broken connection: try again next beat; the lease still runs
                     log.get().warning("run.heartbeat_failed",
                                       **run.fields, **log.error_fields(exc))
-                    continue
+                    owned = True
             if not owned:
                 run.lose("heartbeat_refused")
                 return
+            await asyncio.sleep(self._beat_interval)
 
     async def _finish(self, run: RunHandle, result: StepResult) -> None:
-        """The last step's outputs and the finish, in one transaction."""
-        key = {"run_id": run.run_id, "fence": run.fence}
-        statements = [(APPEND_OUTPUT, {**key, "kind": kind, "body": body})
-                      for kind, body in result.outputs]
-        statements.append((FINISH_RUN, {**key, "outcome": result.outcome,
-                                        "error": result.error, "cost": run.cost}))
+        """The last step's outputs and the finish, in one statement (one commit)."""
+        params = {"run_id": run.run_id, "fence": run.fence, "outcome": result.outcome,
+                  "error": result.error, "cost": run.cost}
+        sql = FINISH_RUN
+        if result.outputs:
+            sql = FINISH_WITH_OUTPUTS
+            params.update(outputs_params(result.outputs))
         try:
-            if len(statements) == 1:
-                rows = [await self.db(run.lane, *statements[0])]
-            else:
-                rows = await self.transaction(run.lane, statements)
+            row = await self.db(run.lane, sql, params)
         except psycopg.Error as exc:
             if exc.sqlstate == "RL001":
                 run.lose("fenced_out")
                 return
             raise
-        run._log_first_response(rows[:-1])
-        row = rows[-1]
+        run._log_first_response(row.get("first_response") if row else None)
         self.timing("run.finished", row["timing"] if row else None, **run.fields)
 
     async def _retry(self, run: RunHandle, exc: Exception) -> None:
