@@ -14,13 +14,19 @@
 -- * Fair within a class: round robin across organizations, oldest first within each. Round
 --   k holds every organization's k-th oldest eligible run (lanes merged), a round is
 --   ordered oldest first, and rounds are taken in order: an organization with 10,000
---   queued runs gets one run per round like an organization with one, so a claim of 2 or
---   more always includes the newcomer's run. (A claim of 1 takes the oldest head.)
--- * Cost follows organizations, not queued rows: a loose index scan
---   (runs_fair_claim_idx) descends once per (lane, organization) with queued runs of the
---   class and reads only the first few eligible runs of each. Candidates are read without
---   locks, then locked in claim order FOR UPDATE SKIP LOCKED; when concurrent claimers
---   hold too many of them, the claim reads candidates again past those rows.
+--   queued runs gets one run per round like an organization with one, so a newcomer's
+--   run waits behind at most one run of each other organization (a claim of 2 or more
+--   right after it takes it when only one organization was ahead).
+-- * Cost follows organizations, never queued rows. First a window of the class's oldest
+--   eligible runs (4 x the candidates wanted, runs_claim_order_idx): its round robin
+--   order is exact when it holds the whole class or one run of enough organizations,
+--   the usual case. Otherwise (a few organizations own the oldest runs) a loose index
+--   scan (runs_fair_claim_idx) descends once per (lane, organization) with queued runs
+--   and reads each one's oldest eligible run, plus later rounds only when organizations
+--   are fewer than the candidates wanted.
+-- * Candidates (2 x p_limit + 8) are read without locks, then locked in claim order FOR
+--   UPDATE SKIP LOCKED; when concurrent claimers hold too many of them the claim reads
+--   candidates again past those rows (at most 4 times).
 -- * Each claimed run gets fence + 1, attempts + 1, a lease of p_lease, its computer lease
 --   in the same transaction, and first_started_at once, after computer ownership.
 -- Returns, per claimed run, what the worker needs to execute it, its late notice (timer
@@ -60,7 +66,9 @@ declare
     v_need int;
     v_scan_lanes text[];
     v_scan_orgs text[];
+    v_scan_heads bigint[];
     v_org_count int;
+    v_window_rows int;
     v_k int;
     v_saturated int;
     v_class_candidates bigint[];
@@ -127,41 +135,118 @@ begin
             exit when cardinality(v_candidates) >= v_target;
             v_need := v_target - cardinality(v_candidates);
 
-            -- GUARD: the loose scan, one index descent per (lane, organization); it never
-            -- reads an organization's other queued rows.
-            with recursive orgs (lane, org_id) as (
+            -- GUARD: the window, the class's oldest eligible runs in run_id order
+            -- (runs_claim_order_idx). Every eligible run older than the window's newest is
+            -- in it, so its round robin order is exact when it holds the whole class or
+            -- when its first round alone (one run per organization) fills v_need.
+            select
+                coalesce(array_agg(w.run_id order by w.round, w.run_id), '{}'),
+                count(*),
+                count(distinct w.org_id)
+            into v_class_candidates, v_window_rows, v_org_count
+            from (
                 select
-                    l.lane,
-                    (
-                        select r.org_id
-                        from runlane.runs as r
-                        where r.state = 'queued' and r.claim_class = v_class and r.lane = l.lane
-                        order by r.org_id
-                        limit 1
-                    )
+                    c.run_id,
+                    c.org_id,
+                    row_number() over (partition by c.org_id order by c.run_id) as round
+                from (
+                    select r.run_id, r.org_id
+                    from runlane.runs as r
+                    where r.state = 'queued'
+                      and r.claim_class = v_class
+                      and r.lane = any(p_lanes)
+                      and r.run_id <> all(v_tried)
+                      and (r.wake_at is null or r.wake_at <= now())
+                      and not (r.lane = 'background' and r.org_id = any(v_full_orgs))
+                      and (r.computer_id is null or not exists (
+                          select 1
+                          from runlane.computer_leases as cl
+                          where cl.computer_id = r.computer_id
+                            and cl.expires_at > now()
+                            and cl.run_id <> r.run_id
+                      ))
+                    order by r.run_id
+                    limit 4 * v_need
+                ) as c
+            ) as w;
+
+            if v_window_rows < 4 * v_need or v_org_count >= v_need then
+                v_candidates := v_candidates || v_class_candidates[1:v_need];
+                continue;
+            end if;
+
+            -- GUARD: a few organizations fill the window (a skewed queue). A loose index
+            -- scan (runs_fair_claim_idx) descends once per (lane, organization) and reads
+            -- only that organization's oldest eligible run: its head, never the rest.
+            with recursive heads (lane, org_id, run_id) as (
+                select l.lane, h.org_id, h.run_id
                 from unnest(p_lanes) as l (lane)
+                cross join lateral (
+                    select r.org_id, r.run_id
+                    from runlane.runs as r
+                    where r.state = 'queued'
+                      and r.claim_class = v_class
+                      and r.lane = l.lane
+                      and r.run_id <> all(v_tried)
+                      and (r.wake_at is null or r.wake_at <= now())
+                      and (r.computer_id is null or not exists (
+                          select 1
+                          from runlane.computer_leases as cl
+                          where cl.computer_id = r.computer_id
+                            and cl.expires_at > now()
+                            and cl.run_id <> r.run_id
+                      ))
+                    order by r.org_id, r.run_id
+                    limit 1
+                ) as h
                 union all
-                select
-                    o.lane,
-                    (
-                        select r.org_id
-                        from runlane.runs as r
-                        where r.state = 'queued' and r.claim_class = v_class and r.lane = o.lane
-                          and r.org_id > o.org_id
-                        order by r.org_id
-                        limit 1
-                    )
-                from orgs as o
-                where o.org_id is not null
+                select o.lane, h.org_id, h.run_id
+                from heads as o
+                cross join lateral (
+                    select r.org_id, r.run_id
+                    from runlane.runs as r
+                    where r.state = 'queued'
+                      and r.claim_class = v_class
+                      and r.lane = o.lane
+                      and r.org_id > o.org_id
+                      and r.run_id <> all(v_tried)
+                      and (r.wake_at is null or r.wake_at <= now())
+                      and (r.computer_id is null or not exists (
+                          select 1
+                          from runlane.computer_leases as cl
+                          where cl.computer_id = r.computer_id
+                            and cl.expires_at > now()
+                            and cl.run_id <> r.run_id
+                      ))
+                    order by r.org_id, r.run_id
+                    limit 1
+                ) as h
             )
-            select coalesce(array_agg(o.lane), '{}'), coalesce(array_agg(o.org_id), '{}'),
-                   count(distinct o.org_id)
-            into v_scan_lanes, v_scan_orgs, v_org_count
-            from orgs as o
-            where o.org_id is not null
-              and not (o.lane = 'background' and o.org_id = any(v_full_orgs));
+            select
+                coalesce(array_agg(h.lane), '{}'),
+                coalesce(array_agg(h.org_id), '{}'),
+                coalesce(array_agg(h.run_id), '{}'),
+                count(distinct h.org_id)
+            into v_scan_lanes, v_scan_orgs, v_scan_heads, v_org_count
+            from heads as h
+            where not (h.lane = 'background' and h.org_id = any(v_full_orgs));
 
             continue when v_org_count = 0;
+
+            -- Enough organizations: round one (each one's oldest head across lanes) is it.
+            if v_org_count >= v_need then
+                select coalesce(array_agg(f.run_id order by f.run_id), '{}')
+                into v_class_candidates
+                from (
+                    select min(h.run_id) as run_id
+                    from unnest(v_scan_orgs, v_scan_heads) as h (org_id, run_id)
+                    group by h.org_id
+                    order by 1
+                    limit v_need
+                ) as f;
+                v_candidates := v_candidates || v_class_candidates;
+                continue;
+            end if;
 
             -- Rounds: each organization's k oldest eligible runs (merged across lanes),
             -- k grown until the class yields v_need candidates or no organization has more.

@@ -1,7 +1,7 @@
 -- Within a priority class, claims take runs round robin across organizations, oldest
 -- first within each: a busy organization never starves one with a single queued run.
 begin;
-select plan(7);
+select plan(8);
 
 select runlane_test.agent('agent-a', 'org-a');
 select runlane_test.agent('agent-b', 'org-b');
@@ -9,8 +9,10 @@ select runlane_test.agent('agent-c', 'org-c');
 
 -- GUARD: org-a has 10,000 queued chat runs, org-b one queued after them.
 create temp table q (label text primary key, run_id bigint) on commit drop;
-insert into runlane.runs (org_id, agent_id, lane, trigger, thread_id, prompt, model)
+-- (explicit ids below every generated one: older, and the id sequence is left alone)
+insert into runlane.runs (run_id, org_id, agent_id, lane, trigger, thread_id, prompt, model)
 select
+    g - 10001 as run_id,
     'org-a' as org_id,
     'agent-a' as agent_id,
     'interactive' as lane,
@@ -110,6 +112,32 @@ select is(
     (select count(*) from runlane.runs where state = 'queued'),
     0::bigint,
     'nothing eligible is left behind'
+);
+
+-- GUARD: a skewed queue: org-a's 100 runs are the oldest, then 30 organizations with one
+-- run each (more organizations than the claim needs).
+select runlane_test.agent('agent-n' || g, 'org-n' || g) from generate_series(1, 30) as g;
+insert into runlane.runs (org_id, agent_id, lane, trigger, thread_id, prompt, model)
+select
+    'org-a' as org_id,
+    'agent-a' as agent_id,
+    'interactive' as lane,
+    'interactive' as trigger,
+    'thread-' || g as thread_id,
+    'p' as prompt,
+    'm' as model
+from generate_series(1, 100) as g;
+do $$
+begin
+    perform runlane_test.queued_run('agent-n' || g, 'interactive', 'interactive')
+    from generate_series(1, 30) as g;
+end
+$$;
+
+select is(
+    (select array_agg(org_id) from runlane.claim_runs('w', array['interactive'], 5)),
+    array['org-a', 'org-n1', 'org-n2', 'org-n3', 'org-n4'],
+    'with many organizations behind a busy one, the claim takes one run of each, oldest first'
 );
 
 select * from finish();
