@@ -66,6 +66,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane._new_background_run(runlane.agents,text,text,timestamp with time zone,text,"
     "timestamp with time zone,text)": NOBODY,
     "runlane._notify_run(bigint,text)": NOBODY,
+    "runlane._notify_output(bigint,bigint)": NOBODY,
     "runlane._thread_lock(text,text)": NOBODY,
     "runlane._agent_timezone(text,text)": NOBODY,
     "runlane._is_timezone(text)": NOBODY,

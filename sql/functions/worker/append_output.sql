@@ -10,9 +10,12 @@
 --   same transaction; it is never reset by later attempts, restarts or resumes. Only
 --   then the function returns the run.first_response timing row (run_timing plus
 --   "event"); otherwise NULL.
--- * Notifies runlane_outputs with {run_id, output_id} (never the text) at commit.
+-- * Notifies runlane_outputs with {run_id, output_id} (never the text) at commit, through
+--   runlane._notify_output.
 -- * Neither the notification nor the timing computation can fail the write: each is
---   guarded by its own exception block (timing NULL, notification skipped).
+--   guarded by its own exception block (timing NULL, notification skipped), and
+--   _notify_output queues nothing once the notification queue is half full, so the
+--   notification cannot fail the COMMIT either (see its header).
 create or replace function runlane.append_output(p_run_id bigint, p_fence bigint, p_kind text, p_body text)
 returns jsonb
 language plpgsql
@@ -61,10 +64,7 @@ begin
     end if;
 
     begin
-        perform pg_notify(
-            'runlane_outputs',
-            json_build_object('run_id', v_run.run_id, 'output_id', v_output_id)::text
-        );
+        perform runlane._notify_output(v_run.run_id, v_output_id);
     exception when others then
         null;  -- a hint only: chat clients page with outputs_since after a reconnect
     end;

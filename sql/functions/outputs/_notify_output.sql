@@ -1,0 +1,34 @@
+-- _notify_output: a hint on channel runlane_outputs that a run has a new output.
+--
+-- Guarantees:
+-- * Payload {"run_id": …, "output_id": …}: ids only, never the output's text.
+-- * Never the reason a write fails at COMMIT. A notification is queued in memory here and
+--   written to the server's notification queue at commit; the only commit-time failure is
+--   a full queue ("too many notifications in the NOTIFY queue", 8 GB in PostgreSQL 15,
+--   filled only when a listener sits in one transaction for a very long time). So no
+--   notification is queued once the queue is half full: the other half cannot fill up
+--   between this check and our commit. Readers then find the outputs by paging with
+--   outputs_since, as they do after any missed notification.
+-- * Callers still call it inside an exception block (append_output): a failure here is
+--   swallowed there, and the output row stays.
+create or replace function runlane._notify_output(p_run_id bigint, p_output_id bigint)
+returns void
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    if pg_notification_queue_usage() >= 0.5 then
+        return;  -- GUARD: a nearly full queue would fail our COMMIT; skip the hint
+    end if;
+    perform pg_notify(
+        'runlane_outputs',
+        json_build_object('run_id', p_run_id, 'output_id', p_output_id)::text
+    );
+end;
+$$;
+
+comment on function runlane._notify_output(bigint, bigint) is
+'Publishes {run_id, output_id} on runlane_outputs (a hint; readers page with outputs_since), '
+'unless the notification queue is half full, so the notification can never fail a COMMIT.';
+
+revoke all on function runlane._notify_output(bigint, bigint) from public;
