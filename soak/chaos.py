@@ -139,6 +139,7 @@ class Report:
     max_org_running: dict[str, list[int]] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
+    fault_log: list[dict[str, Any]] = field(default_factory=list)   # faults and recoveries, timed
     settings: dict[str, Any] = field(default_factory=dict)
 
     def text(self) -> str:
@@ -664,6 +665,7 @@ class Checks:
         rep.messages_acknowledged = len(self.chaos.acknowledged)
         rep.faults = dict(Counter(f.kind for f in self.chaos.faults))
         rep.recoveries = dict(self.chaos.recoveries)
+        rep.fault_log = [{**asdict(f), "held_runs": f.held_runs} for f in self.chaos.faults]
         self.attempts()
         self.outputs_within_attempts()
         self.first_response()
