@@ -359,3 +359,29 @@ def embedded_cmd(data_dir: str, agent_spec: str, scan_interval: float) -> None:
         asyncio.run(serve_embedded(agent, data_dir or None, scan_interval=scan_interval))
     except (psycopg.Error, RuntimeError) as exc:
         fail(exc)
+
+
+@main.command("follow")
+@dsn_option
+@click.argument("run_id", type=int)
+@click.option("--after", type=int, default=0, show_default=True,
+              help="Start after this output id (the last one you saw).")
+def follow_cmd(dsn: str, run_id: int, after: int) -> None:
+    """Print RUN_ID's visible output as it arrives, until the run is finished."""
+    from contextlib import aclosing
+
+    from .stream import stream
+
+    async def follow() -> None:
+        async with aclosing(stream(dsn, run_id, after=after)) as outputs:
+            async for output in outputs:
+                click.echo(output["body"], nl=False)
+                sys.stdout.flush()
+        click.echo()
+
+    try:
+        asyncio.run(follow())
+    except psycopg.Error as exc:
+        fail(exc)
+    except KeyboardInterrupt:
+        sys.exit(130)
