@@ -150,10 +150,13 @@ begin
                     c.org_id,
                     row_number() over (partition by c.org_id order by c.run_id) as round
                 from (
-                    select r.run_id, r.org_id
+                    -- (claim_class >= and the full index order keep the planner on
+                    -- runs_claim_order_idx, never on a primary-key walk through history;
+                    -- rows of a later class only tell that this class ended in the window)
+                    select r.run_id, r.org_id, r.claim_class
                     from runlane.runs as r
                     where r.state = 'queued'
-                      and r.claim_class = v_class
+                      and r.claim_class >= v_class
                       and r.lane = any(p_lanes)
                       and r.run_id <> all(v_tried)
                       and (r.wake_at is null or r.wake_at <= now())
@@ -165,9 +168,10 @@ begin
                             and cl.expires_at > now()
                             and cl.run_id <> r.run_id
                       ))
-                    order by r.run_id
+                    order by r.claim_class, r.run_id
                     limit 4 * v_need
                 ) as c
+                where c.claim_class = v_class
             ) as w;
 
             if v_window_rows < 4 * v_need or v_org_count >= v_need then
@@ -277,7 +281,7 @@ begin
                                 and cl.expires_at > now()
                                 and cl.run_id <> r.run_id
                           ))
-                        order by r.run_id
+                        order by r.org_id, r.run_id  -- (the index's order, not the primary key's)
                         limit v_k
                     ) as h
                 ) as c
