@@ -27,10 +27,13 @@ lint: setup
 	$(VENV)/bin/sqlfluff lint sql tests/sql
 	# The older generation's statements carry %(name)s parameters: lint them templated.
 	$(VENV)/bin/sqlfluff lint --templater placeholder --disregard-sqlfluffignores sql/legacy
-	$(VENV)/bin/ruff check runner tests bench
+	$(VENV)/bin/ruff check runner tests bench soak
 
 demo: setup
 	$(VENV)/bin/runlane demo
+
+soak: setup
+	$(VENV)/bin/python -m soak.chaos
 
 bench: setup
 	$(PY) -m bench
