@@ -3,7 +3,7 @@
 begin;
 select plan(13);
 
-select runlane_test.agent('agent-a', p_computer_id => 'computer-1');
+do $$ begin perform runlane_test.agent('agent-a', p_computer_id => 'computer-1'); end $$;
 create temp table s on commit drop as
 select * from runlane.submit_message('agent-a', 'thread-1', 'first');
 do $$ begin perform runlane_test.claimed((select run_id from s)); end $$;

@@ -3,9 +3,9 @@
 begin;
 select plan(9);
 
-select runlane_test.agent('agent-a', 'org-a', 'computer-1');
-select runlane_test.agent('agent-b', 'org-a', 'computer-1');
-select runlane_test.agent('agent-c', 'org-a', null);
+do $$ begin perform runlane_test.agent('agent-a', 'org-a', 'computer-1'); end $$;
+do $$ begin perform runlane_test.agent('agent-b', 'org-a', 'computer-1'); end $$;
+do $$ begin perform runlane_test.agent('agent-c', 'org-a', null); end $$;
 create temp table r on commit drop as
 select runlane_test.queued_run('agent-a') as a;
 
@@ -64,8 +64,8 @@ select isnt(
 );
 
 -- Two waiters on one computer in the same batch: only one gets it.
-select runlane_test.agent('agent-d', 'org-b', 'computer-2');
-select runlane_test.agent('agent-e', 'org-b', 'computer-2');
+do $$ begin perform runlane_test.agent('agent-d', 'org-b', 'computer-2'); end $$;
+do $$ begin perform runlane_test.agent('agent-e', 'org-b', 'computer-2'); end $$;
 do $$ begin perform runlane_test.queued_run('agent-d'); perform runlane_test.queued_run('agent-e'); end $$;
 select is(
     (select count(*) from runlane.claim_runs('worker-4', array['background'])),

@@ -5,12 +5,12 @@
 begin;
 select plan(9);
 
-select runlane_test.org('org-a', 1);
-select runlane_test.org('org-b', 10);
-select runlane_test.org('org-c', 10);
-select runlane_test.org('org-d', 2);
-select runlane_test.agent('a-running', 'org-a');
-select runlane_test.agent('c-computer', 'org-c', 'computer-1');
+do $$ begin perform runlane_test.org('org-a', 1); end $$;
+do $$ begin perform runlane_test.org('org-b', 10); end $$;
+do $$ begin perform runlane_test.org('org-c', 10); end $$;
+do $$ begin perform runlane_test.org('org-d', 2); end $$;
+do $$ begin perform runlane_test.agent('a-running', 'org-a'); end $$;
+do $$ begin perform runlane_test.agent('c-computer', 'org-c', 'computer-1'); end $$;
 
 -- GUARD: org-a is at its cap of 1 and org-c's run holds computer-1.
 create temp table q (label text primary key, run_id bigint) on commit drop;

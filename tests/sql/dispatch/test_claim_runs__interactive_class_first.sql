@@ -3,7 +3,7 @@
 begin;
 select plan(4);
 
-select runlane_test.org('org-a', 100);
+do $$ begin perform runlane_test.org('org-a', 100); end $$;
 select runlane_test.agent('agent-' || i, 'org-a') from generate_series(1, 6) as i;
 create temp table r on commit drop as
 select

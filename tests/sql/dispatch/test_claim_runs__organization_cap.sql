@@ -3,8 +3,8 @@
 begin;
 select plan(6);
 
-select runlane_test.org('org-capped', 2);
-select runlane_test.org('org-free', 10);
+do $$ begin perform runlane_test.org('org-capped', 2); end $$;
+do $$ begin perform runlane_test.org('org-free', 10); end $$;
 select runlane_test.agent('capped-' || i, 'org-capped') from generate_series(1, 5) as i;
 select runlane_test.agent('free-' || i, 'org-free') from generate_series(1, 3) as i;
 do $$

@@ -3,7 +3,7 @@
 begin;
 select plan(3);
 
-select runlane_test.agent('agent-a', 'org-a');
+do $$ begin perform runlane_test.agent('agent-a', 'org-a'); end $$;
 create temp table r on commit drop as select runlane_test.queued_run('agent-a', 'interactive', 'interactive') as id;
 do $$ begin perform runlane.claim_runs('w1', array['interactive']); end $$;
 create temp table first on commit drop as

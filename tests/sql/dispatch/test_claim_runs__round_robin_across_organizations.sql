@@ -3,9 +3,9 @@
 begin;
 select plan(8);
 
-select runlane_test.agent('agent-a', 'org-a');
-select runlane_test.agent('agent-b', 'org-b');
-select runlane_test.agent('agent-c', 'org-c');
+do $$ begin perform runlane_test.agent('agent-a', 'org-a'); end $$;
+do $$ begin perform runlane_test.agent('agent-b', 'org-b'); end $$;
+do $$ begin perform runlane_test.agent('agent-c', 'org-c'); end $$;
 
 -- GUARD: org-a has 10,000 queued chat runs, org-b one queued after them.
 create temp table q (label text primary key, run_id bigint) on commit drop;
@@ -88,7 +88,7 @@ select is(
 
 -- GUARD: a claim spanning both lanes merges them per organization, oldest first.
 select runlane_test.agent('agent-a' || g, 'org-a') from generate_series(2, 3) as g;
-select runlane_test.agent('agent-b2', 'org-b');
+do $$ begin perform runlane_test.agent('agent-b2', 'org-b'); end $$;
 update q set run_id = runlane_test.queued_run('agent-a', 'interactive', 'interactive') where label = 'a1';
 update q set run_id = runlane_test.queued_run('agent-a2', 'background', 'manual') where label = 'a2';
 update q set run_id = runlane_test.queued_run('agent-a3', 'background', 'test') where label = 'a3';

@@ -2,8 +2,8 @@
 begin;
 select plan(3);
 
-select runlane_test.agent('agent-sleeps', 'org-a');
-select runlane_test.agent('agent-awake', 'org-a');
+do $$ begin perform runlane_test.agent('agent-sleeps', 'org-a'); end $$;
+do $$ begin perform runlane_test.agent('agent-awake', 'org-a'); end $$;
 create temp table r on commit drop as
 select
     runlane_test.queued_run('agent-sleeps', 'background', 'manual', now() + interval '1 minute') as sleeping,

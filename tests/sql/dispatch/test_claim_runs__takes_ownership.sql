@@ -2,7 +2,7 @@
 begin;
 select plan(12);
 
-select runlane_test.agent('agent-a', 'org-a');
+do $$ begin perform runlane_test.agent('agent-a', 'org-a'); end $$;
 update runlane.platform_settings set agent_iteration_cap = 7 where org_id = 'org-a';
 create temp table queued on commit drop as
 select runlane_test.queued_run('agent-a') as run_id;

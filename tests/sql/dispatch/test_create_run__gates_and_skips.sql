@@ -3,7 +3,7 @@
 begin;
 select plan(13);
 
-select runlane_test.scheduled_agent('agent-c', '', null, 'UTC', 'org-c');
+do $$ begin perform runlane_test.scheduled_agent('agent-c', '', null, 'UTC', 'org-c'); end $$;
 
 update runlane.agents set enabled = false where agent_id = 'agent-c';
 select throws_ok(
@@ -51,7 +51,7 @@ select is(
 
 update runlane.runs set state = 'succeeded', finished_at = now(), cost = 3
 where agent_id = 'agent-c' and state = 'queued';
-select runlane_test.weekly_budget('org-c', 3);
+do $$ begin perform runlane_test.weekly_budget('org-c', 3); end $$;
 select is(
     (runlane_test.run_of(runlane.create_run('agent-c', 'scheduled'))).reason,
     'budget_exhausted',
@@ -68,7 +68,7 @@ select is(
     'each skipped run is journaled'
 );
 
-select runlane_test.weekly_budget('org-c', null);
+do $$ begin perform runlane_test.weekly_budget('org-c', null); end $$;
 select is(
     (runlane_test.run_of(runlane.create_run('agent-c', 'test'))).prompt,
     'Summarize the day',
@@ -79,7 +79,7 @@ select is(
 update runlane.runs set state = 'canceled', finished_at = now()
 where agent_id = 'agent-c' and state = 'queued';
 update runlane.agents set schedule = 'daily at 09:00' where agent_id = 'agent-c';
-select runlane_test.due('agent-c', '2026-05-01 09:00+00');
+do $$ begin perform runlane_test.due('agent-c', '2026-05-01 09:00+00'); end $$;
 select is(
     (runlane_test.run_of(runlane.create_run('agent-c', 'retry'))).trigger,
     'retry',

@@ -55,7 +55,7 @@ select ok(
 );
 
 -- Through the role, with no table privileges, chat works end to end.
-select runlane_test.agent('agent-a');
+do $$ begin perform runlane_test.agent('agent-a'); end $$;
 set local role runlane_api;
 select is(
     (select disposition from runlane.submit_message('agent-a', 'thread-1', 'as the api')),

@@ -3,7 +3,7 @@
 begin;
 select plan(12);
 
-select runlane_test.scheduled_agent('agent-g', '', null, 'UTC', 'org-g');
+do $$ begin perform runlane_test.scheduled_agent('agent-g', '', null, 'UTC', 'org-g'); end $$;
 
 select throws_ok($$select runlane.run_now('agent-nobody')$$, 'RL008', null, 'an unknown agent raises RL008');
 
@@ -24,8 +24,8 @@ select throws_ok(
 );
 update runlane.agents set model = 'test-model' where agent_id = 'agent-g';
 
-select runlane_test.weekly_budget('org-g', 10);
-select runlane_test.spent('agent-g', 10)::text;
+do $$ begin perform runlane_test.weekly_budget('org-g', 10); end $$;
+do $$ begin perform runlane_test.spent('agent-g', 10); end $$;
 select throws_ok(
     $$select runlane.run_now('agent-g')$$, 'RL005',
     'the weekly agent budget of the owner of agent agent-g is exhausted',
@@ -34,10 +34,10 @@ select throws_ok(
 select is(runlane_test.row_count('runs'), 1::bigint, 'closed gates wrote no run (only the spent fixture run exists)');
 select is(runlane_test.row_count('run_events'), 0::bigint, 'closed gates wrote no journal row');
 
-select runlane_test.weekly_budget('org-g', 10.01);
+do $$ begin perform runlane_test.weekly_budget('org-g', 10.01); end $$;
 select is((runlane.run_now('agent-g')).state, 'queued', 'a budget not yet reached lets the run start');
 
-select runlane_test.weekly_budget('org-g', null);
+do $$ begin perform runlane_test.weekly_budget('org-g', null); end $$;
 select lives_ok(
     $$update runlane.runs set state = 'succeeded', finished_at = now() where agent_id = 'agent-g'$$,
     'the run finishes'

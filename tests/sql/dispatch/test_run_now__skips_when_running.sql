@@ -3,7 +3,7 @@
 begin;
 select plan(9);
 
-select runlane_test.scheduled_agent('agent-r', 'daily at 09:00', null, 'UTC', 'org-r');
+do $$ begin perform runlane_test.scheduled_agent('agent-r', 'daily at 09:00', null, 'UTC', 'org-r'); end $$;
 update runlane.agents set thread_id = 'thread-r' where agent_id = 'agent-r';
 
 create temporary table first_run on commit drop as
@@ -38,7 +38,7 @@ select results_eq(
     'the skip is visible in the journal'
 );
 
-select runlane_test.claimed((select run_id from first_run))::text;
+do $$ begin perform runlane_test.claimed((select run_id from first_run)); end $$;
 select is(
     (runlane.run_now('agent-r')).reason, 'already_running',
     'a running run also makes run_now skip'
@@ -52,7 +52,7 @@ select is(
 update runlane.runs set state = 'succeeded', finished_at = now() where run_id = (select run_id from first_run);
 select is((runlane.run_now('agent-r')).state, 'queued', 'once the run finished, run_now queues a new run');
 
-select runlane_test.scheduled_agent('agent-other', '', null, 'UTC', 'org-r');
+do $$ begin perform runlane_test.scheduled_agent('agent-other', '', null, 'UTC', 'org-r'); end $$;
 select is(
     (runlane.run_now('agent-other')).state, 'queued',
     'another agent''s unfinished run does not block this one'

@@ -2,7 +2,7 @@
 begin;
 select plan(14);
 
-select runlane_test.agent('agent-a', p_computer_id => 'computer-1');
+do $$ begin perform runlane_test.agent('agent-a', p_computer_id => 'computer-1'); end $$;
 
 create temp table submitted on commit drop as
 select * from runlane.submit_message('agent-a', 'thread-1', 'hello there');
@@ -39,7 +39,7 @@ select results_eq(
 );
 
 -- A thread is (agent, thread): the same thread id on another agent is another thread.
-select runlane_test.agent('agent-b');
+do $$ begin perform runlane_test.agent('agent-b'); end $$;
 select is(
     (select disposition from runlane.submit_message('agent-b', 'thread-1', 'hi b')),
     'created',
@@ -71,7 +71,7 @@ select is(
 );
 
 -- A background run on the same thread id does not take chat messages.
-select runlane_test.agent('agent-c');
+do $$ begin perform runlane_test.agent('agent-c'); end $$;
 update runlane.agents set thread_id = 'thread-9' where agent_id = 'agent-c';
 do $$ begin perform runlane_test.queued_run('agent-c', 'background', 'manual'); end $$;
 select is(

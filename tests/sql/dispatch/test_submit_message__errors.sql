@@ -2,7 +2,7 @@
 begin;
 select plan(6);
 
-select runlane_test.agent('agent-a');
+do $$ begin perform runlane_test.agent('agent-a'); end $$;
 
 select throws_ok(
     $$select * from runlane.submit_message('no-such-agent', 'thread-1', 'hi')$$,

@@ -2,7 +2,7 @@
 begin;
 select plan(8);
 
-select runlane_test.agent('agent-a');
+do $$ begin perform runlane_test.agent('agent-a'); end $$;
 
 create temp table first_msg on commit drop as
 select * from runlane.submit_message('agent-a', 'thread-1', 'first');

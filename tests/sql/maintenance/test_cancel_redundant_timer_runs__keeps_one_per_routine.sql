@@ -9,7 +9,7 @@ select plan(11);
 
 drop index runlane.runs_one_unfinished_background_run_per_agent;
 
-select runlane_test.scheduled_agent('agent-x', 'daily at 09:00', null, 'UTC', 'org-x');
+do $$ begin perform runlane_test.scheduled_agent('agent-x', 'daily at 09:00', null, 'UTC', 'org-x'); end $$;
 
 create temporary table planted (label text, run_id bigint) on commit drop;
 with made as (

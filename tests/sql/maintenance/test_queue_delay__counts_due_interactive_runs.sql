@@ -12,7 +12,7 @@ select results_eq(
 );
 
 -- An interactive run created 40 s ago and never woken later: delayed by 40 s.
-select runlane_test.queued_run('agent-qd1', 'interactive', 'interactive')::text;
+do $$ begin perform runlane_test.queued_run('agent-qd1', 'interactive', 'interactive'); end $$;
 update runlane.runs set created_at = now() - interval '40 seconds'
 where agent_id = 'agent-qd1';
 
@@ -29,7 +29,7 @@ select results_eq(
 );
 
 -- A retry created 10 minutes ago that woke 5 s ago: its wait starts at the wake time.
-select runlane_test.queued_run('agent-qd2', 'interactive', 'retry', now() - interval '5 seconds')::text;
+do $$ begin perform runlane_test.queued_run('agent-qd2', 'interactive', 'retry', now() - interval '5 seconds'); end $$;
 update runlane.runs set created_at = now() - interval '10 minutes'
 where agent_id = 'agent-qd2';
 
@@ -40,10 +40,10 @@ select results_eq(
 );
 
 -- A future retry and an old background run never count.
-select runlane_test.queued_run('agent-qd3', 'interactive', 'retry', now() + interval '1 minute')::text;
+do $$ begin perform runlane_test.queued_run('agent-qd3', 'interactive', 'retry', now() + interval '1 minute'); end $$;
 update runlane.runs set created_at = now() - interval '10 minutes'
 where agent_id = 'agent-qd3';
-select runlane_test.queued_run('agent-qd-bg', 'background', 'scheduled')::text;
+do $$ begin perform runlane_test.queued_run('agent-qd-bg', 'background', 'scheduled'); end $$;
 update runlane.runs set created_at = now() - interval '10 minutes'
 where agent_id = 'agent-qd-bg';
 
@@ -54,7 +54,7 @@ select results_eq(
 );
 
 -- A retry woken 2 minutes ago is the oldest wait now.
-select runlane_test.queued_run('agent-qd4', 'interactive', 'retry', now() - interval '2 minutes')::text;
+do $$ begin perform runlane_test.queued_run('agent-qd4', 'interactive', 'retry', now() - interval '2 minutes'); end $$;
 update runlane.runs set created_at = now() - interval '10 minutes'
 where agent_id = 'agent-qd4';
 

@@ -3,8 +3,8 @@
 begin;
 select plan(23);
 
-select runlane_test.scheduled_agent('agent-k', 'daily at 09:00', null, 'UTC', 'org-k');
-select runlane_test.due('agent-k', '2026-05-01 09:00+00');
+do $$ begin perform runlane_test.scheduled_agent('agent-k', 'daily at 09:00', null, 'UTC', 'org-k'); end $$;
+do $$ begin perform runlane_test.due('agent-k', '2026-05-01 09:00+00'); end $$;
 
 create temporary table ev on commit drop as
 select
@@ -98,10 +98,10 @@ select is(
 );
 
 -- 3. budget: a free agent whose owner spent the week's budget
-select runlane_test.scheduled_agent('agent-b', 'daily at 09:00', null, 'UTC', 'org-kb');
-select runlane_test.spent('agent-b', 5, '2026-05-04 12:00+00')::text;
-select runlane_test.weekly_budget('org-kb', 5);
-select runlane_test.due('agent-b', '2026-05-05 09:00+00');
+do $$ begin perform runlane_test.scheduled_agent('agent-b', 'daily at 09:00', null, 'UTC', 'org-kb'); end $$;
+do $$ begin perform runlane_test.spent('agent-b', 5, '2026-05-04 12:00+00'); end $$;
+do $$ begin perform runlane_test.weekly_budget('org-kb', 5); end $$;
+do $$ begin perform runlane_test.due('agent-b', '2026-05-05 09:00+00'); end $$;
 insert into ev
 select
     4 as pass,
@@ -121,9 +121,9 @@ select is(
 );
 
 -- gates: a switched-off, locked or model-less agent takes no part even when forced due
-select runlane_test.scheduled_agent('agent-off', 'daily at 09:00', null, 'UTC', 'org-k');
-select runlane_test.scheduled_agent('agent-lock', 'daily at 09:00', null, 'UTC', 'org-k');
-select runlane_test.scheduled_agent('agent-nomodel', 'daily at 09:00', null, 'UTC', 'org-k');
+do $$ begin perform runlane_test.scheduled_agent('agent-off', 'daily at 09:00', null, 'UTC', 'org-k'); end $$;
+do $$ begin perform runlane_test.scheduled_agent('agent-lock', 'daily at 09:00', null, 'UTC', 'org-k'); end $$;
+do $$ begin perform runlane_test.scheduled_agent('agent-nomodel', 'daily at 09:00', null, 'UTC', 'org-k'); end $$;
 update runlane.agents set enabled = false where agent_id = 'agent-off';
 update runlane.agents set admin_locked = true where agent_id = 'agent-lock';
 update runlane.agents set model = null where agent_id = 'agent-nomodel';
@@ -194,7 +194,7 @@ select is(
 );
 
 -- intervals: exact hours on the anchored grid, next_run_at past p_now
-select runlane_test.scheduled_agent('agent-i', 'every 5 hours', null, 'UTC', 'org-ki');
+do $$ begin perform runlane_test.scheduled_agent('agent-i', 'every 5 hours', null, 'UTC', 'org-ki'); end $$;
 update runlane.agents set schedule_anchor = '2026-03-29 00:00+00', next_run_at = '2026-03-29 05:00+00'
 where agent_id = 'agent-i';
 insert into ev

@@ -2,9 +2,9 @@
 begin;
 select plan(5);
 
-select runlane_test.agent('agent-j', 'org-j');
-select runlane_test.timed_runs('2026-03-02 12:00+00', 'agent-j');
-select runlane_test.agent('agent-k', 'org-j');
+do $$ begin perform runlane_test.agent('agent-j', 'org-j'); end $$;
+do $$ begin perform runlane_test.timed_runs('2026-03-02 12:00+00', 'agent-j'); end $$;
+do $$ begin perform runlane_test.agent('agent-k', 'org-j'); end $$;
 do $$ begin perform runlane_test.timed_run('agent-k', 'background', 'manual', 'queued', '2026-03-02 11:59+00'); end $$;
 
 select is(

@@ -2,11 +2,11 @@
 begin;
 select plan(3);
 
-select runlane_test.org('org-z', 4, 'Asia/Tokyo');
-select runlane_test.owner('owner-berlin', 'org-z', 'Europe/Berlin');
-select runlane_test.owner('owner-none', 'org-z', null);
-select runlane_test.agent('agent-berlin', 'org-z', null, 'owner-berlin');
-select runlane_test.agent('agent-tokyo', 'org-z', null, 'owner-none');
+do $$ begin perform runlane_test.org('org-z', 4, 'Asia/Tokyo'); end $$;
+do $$ begin perform runlane_test.owner('owner-berlin', 'org-z', 'Europe/Berlin'); end $$;
+do $$ begin perform runlane_test.owner('owner-none', 'org-z', null); end $$;
+do $$ begin perform runlane_test.agent('agent-berlin', 'org-z', null, 'owner-berlin'); end $$;
+do $$ begin perform runlane_test.agent('agent-tokyo', 'org-z', null, 'owner-none'); end $$;
 update runlane.agents set schedule = 'daily at 09:00' where agent_id in ('agent-berlin', 'agent-tokyo');
 update runlane.agents set enabled = false where agent_id = 'agent-tokyo';
 

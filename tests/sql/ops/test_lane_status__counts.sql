@@ -2,7 +2,7 @@
 begin;
 select plan(4);
 
-select runlane_test.agent('agent-l', 'org-l');
+do $$ begin perform runlane_test.agent('agent-l', 'org-l'); end $$;
 
 select is(
     (select array_agg(row(lane, queued, due, running, oldest_due_wait_ms)::text) from runlane.lane_status()),

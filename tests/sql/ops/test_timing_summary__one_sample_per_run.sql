@@ -3,8 +3,8 @@
 begin;
 select plan(10);
 
-select runlane_test.agent('agent-o', 'org-o');
-select runlane_test.timed_runs('2026-03-02 12:00+00');
+do $$ begin perform runlane_test.agent('agent-o', 'org-o'); end $$;
+do $$ begin perform runlane_test.timed_runs('2026-03-02 12:00+00'); end $$;
 
 create temp table s on commit drop as
 select * from runlane.timing_summary(interval '1 hour', null, '2026-03-02 12:00+00');

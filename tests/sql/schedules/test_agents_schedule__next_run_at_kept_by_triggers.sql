@@ -3,7 +3,7 @@
 begin;
 select plan(16);
 
-select runlane_test.scheduled_agent('agent-t', 'Daily at 9:00');
+do $$ begin perform runlane_test.scheduled_agent('agent-t', 'Daily at 9:00'); end $$;
 
 select is(
     (select schedule from runlane.agents where agent_id = 'agent-t'),
@@ -68,7 +68,7 @@ select is(
 );
 
 -- the pending slot is kept by writes that change nothing relevant
-select runlane_test.due('agent-t', '2026-01-01 00:00+00');
+do $$ begin perform runlane_test.due('agent-t', '2026-01-01 00:00+00'); end $$;
 update runlane.agents set prompt = 'Something else', schedule = 'Every 6 hours' where agent_id = 'agent-t';
 select is(
     (select next_run_at from runlane.agents where agent_id = 'agent-t'), '2026-01-01 00:00+00'::timestamptz,

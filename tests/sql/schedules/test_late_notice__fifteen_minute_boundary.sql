@@ -3,8 +3,8 @@
 begin;
 select plan(6);
 
-select runlane_test.agent('agent-late');
-select runlane_test.queued_run('agent-late', 'background', 'scheduled')::text;
+do $$ begin perform runlane_test.agent('agent-late'); end $$;
+do $$ begin perform runlane_test.queued_run('agent-late', 'background', 'scheduled'); end $$;
 update runlane.runs
 set
     timer_routine = 'agent-late',

@@ -3,7 +3,7 @@
 begin;
 select plan(34);
 
-select runlane_test.scheduled_agent('agent-bad', 'daily at 07:00');
+do $$ begin perform runlane_test.scheduled_agent('agent-bad', 'daily at 07:00'); end $$;
 
 create temporary table malformed (schedule text) on commit drop;
 insert into malformed (schedule) values

@@ -3,9 +3,9 @@
 begin;
 select plan(6);
 
-select runlane_test.scheduled_agent('agent-own', 'daily at 09:00', 'Asia/Kathmandu', 'Europe/Berlin', 'org-z');
-select runlane_test.scheduled_agent('agent-org', 'daily at 09:00', null, 'Europe/Berlin', 'org-z');
-select runlane_test.scheduled_agent('agent-int', 'every 5 hours', null, 'Europe/Berlin', 'org-z');
+do $$ begin perform runlane_test.scheduled_agent('agent-own', 'daily at 09:00', 'Asia/Kathmandu', 'Europe/Berlin', 'org-z'); end $$;
+do $$ begin perform runlane_test.scheduled_agent('agent-org', 'daily at 09:00', null, 'Europe/Berlin', 'org-z'); end $$;
+do $$ begin perform runlane_test.scheduled_agent('agent-int', 'every 5 hours', null, 'Europe/Berlin', 'org-z'); end $$;
 
 select is(
     (select next_run_at from runlane.agents where agent_id = 'agent-own'),
@@ -25,7 +25,7 @@ select is(
     'changing the owner''s zone recomputes next_run_at'
 );
 
-select runlane_test.due('agent-int', '2026-01-01 00:00+00');
+do $$ begin perform runlane_test.due('agent-int', '2026-01-01 00:00+00'); end $$;
 update runlane.platform_settings set timezone = 'Australia/Lord_Howe' where org_id = 'org-z';
 select is(
     (select next_run_at from runlane.agents where agent_id = 'agent-org'),

@@ -2,8 +2,8 @@
 begin;
 select plan(9);
 
-select runlane_test.org('org-tz', 4, 'Europe/Berlin');
-select runlane_test.owner('user-tz', 'org-tz', 'Asia/Kathmandu');
+do $$ begin perform runlane_test.org('org-tz', 4, 'Europe/Berlin'); end $$;
+do $$ begin perform runlane_test.owner('user-tz', 'org-tz', 'Asia/Kathmandu'); end $$;
 
 select throws_ok(
     $$update runlane.users set timezone = 'Europe/Berlln' where user_id = 'user-tz'$$,

@@ -4,7 +4,7 @@
 begin;
 select plan(14);
 
-select runlane_test.agent('agent-a', 'org-a');
+do $$ begin perform runlane_test.agent('agent-a', 'org-a'); end $$;
 
 set local role runlane_api;
 select throws_ok($$select * from runlane.runs$$, '42501', null, 'the api role cannot read runs directly');

@@ -80,7 +80,7 @@ select is(
 );
 delete from evil.marker;
 
-select runlane_test.agent('agent-hijack', 'org-hijack', 'computer-hijack');
+do $$ begin perform runlane_test.agent('agent-hijack', 'org-hijack', 'computer-hijack'); end $$;
 
 -- The hijacked calls, each as its proper role. Errors are captured, not raised, so that
 -- the assertions below run with a clean path (pgTAP itself is not pinned).

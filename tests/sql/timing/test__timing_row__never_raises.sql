@@ -2,7 +2,7 @@
 begin;
 select plan(4);
 
-select runlane_test.agent('agent-a');
+do $$ begin perform runlane_test.agent('agent-a'); end $$;
 create temp table r on commit drop as
 select runlane_test.queued_run('agent-a') as run_id;
 

@@ -2,7 +2,7 @@
 begin;
 select plan(17);
 
-select runlane_test.agent('agent-a');
+do $$ begin perform runlane_test.agent('agent-a'); end $$;
 create temp table s on commit drop as
 select * from runlane.submit_message('agent-a', 'thread-1', 'secret words');
 

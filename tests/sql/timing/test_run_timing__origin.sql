@@ -3,7 +3,7 @@
 begin;
 select plan(5);
 
-select runlane_test.agent('agent-a');
+do $$ begin perform runlane_test.agent('agent-a'); end $$;
 
 -- No source message: the origin is the run's creation.
 create temp table bg on commit drop as

@@ -6,10 +6,10 @@ select function_privs_are(
     'workers may drain legacy deliveries'
 );
 
-select runlane_test.agent('agent-q');
-select runlane_test.agent('agent-f');
-select runlane_test.agent('agent-g');
-select runlane_test.agent('agent-h');
+do $$ begin perform runlane_test.agent('agent-q'); end $$;
+do $$ begin perform runlane_test.agent('agent-f'); end $$;
+do $$ begin perform runlane_test.agent('agent-g'); end $$;
+do $$ begin perform runlane_test.agent('agent-h'); end $$;
 
 create temporary table jobs_under_test (label text primary key, job_id bigint);
 

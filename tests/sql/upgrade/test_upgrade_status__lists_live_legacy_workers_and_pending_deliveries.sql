@@ -25,7 +25,7 @@ select results_eq(
     'a live legacy worker is listed; stopped, silent and new-generation workers are not'
 );
 
-select runlane_test.agent('agent-u');
+do $$ begin perform runlane_test.agent('agent-u'); end $$;
 insert into runlane.run_jobs (task, payload, attempts, max_attempts)
 values
 ('run_agent', jsonb_build_object('run_id', runlane_test.queued_run('agent-u')), 0, 25),

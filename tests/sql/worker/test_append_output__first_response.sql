@@ -3,7 +3,7 @@
 begin;
 select plan(22);
 
-select runlane_test.agent('agent-a');
+do $$ begin perform runlane_test.agent('agent-a'); end $$;
 
 -- Each invisible kind leaves first_response_at null and returns null.
 create temp table invisible_run on commit drop as

@@ -4,8 +4,8 @@
 begin;
 select plan(4);
 
-select runlane_test.agent('agent-slow', 'org-a', 'computer-1');
-select runlane_test.agent('agent-next', 'org-a', 'computer-1');
+do $$ begin perform runlane_test.agent('agent-slow', 'org-a', 'computer-1'); end $$;
+do $$ begin perform runlane_test.agent('agent-next', 'org-a', 'computer-1'); end $$;
 create temp table r on commit drop as
 select runlane_test.queued_run('agent-slow') as slow;
 create temp table slow_claim on commit drop as

@@ -2,7 +2,7 @@
 begin;
 select plan(5);
 
-select runlane_test.agent('agent-a');
+do $$ begin perform runlane_test.agent('agent-a'); end $$;
 create temp table r on commit drop as
 select runlane_test.queued_run('agent-a', 'interactive', 'interactive') as run_id;
 create temp table f on commit drop as

@@ -2,7 +2,7 @@
 begin;
 select plan(9);
 
-select runlane_test.agent('agent-a');
+do $$ begin perform runlane_test.agent('agent-a'); end $$;
 create temp table s on commit drop as
 select * from runlane.submit_message('agent-a', 'thread-1', 'first');
 create temp table f on commit drop as
@@ -17,7 +17,7 @@ select is(
 do $$ begin perform runlane.submit_message('agent-a', 'thread-1', 'held one'); end $$;
 do $$ begin perform runlane.submit_message('agent-a', 'thread-1', 'held two'); end $$;
 do $$ begin perform runlane.submit_message('agent-a', 'thread-2', 'other thread'); end $$;
-select runlane_test.agent('agent-b');
+do $$ begin perform runlane_test.agent('agent-b'); end $$;
 do $$ begin perform runlane.submit_message('agent-b', 'thread-1', 'other agent'); end $$;
 
 create temp table taken on commit drop as
@@ -53,7 +53,7 @@ select is(
 );
 
 -- A running background run takes no chat messages.
-select runlane_test.agent('agent-c');
+do $$ begin perform runlane_test.agent('agent-c'); end $$;
 update runlane.agents set thread_id = 'thread-9' where agent_id = 'agent-c';
 create temp table bg on commit drop as
 select runlane_test.queued_run('agent-c', 'background', 'manual') as run_id;
