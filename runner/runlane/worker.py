@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -343,11 +344,18 @@ class Worker:
 
     # -- database ----------------------------------------------------------------------
     async def db(self, lane: str, sql: str, params: dict[str, Any] | None = None,
-                 fetch: str = "one", retries: int = 2,
+                 fetch: str = "one", retries: int | None = None,
                  pool: AsyncConnectionPool | None = None) -> Any:
         """One statement in its own transaction; resent on a fresh connection when the
-        connection itself broke (the pool drops broken connections)."""
-        for attempt in range(retries + 1):
+        connection itself broke (the pool drops broken connections).
+
+        By default it keeps resending, with backoff, for up to half a lease: a server
+        restart or a terminated backend then costs a pause, not a failed attempt or an
+        abandoned run, and the run's heartbeat keeps the lease meanwhile. `retries=0`
+        is for callers that try again on their own schedule (claims, heartbeats)."""
+        deadline = time.monotonic() + (self.config.lease / 2 if retries is None else 0)
+        backoff = 0.1
+        for attempt in itertools.count():
             try:
                 async with (pool or self.pools[lane]).connection() as conn:
                     cur = conn.cursor(row_factory=dict_row)
@@ -358,9 +366,15 @@ class Worker:
                         return await cur.fetchall()
                     return None
             except psycopg.Error as exc:
-                if attempt == retries or not is_connection_error(exc):
+                if not is_connection_error(exc):
                     raise
-                await asyncio.sleep(0.1 * (attempt + 1))
+                if retries is not None:
+                    if attempt >= retries:
+                        raise
+                elif time.monotonic() + backoff > deadline:
+                    raise
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
         raise AssertionError("unreachable")
 
     def timing(self, event: str, row: Any, **extra: Any) -> None:
