@@ -3,8 +3,9 @@
 A database at schema 0001 with realistic data (pending deliveries with future retry
 times, runs mid-retry, several unmarked timer runs for one agent) is expanded to 0002;
 then an older worker (`python -m runlane.legacy`, executing the queue generation's own
-statements from sql/legacy/) and two new-generation claimers (tests/runner/_direct_claimer.py:
-claim_runs / append_output / finish_run / retry_run) work side by side over more than 500
+statements from sql/legacy/) and two new-generation `runlane worker` processes (with
+tests/runner/flaky_agent.py: one output per attempt, one attempt in ten failing and retried
+with the runner's backoff) work side by side over more than 500
 runs while new runs keep arriving by both paths. The contract step (0003) is refused while
 the older worker lives, the older worker stops gracefully, its deliveries drain, the
 bounded redundant pass clears surplus timer runs, and the contract step applies.
@@ -13,6 +14,7 @@ bounded redundant pass clears surplus timer runs, and the contract step applies.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -26,7 +28,7 @@ from runlane.legacy import statement
 from runlane.migrate import migrate
 from runlane.upgrade import upgrade_status
 
-CLAIMER = Path(__file__).parent / "_direct_claimer.py"
+HERE = Path(__file__).parent
 BACKGROUND_AGENTS = [f"bg-{i}" for i in range(8)]
 DRAIN_DEADLINE = 75  # seconds: a hang fails the test instead of blocking the suite
 
@@ -151,10 +153,18 @@ def test_rolling_upgrade_rehearsal(empty_db_dsn, tmp_path):
             [sys.executable, "-m", "runlane.legacy", "--dsn", empty_db_dsn,
              "--worker-id", "legacy-1", "--fail-rate", "0.1", "--poll", "0.05", "--work", "0.01"],
             stdout=logs["legacy"], stderr=subprocess.STDOUT)
+        # A rolling upgrade: the older fleet is at work when the new workers join.
+        wait_until(conn, "select count(*) >= 60 from runlane.run_events "
+                         "where event = 'run.claimed' and detail ->> 'generation' = '1'",
+                   "the older worker at work")
         claimers = [subprocess.Popen(
-            [sys.executable, str(CLAIMER), "--dsn", empty_db_dsn, "--worker-id", name,
-             "--fail-rate", "0.1", "--seed", str(seed), "--limit", "1", "--work", "0.01"],
-            stdout=logs[name], stderr=subprocess.STDOUT)
+            [sys.executable, "-m", "runlane", "worker", "--dsn", empty_db_dsn,
+             "--worker-id", name, "--lane", "interactive", "--lane", "background",
+             "--agent", "flaky_agent:agent", "--no-maintenance", "--scan-interval", "1",
+             "--claim-batch", "1"],
+            stdout=logs[name], stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONPATH": str(HERE), "RUNLANE_FLAKY_SEED": str(seed),
+                 "RUNLANE_FLAKY_FAIL_RATE": "0.1", "RUNLANE_FLAKY_WORK": "0.01"})
             for seed, name in enumerate(("direct-1", "direct-2"))]
         try:
             # New runs keep arriving by both paths while both generations work.
