@@ -40,6 +40,10 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.finish_run(bigint,bigint,text,text,numeric)": WORKER,
     "runlane.release_run(bigint,bigint,timestamp with time zone,text)": WORKER,
     "runlane.retry_run(bigint,bigint,text,interval)": WORKER,
+    # the runner's batched forms of run_messages and append_output + finish_run
+    "runlane.run_messages_many(bigint[],bigint[])": WORKER,
+    "runlane.finish_runs(bigint[],bigint[],text[],text[],numeric[],integer[],text[],text[])":
+        WORKER,
     # maintenance and upgrade
     "runlane.tick(timestamp with time zone,integer)": WORKER,
     "runlane.reap_stale(timestamp with time zone,integer)": WORKER,

@@ -685,6 +685,15 @@ def _sample_values(conn, api, worker) -> dict[str, object]:
         "p_worker_id": "null-worker",
         "p_stopped": False,
         "p_since": timedelta(hours=1),
+        # the batched worker calls (run_messages_many, finish_runs)
+        "p_run_ids": [run_id],
+        "p_fences": [fence],
+        "p_outcomes": ["succeeded"],
+        "p_errors": [None],
+        "p_costs": [0],
+        "p_output_counts": [1],
+        "p_output_kinds": ["text"],
+        "p_output_bodies": ["hi"],
     }
 
 
