@@ -115,6 +115,19 @@ select w.first_response, runlane.save_checkpoint(
     p_checkpoint => %(checkpoint)s::jsonb)::text as saved
 from written as w
 """
+# Batched forms (sql/functions/runner): a claimed batch's messages in one read, and the
+# finishes of runs ending together in one statement, each run in its own subtransaction.
+RUN_MESSAGES_MANY = """
+select run_id, message_id, body, created_at from runlane.run_messages_many(
+    p_run_ids => %(run_ids)s::bigint[], p_fences => %(fences)s::bigint[])
+"""
+FINISH_RUNS = """
+select run_id, ok, first_response, timing, sqlstate from runlane.finish_runs(
+    p_run_ids => %(run_ids)s::bigint[], p_fences => %(fences)s::bigint[],
+    p_outcomes => %(outcomes)s::text[], p_errors => %(errors)s::text[],
+    p_costs => %(costs)s::numeric[], p_output_counts => %(counts)s::int[],
+    p_output_kinds => %(kinds)s::text[], p_output_bodies => %(bodies)s::text[])
+"""
 RETRY_RUN = """
 select runlane.retry_run(
     p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
@@ -187,11 +200,17 @@ class WorkerConfig:
     listen: bool = True
     # A runlane.metrics.Metrics: fed every timing row, refreshed from the database.
     metrics: Any = None
+    # Finishes of runs ending within finish_window seconds of each other go to the
+    # database as one finish_runs call of at most finish_batch runs (1: one call per run).
+    # Kept under 64 runs: each run is one subtransaction of the call.
+    finish_window: float = 0.002
+    finish_batch: int = 50
 
     def __post_init__(self) -> None:
         if self.claim_batch_max <= 0:
             self.claim_batch_max = 10 * self.claim_batch
         self.claim_batch_max = max(self.claim_batch_max, self.claim_batch)
+        self.finish_batch = max(1, min(self.finish_batch, 60))
         if not self.worker_id:
             self.worker_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
@@ -217,6 +236,7 @@ class RunHandle:
         self.model: str | None = row["model"]
         self.late_notice: dict[str, Any] | None = row["late_notice"]
         self.iteration_cap: int = row["iteration_cap"] or 20
+        self.row_timing: Any = row.get("timing")
         saved = row["checkpoint"] if isinstance(row["checkpoint"], dict) else {}
         # The runner wraps the agent's state with its own bookkeeping, so iteration and
         # cost survive a resume on another worker.
@@ -224,6 +244,8 @@ class RunHandle:
         self.iteration: int = int(saved.get("iteration", 0))
         self.cost: float = float(saved.get("cost", 0))
         self._messages: list[Message] | None = None  # read once per attempt
+        # The claimed batch's messages, read in one call right after the claim.
+        self.prefetch: asyncio.Task | None = None
         self.lost = False
         self.releasing = False
         self.agent_task: asyncio.Task | None = None
@@ -277,6 +299,12 @@ class RunHandle:
         return taken
 
     async def messages(self) -> list[Message]:
+        if self._messages is None and self.prefetch is not None:
+            prefetch, self.prefetch = self.prefetch, None
+            # Shielded: this run's cancellation must not cancel its neighbours' read.
+            batch = await asyncio.shield(prefetch)
+            if self.run_id in batch:  # else fenced out or no messages: ask alone
+                self._messages = batch[self.run_id]
         if self._messages is None:
             rows = await self._call(RUN_MESSAGES, {}, fetch="all")
             self._messages = [Message(r["message_id"], r["body"], r["created_at"])
@@ -338,6 +366,11 @@ class Worker:
             kwargs=kwargs, name=f"runlane-{lane}-claims")
             for lane in config.lanes}
         self.claim_size = dict.fromkeys(config.lanes, config.claim_batch)
+        # Finishes waiting to be sent together: (run, result, future) per lane.
+        self.finishing: dict[str, list[tuple[RunHandle, StepResult, asyncio.Future]]] = {
+            lane: [] for lane in config.lanes}
+        self.finish_timer: dict[str, asyncio.TimerHandle | None] = dict.fromkeys(config.lanes)
+        self.background: set[asyncio.Task] = set()  # tasks nobody awaits, kept referenced
         self.maintenance = (Maintenance(config.dsn, config.maintenance,
                                         config.application_name)
                             if config.maintenance else None)
@@ -539,8 +572,12 @@ class Worker:
                 "worker": self.config.worker_id, "lanes": [lane],
                 "limit": limit, "lease": self.lease}, fetch="all", retries=0,
                 pool=self.claim_pools[lane])
-            for row in rows:
-                self._start(row)
+            runs = [RunHandle(self, row) for row in rows]
+            if runs:
+                prefetch = self._spawn(self._prefetch_messages(lane, runs))
+                for run in runs:
+                    run.prefetch = prefetch
+                    self._start(run)
             if len(rows) < limit:
                 self.claim_size[lane] = self.config.claim_batch  # the queue is drained
                 return
@@ -548,9 +585,32 @@ class Worker:
             self.claim_size[lane] = min(limit * 2, self.config.claim_batch_max)
         self.wake[lane].set()  # the page budget ran out with work left: one more pass
 
-    def _start(self, row: dict[str, Any]) -> None:
-        run = RunHandle(self, row)
-        self.timing("run.execution_started", row.get("timing"), **run.fields)
+    def _spawn(self, coro: Any) -> asyncio.Task:
+        task = asyncio.create_task(coro)
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+        return task
+
+    async def _prefetch_messages(self, lane: str, runs: list[RunHandle]
+                                 ) -> dict[int, list[Message]]:
+        """The messages of a claimed batch in one read; {} on any failure (each run then
+        reads its own, as without the batch)."""
+        try:
+            rows = await self.db(lane, RUN_MESSAGES_MANY, {
+                "run_ids": [r.run_id for r in runs], "fences": [r.fence for r in runs]},
+                fetch="all", retries=0)
+        except Exception as exc:  # noqa: BLE001 - the per-run read is the fallback
+            log.get().warning("run.messages_prefetch_failed", **{"run.lane": lane},
+                              **log.error_fields(exc))
+            return {}
+        batch: dict[int, list[Message]] = {}
+        for r in rows:
+            batch.setdefault(r["run_id"], []).append(
+                Message(r["message_id"], r["body"], r["created_at"]))
+        return batch
+
+    def _start(self, run: RunHandle) -> None:
+        self.timing("run.execution_started", run.row_timing, **run.fields)
         self.runs[run.run_id] = run
         run.supervisor = asyncio.create_task(self._supervise(run), name=f"run-{run.run_id}")
 
@@ -634,6 +694,79 @@ class Worker:
             await asyncio.sleep(self._beat_interval)
 
     async def _finish(self, run: RunHandle, result: StepResult) -> None:
+        """The last step's outputs and the finish: queued to go with the finishes of runs
+        ending at about the same time (one finish_runs call, one commit), each run fenced
+        and rolled back alone. A run refused with anything but RL001 (a deadlock between
+        batches, a bad outcome) is finished alone, as without the batch."""
+        if self.config.finish_batch > 1:
+            future = asyncio.get_running_loop().create_future()
+            self.finishing[run.lane].append((run, result, future))
+            self._schedule_finish(run.lane)
+            try:
+                row = await asyncio.shield(future)
+            except psycopg.Error as exc:
+                if is_connection_error(exc):
+                    raise
+                row = None  # refused as a whole (cannot happen for good input): alone
+            if row is not None:
+                if row["ok"]:
+                    run._log_first_response(row["first_response"])
+                    self.timing("run.finished", row["timing"], **run.fields)
+                    return
+                if row["sqlstate"] == "RL001":
+                    run.lose("fenced_out")
+                    return
+        await self._finish_alone(run, result)
+
+    def _schedule_finish(self, lane: str) -> None:
+        queue = self.finishing[lane]
+        if len(queue) >= self.config.finish_batch:
+            self._send_finishes(lane)
+        elif self.finish_timer[lane] is None:
+            self.finish_timer[lane] = asyncio.get_running_loop().call_later(
+                self.config.finish_window, self._send_finishes, lane)
+
+    def _send_finishes(self, lane: str) -> None:
+        timer, self.finish_timer[lane] = self.finish_timer[lane], None
+        if timer is not None:
+            timer.cancel()
+        queue = self.finishing[lane]
+        while queue:
+            batch = queue[:self.config.finish_batch]
+            del queue[:self.config.finish_batch]
+            self._spawn(self._finish_batch(lane, batch))
+
+    async def _finish_batch(self, lane: str,
+                            batch: list[tuple[RunHandle, StepResult, asyncio.Future]]) -> None:
+        params: dict[str, list[Any]] = {
+            "run_ids": [], "fences": [], "outcomes": [], "errors": [], "costs": [],
+            "counts": [], "kinds": [], "bodies": []}
+        for run, result, _ in batch:
+            params["run_ids"].append(run.run_id)
+            params["fences"].append(run.fence)
+            params["outcomes"].append(result.outcome)
+            params["errors"].append(result.error)
+            params["costs"].append(run.cost)
+            params["counts"].append(len(result.outputs))
+            for kind, body in result.outputs:
+                params["kinds"].append(kind)
+                params["bodies"].append(body)
+        try:
+            rows = await self.db(lane, FINISH_RUNS, params, fetch="all")
+        except BaseException as exc:
+            for _, _, future in batch:
+                if not future.done():
+                    future.set_exception(exc if isinstance(exc, Exception)
+                                         else asyncio.CancelledError())
+            if not isinstance(exc, Exception):
+                raise
+            return
+        by_run = {row["run_id"]: row for row in rows}
+        for run, _, future in batch:
+            if not future.done():
+                future.set_result(by_run.get(run.run_id))
+
+    async def _finish_alone(self, run: RunHandle, result: StepResult) -> None:
         """The last step's outputs and the finish, in one statement (one commit)."""
         params = {"run_id": run.run_id, "fence": run.fence, "outcome": result.outcome,
                   "error": result.error, "cost": run.cost}
