@@ -27,6 +27,13 @@
 -- * Candidates (2 x p_limit + 8) are read without locks, then locked in claim order FOR
 --   UPDATE SKIP LOCKED; when concurrent claimers hold too many of them the claim reads
 --   candidates again past those rows (at most 4 times).
+-- * Few statements on the common path (an idle claim of one run: window, lock, update,
+--   reply; an empty claim: one probe of runs_claim_order_idx). The class-0 window also
+--   answers for class 1 when it holds class-1 rows; the cap machinery (organization
+--   locks and counts) runs only when a background run was locked or two locked runs
+--   share a computer, the computer lease only for computer-bound runs. Plans are
+--   generic (plan_cache_mode): re-planning the statements for one-element arrays cost
+--   more than the whole claim.
 -- * Each claimed run gets fence + 1, attempts + 1, a lease of p_lease, its computer lease
 --   in the same transaction, and first_started_at once, after computer ownership.
 -- Returns, per claimed run, what the worker needs to execute it, its late notice (timer
@@ -56,6 +63,7 @@ returns table (
 language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
+set plan_cache_mode = force_generic_plan
 as $$
 #variable_conflict use_column
 declare
@@ -72,13 +80,21 @@ declare
     v_k int;
     v_saturated int;
     v_class_candidates bigint[];
+    v_later_candidates bigint[];
+    v_later_rows int;
+    v_later_orgs int;
+    v_later_known boolean;
+    v_later_whole boolean;
     v_candidates bigint[];
     v_tried bigint[] := '{}';
     v_more bigint[];
+    v_more_orgs text[];
+    v_more_computers text[];
     v_locked bigint[] := '{}';
-    v_orgs text[];
+    v_orgs text[] := '{}';
+    v_computers text[] := '{}';
     v_accepted bigint[];
-    v_computers_taken bigint[];
+    v_computers_taken bigint[] := '{}';
     v_claimed bigint[];
 begin
     -- GUARD: arguments a person can get wrong
@@ -131,52 +147,78 @@ begin
     v_target := 2 * p_limit + 8;
     for v_attempt in 1..4 loop
         v_candidates := '{}';
+        v_later_known := false;
         foreach v_class in array array[0, 1]::smallint[] loop
             exit when cardinality(v_candidates) >= v_target;
             v_need := v_target - cardinality(v_candidates);
 
-            -- GUARD: the window, the class's oldest eligible runs in run_id order
-            -- (runs_claim_order_idx). Every eligible run older than the window's newest is
-            -- in it, so its round robin order is exact when it holds the whole class or
-            -- when its first round alone (one run per organization) fills v_need.
-            select
-                coalesce(array_agg(w.run_id order by w.round, w.run_id), '{}'),
-                count(*),
-                count(distinct w.org_id)
-            into v_class_candidates, v_window_rows, v_org_count
-            from (
+            if v_later_known then
+                -- Class 1 as the class-0 window saw it: the oldest of its eligible runs
+                -- (all of them when that window was not full), a prefix of the class in
+                -- run_id order, so the same exactness rule holds.
+                v_class_candidates := v_later_candidates;
+                v_org_count := v_later_orgs;
+                if v_later_whole or v_org_count >= v_need then
+                    v_candidates := v_candidates || v_class_candidates[1:v_need];
+                    continue;
+                end if;
+            else
+                -- GUARD: the window, the oldest eligible runs of this class and later ones
+                -- in claim order (runs_claim_order_idx). Every eligible run of the class
+                -- older than the window's newest is in it, so its round robin order is
+                -- exact when it holds the whole class or when its first round alone (one
+                -- run per organization) fills v_need. Class-1 rows in a class-0 window
+                -- are kept for class 1 (the class-0 rows all came before them).
                 select
-                    c.run_id,
-                    c.org_id,
-                    row_number() over (partition by c.org_id order by c.run_id) as round
+                    coalesce(array_agg(w.run_id order by w.round, w.run_id)
+                        filter (where w.claim_class = v_class), '{}'),
+                    count(*) filter (where w.claim_class = v_class),
+                    count(distinct w.org_id) filter (where w.claim_class = v_class),
+                    coalesce(array_agg(w.run_id order by w.round, w.run_id)
+                        filter (where w.claim_class > v_class), '{}'),
+                    count(*) filter (where w.claim_class > v_class),
+                    count(distinct w.org_id) filter (where w.claim_class > v_class)
+                into v_class_candidates, v_window_rows, v_org_count,
+                     v_later_candidates, v_later_rows, v_later_orgs
                 from (
-                    -- (claim_class >= and the full index order keep the planner on
-                    -- runs_claim_order_idx, never on a primary-key walk through history;
-                    -- rows of a later class only tell that this class ended in the window)
-                    select r.run_id, r.org_id, r.claim_class
-                    from runlane.runs as r
-                    where r.state = 'queued'
-                      and r.claim_class >= v_class
-                      and r.lane = any(p_lanes)
-                      and r.run_id <> all(v_tried)
-                      and (r.wake_at is null or r.wake_at <= now())
-                      and not (r.lane = 'background' and r.org_id = any(v_full_orgs))
-                      and (r.computer_id is null or not exists (
-                          select 1
-                          from runlane.computer_leases as cl
-                          where cl.computer_id = r.computer_id
-                            and cl.expires_at > now()
-                            and cl.run_id <> r.run_id
-                      ))
-                    order by r.claim_class, r.run_id
-                    limit 4 * v_need
-                ) as c
-                where c.claim_class = v_class
-            ) as w;
+                    select
+                        c.run_id,
+                        c.org_id,
+                        c.claim_class,
+                        row_number() over (
+                            partition by c.claim_class, c.org_id order by c.run_id
+                        ) as round
+                    from (
+                        -- (claim_class >= and the full index order keep the planner on
+                        -- runs_claim_order_idx, never on a primary-key walk through history)
+                        select r.run_id, r.org_id, r.claim_class
+                        from runlane.runs as r
+                        where r.state = 'queued'
+                          and r.claim_class >= v_class
+                          and r.lane = any(p_lanes)
+                          and r.run_id <> all(v_tried)
+                          and (r.wake_at is null or r.wake_at <= now())
+                          and not (r.lane = 'background' and r.org_id = any(v_full_orgs))
+                          and (r.computer_id is null or not exists (
+                              select 1
+                              from runlane.computer_leases as cl
+                              where cl.computer_id = r.computer_id
+                                and cl.expires_at > now()
+                                and cl.run_id <> r.run_id
+                          ))
+                        order by r.claim_class, r.run_id
+                        limit 4 * v_need
+                    ) as c
+                ) as w;
 
-            if v_window_rows < 4 * v_need or v_org_count >= v_need then
-                v_candidates := v_candidates || v_class_candidates[1:v_need];
-                continue;
+                -- Class 1 needs no window of its own when this one holds class-1 rows
+                -- (or the window was not full: then class 1 has no eligible run).
+                v_later_whole := v_window_rows + v_later_rows < 4 * v_need;
+                v_later_known := v_class = 0 and (v_later_rows > 0 or v_later_whole);
+                if v_window_rows < 4 * v_need or v_org_count >= v_need then
+                    v_candidates := v_candidates || v_class_candidates[1:v_need];
+                    continue;
+                end if;
             end if;
 
             -- GUARD: a few organizations fill the window (a skewed queue). A loose index
@@ -297,11 +339,16 @@ begin
         exit when cardinality(v_candidates) = 0;
 
         -- Lock in claim order, skipping rows other claimers hold; a row claimed and
-        -- committed since the candidates were read is re-checked and left out.
-        select coalesce(array_agg(c.run_id order by c.position), '{}')
-        into v_more
+        -- committed since the candidates were read is re-checked and left out. Also
+        -- noted: the organizations of locked background runs and the computers of locked
+        -- runs (what the cap and the computer lease below need).
+        select
+            coalesce(array_agg(c.run_id order by c.position), '{}'),
+            coalesce(array_agg(c.org_id) filter (where c.lane = 'background'), '{}'),
+            coalesce(array_agg(c.computer_id) filter (where c.computer_id is not null), '{}')
+        into v_more, v_more_orgs, v_more_computers
         from (
-            select r.run_id, w.position
+            select r.run_id, r.org_id, r.lane, r.computer_id, w.position
             from unnest(v_candidates) with ordinality as w (run_id, position)
             join runlane.runs as r on r.run_id = w.run_id
             where r.state = 'queued'
@@ -318,6 +365,8 @@ begin
             for update of r skip locked
         ) as c;
         v_locked := v_locked || v_more;
+        v_orgs := v_orgs || v_more_orgs;
+        v_computers := v_computers || v_more_computers;
 
         exit when cardinality(v_locked) >= p_limit or cardinality(v_candidates) < v_target;
         v_tried := v_tried || v_candidates;
@@ -327,63 +376,67 @@ begin
         return;
     end if;
 
-    -- GUARD: serialize background claims per organization, in a fixed order (no
-    -- deadlocks). FOR NO KEY UPDATE leaves foreign-key checks of new runs unblocked.
-    select coalesce(array_agg(distinct r.org_id order by r.org_id), '{}')
-    into v_orgs
-    from runlane.runs as r
-    where r.run_id = any(v_locked) and r.lane = 'background';
+    if cardinality(v_orgs) = 0 and cardinality(v_computers) <= 1 then
+        -- No background run to cap, no computer wanted twice: every locked run is taken.
+        v_accepted := v_locked;
+    else
+        -- GUARD: serialize background claims per organization, in a fixed order (no
+        -- deadlocks). FOR NO KEY UPDATE leaves foreign-key checks of new runs unblocked.
+        if cardinality(v_orgs) > 0 then
+            perform 1
+            from runlane.platform_settings as s
+            where s.org_id = any(v_orgs)
+            order by s.org_id
+            for no key update;
+        end if;
 
-    perform 1
-    from runlane.platform_settings as s
-    where s.org_id = any(v_orgs)
-    order by s.org_id
-    for no key update;
-
-    -- A new statement, a new snapshot: running counts now include every claim that
-    -- committed while we waited for the organization locks.
-    select coalesce(array_agg(k.run_id order by k.position), '{}')
-    into v_accepted
-    from (
-        select
-            r.run_id,
-            r.org_id,
-            r.lane,
-            r.computer_id,
-            l.position,
-            row_number() over (partition by r.org_id, r.lane order by l.position) as org_rank,
-            row_number() over (partition by r.computer_id order by l.position) as computer_rank
-        from unnest(v_locked) with ordinality as l (run_id, position)
-        join runlane.runs as r on r.run_id = l.run_id
-    ) as k
-    join runlane.platform_settings as s on s.org_id = k.org_id
-    left join lateral (
-        select count(*) as running
-        from runlane.runs as busy
-        where busy.org_id = k.org_id and busy.lane = 'background' and busy.state = 'running'
-    ) as b on k.lane = 'background'
-    where (k.lane <> 'background' or k.org_rank <= s.agent_max_concurrency - b.running)
-      and (k.computer_id is null or k.computer_rank = 1);
+        -- A new statement, a new snapshot: running counts now include every claim that
+        -- committed while we waited for the organization locks.
+        select coalesce(array_agg(k.run_id order by k.position), '{}')
+        into v_accepted
+        from (
+            select
+                r.run_id,
+                r.org_id,
+                r.lane,
+                r.computer_id,
+                l.position,
+                row_number() over (partition by r.org_id, r.lane order by l.position) as org_rank,
+                row_number() over (partition by r.computer_id order by l.position) as computer_rank
+            from unnest(v_locked) with ordinality as l (run_id, position)
+            join runlane.runs as r on r.run_id = l.run_id
+        ) as k
+        join runlane.platform_settings as s on s.org_id = k.org_id
+        left join lateral (
+            select count(*) as running
+            from runlane.runs as busy
+            where busy.org_id = k.org_id and busy.lane = 'background' and busy.state = 'running'
+        ) as b on k.lane = 'background'
+        where (k.lane <> 'background' or k.org_rank <= s.agent_max_concurrency - b.running)
+          and (k.computer_id is null or k.computer_rank = 1);
+    end if;
 
     -- Computer ownership first: a lease that is live for another run is left alone, and
     -- that run is not claimed (it stays queued, untouched).
-    with wanted as (
-        select r.computer_id, r.run_id, r.fence + 1 as fence
-        from runlane.runs as r
-        where r.run_id = any(v_accepted) and r.computer_id is not null
-        order by r.computer_id
-    ),
-    taken as (
-        insert into runlane.computer_leases as cl (computer_id, run_id, fence, expires_at)
-        select w.computer_id, w.run_id, w.fence, now() + p_lease
-        from wanted as w
-        order by w.computer_id
-        on conflict (computer_id) do update
-        set run_id = excluded.run_id, fence = excluded.fence, expires_at = excluded.expires_at
-        where cl.expires_at <= now() or cl.run_id = excluded.run_id
-        returning cl.run_id
-    )
-    select coalesce(array_agg(t.run_id), '{}') into v_computers_taken from taken as t;
+    if cardinality(v_computers) > 0 then
+        with wanted as (
+            select r.computer_id, r.run_id, r.fence + 1 as fence
+            from runlane.runs as r
+            where r.run_id = any(v_accepted) and r.computer_id is not null
+            order by r.computer_id
+        ),
+        taken as (
+            insert into runlane.computer_leases as cl (computer_id, run_id, fence, expires_at)
+            select w.computer_id, w.run_id, w.fence, now() + p_lease
+            from wanted as w
+            order by w.computer_id
+            on conflict (computer_id) do update
+            set run_id = excluded.run_id, fence = excluded.fence, expires_at = excluded.expires_at
+            where cl.expires_at <= now() or cl.run_id = excluded.run_id
+            returning cl.run_id
+        )
+        select coalesce(array_agg(t.run_id), '{}') into v_computers_taken from taken as t;
+    end if;
 
     with claimed as (
         update runlane.runs as r
