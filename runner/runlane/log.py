@@ -4,55 +4,140 @@ Fields are dotted names (`run.id`, `run.first_response_ms`, `queue.delayed_runs`
 as `log.info("run.finished", **row)`. What goes in: ids, lanes, triggers, counts,
 durations, SQLSTATEs and exception class names. What never goes in: message text,
 prompts, agent output, exception messages or personal identifiers.
+
+The worker logs three lines per run, so rendering is kept cheap: one json.dumps per line
+(fields, then `level`, `time`, `message`), a timestamp whose seconds part is formatted
+once per second, and inside a running event loop the lines of one loop iteration are
+written and flushed together at its end (one write instead of one per line; outside a
+loop each line is written and flushed at once).
 """
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import contextlib
+import json
 import logging
 import sys
+import time
 from collections.abc import Mapping
 from typing import Any
 
-import structlog
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
+           "error": logging.ERROR, "critical": logging.CRITICAL}
+_dumps = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), default=repr).encode
 
-_configured = False
+
+class _Clock:
+    """ISO 8601 UTC with microseconds (`2026-01-02T03:04:05.123456Z`)."""
+
+    def __init__(self) -> None:
+        self.second = -1
+        self.prefix = ""
+
+    def now(self) -> str:
+        t = time.time()
+        second = int(t)
+        if second != self.second:
+            self.second = second
+            self.prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        return f"{self.prefix}.{int((t - second) * 1e6):06d}Z"
+
+
+class _Output:
+    """Lines to stdout; within an event loop, flushed once at the end of the iteration."""
+
+    def __init__(self) -> None:
+        self.pending: list[str] = []
+        self.scheduled = False
+
+    def write(self, line: str) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        self.pending.append(line)
+        if loop is None:
+            self.flush()
+        elif not self.scheduled:
+            self.scheduled = True
+            loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self.scheduled = False
+        if not self.pending:
+            return
+        text = "".join(self.pending)
+        self.pending.clear()
+        with contextlib.suppress(Exception):  # a closed stdout never fails the caller
+            sys.stdout.write(text)
+            sys.stdout.flush()
+
+
+_output = _Output()
+atexit.register(_output.flush)
+
+
+class Logger:
+    """`info(event, **fields)` / `warning(…)` / …: one JSON line when the level is on."""
+
+    def __init__(self) -> None:
+        self.level = logging.INFO
+        self.clock = _Clock()
+
+    def _log(self, level: str, event: str, fields: dict[str, Any]) -> None:
+        if _LEVELS[level] < self.level:
+            return
+        fields["level"] = level
+        fields["time"] = self.clock.now()
+        fields["message"] = event
+        _output.write(_dumps(fields) + "\n")
+
+    def debug(self, event: str, **fields: Any) -> None:
+        self._log("debug", event, fields)
+
+    def info(self, event: str, **fields: Any) -> None:
+        self._log("info", event, fields)
+
+    def warning(self, event: str, **fields: Any) -> None:
+        self._log("warning", event, fields)
+
+    def error(self, event: str, **fields: Any) -> None:
+        self._log("error", event, fields)
+
+    def critical(self, event: str, **fields: Any) -> None:
+        self._log("critical", event, fields)
+
+
+_logger = Logger()
 
 
 def configure(level: int = logging.INFO) -> None:
-    global _configured
-    if _configured:
-        return
-    structlog.configure(
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True, key="time"),
-            structlog.processors.EventRenamer("message"),
-            structlog.processors.JSONRenderer(sort_keys=False),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.WriteLoggerFactory(file=sys.stdout),
-        cache_logger_on_first_use=True,
-    )
-    _configured = True
+    _logger.level = level
 
 
-def get() -> Any:
-    configure()
-    return structlog.get_logger()
+def get() -> Logger:
+    return _logger
+
+
+def flush() -> None:
+    """Write out the lines of the current loop iteration now."""
+    _output.flush()
 
 
 def timing(event: str, row: Any, **extra: Any) -> None:
     """Log a timing row returned by the database; a bad or missing row never raises."""
     try:
-        fields = dict(extra)
         if isinstance(row, Mapping):
             # The row names its own event ("event"); the log line's name is `message`.
-            fields.update({str(k): v for k, v in row.items() if k not in ("event", "message")})
-        get().info(event, **fields)
+            for k, v in row.items():
+                if k != "event" and k != "message":
+                    extra[str(k)] = v
+        _logger._log("info", event, extra)
     except Exception as exc:  # noqa: BLE001 - a timing log must never fail the operation
         with contextlib.suppress(Exception):
-            get().warning("log.timing_failed", **{"log.event": event, **error_fields(exc)})
+            _logger.warning("log.timing_failed", **{"log.event": event, **error_fields(exc)})
 
 
 def error_fields(exc: BaseException) -> dict[str, Any]:

@@ -166,6 +166,22 @@ def _cached(probe: Callable[[], Any], ttl: float) -> Callable[[], Any]:
     return cached
 
 
+def pg_array(values: list[Any]) -> str:
+    """An array literal for a `%s::type[]` parameter: psycopg adapts long lists element
+    by element in Python (a regex per text element); this is string joins in C."""
+    parts = []
+    for v in values:
+        if v is None:
+            parts.append("NULL")
+        elif isinstance(v, str):
+            parts.append('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"')
+        elif isinstance(v, float):  # as PostgreSQL turns a float8 into numeric: 15 digits
+            parts.append(format(v, ".15g"))
+        else:
+            parts.append(str(v))
+    return "{" + ",".join(parts) + "}"
+
+
 def outputs_params(outputs: tuple[tuple[str, str], ...]) -> dict[str, list[str]]:
     return {"kinds": [kind for kind, _ in outputs], "bodies": [body for _, body in outputs]}
 
@@ -203,8 +219,11 @@ class WorkerConfig:
     # Finishes of runs ending within finish_window seconds of each other go to the
     # database as one finish_runs call of at most finish_batch runs (1: one call per run).
     # Kept under 64 runs: each run is one subtransaction of the call.
-    finish_window: float = 0.002
-    finish_batch: int = 50
+    # Defaults from RUNLANE_WORKER_FINISH_WINDOW / RUNLANE_WORKER_FINISH_BATCH.
+    finish_window: float = field(default_factory=lambda: float(
+        os.environ.get("RUNLANE_WORKER_FINISH_WINDOW", "0.002")))
+    finish_batch: int = field(default_factory=lambda: int(
+        os.environ.get("RUNLANE_WORKER_FINISH_BATCH", "50")))
 
     def __post_init__(self) -> None:
         if self.claim_batch_max <= 0:
@@ -370,6 +389,7 @@ class Worker:
         self.finishing: dict[str, list[tuple[RunHandle, StepResult, asyncio.Future]]] = {
             lane: [] for lane in config.lanes}
         self.finish_timer: dict[str, asyncio.TimerHandle | None] = dict.fromkeys(config.lanes)
+        self.finish_calls = dict.fromkeys(config.lanes, 0)  # finish_runs calls in flight
         self.background: set[asyncio.Task] = set()  # tasks nobody awaits, kept referenced
         self.maintenance = (Maintenance(config.dsn, config.maintenance,
                                         config.application_name)
@@ -597,7 +617,8 @@ class Worker:
         reads its own, as without the batch)."""
         try:
             rows = await self.db(lane, RUN_MESSAGES_MANY, {
-                "run_ids": [r.run_id for r in runs], "fences": [r.fence for r in runs]},
+                "run_ids": pg_array([r.run_id for r in runs]),
+                "fences": pg_array([r.fence for r in runs])},
                 fetch="all", retries=0)
         except Exception as exc:  # noqa: BLE001 - the per-run read is the fallback
             log.get().warning("run.messages_prefetch_failed", **{"run.lane": lane},
@@ -719,12 +740,16 @@ class Worker:
         await self._finish_alone(run, result)
 
     def _schedule_finish(self, lane: str) -> None:
+        """Idle: at the end of this loop iteration (the runs ending in it go together, no
+        wait). While a finish_runs call is in flight: when it returns, after
+        finish_window, or once finish_batch runs wait, whichever comes first."""
         queue = self.finishing[lane]
         if len(queue) >= self.config.finish_batch:
             self._send_finishes(lane)
         elif self.finish_timer[lane] is None:
+            delay = self.config.finish_window if self.finish_calls[lane] else 0
             self.finish_timer[lane] = asyncio.get_running_loop().call_later(
-                self.config.finish_window, self._send_finishes, lane)
+                delay, self._send_finishes, lane)
 
     def _send_finishes(self, lane: str) -> None:
         timer, self.finish_timer[lane] = self.finish_timer[lane], None
@@ -751,8 +776,10 @@ class Worker:
             for kind, body in result.outputs:
                 params["kinds"].append(kind)
                 params["bodies"].append(body)
+        self.finish_calls[lane] += 1
         try:
-            rows = await self.db(lane, FINISH_RUNS, params, fetch="all")
+            rows = await self.db(lane, FINISH_RUNS,
+                                 {k: pg_array(v) for k, v in params.items()}, fetch="all")
         except BaseException as exc:
             for _, _, future in batch:
                 if not future.done():
@@ -761,6 +788,10 @@ class Worker:
             if not isinstance(exc, Exception):
                 raise
             return
+        finally:
+            self.finish_calls[lane] -= 1
+            if self.finishing[lane] and not self.finish_calls[lane]:
+                self._send_finishes(lane)  # what waited for this call goes now
         by_run = {row["run_id"]: row for row in rows}
         for run, _, future in batch:
             if not future.done():
