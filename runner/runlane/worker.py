@@ -21,6 +21,13 @@ Commits per run are kept to what durability needs: a step's last outputs, its ch
 and the finish travel on its StepResult and are written by ONE statement (one round trip,
 one commit); the run's messages are read once per attempt; pool connections are not
 pinged before use (a broken one fails its statement, which is resent on a fresh one).
+Across runs: a claimed page's messages are read in one run_messages_many call right after
+the claim (a run missing from it reads its own), and the finishes of runs ending together
+go as one finish_runs call (at once when no such call is in flight, else when it returns,
+after finish_window or at finish_batch runs), each run in its own subtransaction, so a
+run fenced out (RL001) is lost alone and a run refused otherwise is finished alone. A run
+is queued for finishing only once its last step is done; a crash before the call commits
+leaves it to the lease, as before.
 """
 
 from __future__ import annotations
