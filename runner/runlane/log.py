@@ -5,11 +5,11 @@ as `log.info("run.finished", **row)`. What goes in: ids, lanes, triggers, counts
 durations, SQLSTATEs and exception class names. What never goes in: message text,
 prompts, agent output, exception messages or personal identifiers.
 
-The worker logs three lines per run, so rendering is kept cheap: one json.dumps per line
-(fields, then `level`, `time`, `message`), a timestamp whose seconds part is formatted
-once per second, and inside a running event loop the lines of one loop iteration are
-written and flushed together at its end (one write instead of one per line; outside a
-loop each line is written and flushed at once).
+Lines are made by structlog. The worker logs three lines per run, so its chain is kept
+short: the level, a timestamp whose seconds part is formatted once per second, the event
+renamed to `message`, one compact json.dumps; and inside a running event loop the lines
+of one loop iteration are written and flushed together at its end (one write instead of
+one per line; outside a loop each line is written and flushed at once).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
-           "error": logging.ERROR, "critical": logging.CRITICAL}
+import structlog
+
 _dumps = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), default=repr).encode
 
 
@@ -79,46 +79,54 @@ _output = _Output()
 atexit.register(_output.flush)
 
 
-class Logger:
-    """`info(event, **fields)` / `warning(…)` / …: one JSON line when the level is on."""
+class _BatchedFile:
+    """What structlog writes to: lines go to the batched output; its per-line flush is a
+    no-op because the batch is flushed once at the end of the loop iteration."""
 
-    def __init__(self) -> None:
-        self.level = logging.INFO
-        self.clock = _Clock()
+    def write(self, text: str) -> None:
+        _output.write(text)
 
-    def _log(self, level: str, event: str, fields: dict[str, Any]) -> None:
-        if _LEVELS[level] < self.level:
-            return
-        fields["level"] = level
-        fields["time"] = self.clock.now()
-        fields["message"] = event
-        _output.write(_dumps(fields) + "\n")
-
-    def debug(self, event: str, **fields: Any) -> None:
-        self._log("debug", event, fields)
-
-    def info(self, event: str, **fields: Any) -> None:
-        self._log("info", event, fields)
-
-    def warning(self, event: str, **fields: Any) -> None:
-        self._log("warning", event, fields)
-
-    def error(self, event: str, **fields: Any) -> None:
-        self._log("error", event, fields)
-
-    def critical(self, event: str, **fields: Any) -> None:
-        self._log("critical", event, fields)
+    def flush(self) -> None:
+        pass
 
 
-_logger = Logger()
+_clock = _Clock()
+
+
+def _add_time(_logger: Any, _method: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+    event_dict["time"] = _clock.now()
+    return event_dict
+
+
+def _render(_logger: Any, _method: str, event_dict: dict[str, Any]) -> str:
+    return _dumps(event_dict)
 
 
 def configure(level: int = logging.INFO) -> None:
-    _logger.level = level
+    """structlog with the shortest processor chain that gives our line: level, time,
+    `message` = the event name, compact JSON. Re-configuring changes the level."""
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            _add_time,
+            structlog.processors.EventRenamer("message"),
+            _render,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.WriteLoggerFactory(file=_BatchedFile()),
+        cache_logger_on_first_use=True,
+    )
+    global _bound
+    _bound = structlog.get_logger()
 
 
-def get() -> Logger:
-    return _logger
+_bound: Any = None
+
+
+def get() -> Any:
+    if _bound is None:
+        configure()
+    return _bound
 
 
 def flush() -> None:
@@ -134,10 +142,10 @@ def timing(event: str, row: Any, **extra: Any) -> None:
             for k, v in row.items():
                 if k != "event" and k != "message":
                     extra[str(k)] = v
-        _logger._log("info", event, extra)
+        get().info(event, **extra)
     except Exception as exc:  # noqa: BLE001 - a timing log must never fail the operation
         with contextlib.suppress(Exception):
-            _logger.warning("log.timing_failed", **{"log.event": event, **error_fields(exc)})
+            get().warning("log.timing_failed", **{"log.event": event, **error_fields(exc)})
 
 
 def error_fields(exc: BaseException) -> dict[str, Any]:
