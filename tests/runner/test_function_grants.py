@@ -80,7 +80,10 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane._wall_to_instant(timestamp without time zone,text)": NOBODY,
     "runlane._ms_between(timestamp with time zone,timestamp with time zone)": NOBODY,
     "runlane._timing_row(bigint,text)": NOBODY,
+    "runlane._timing_of(runlane.runs,timestamp with time zone)": NOBODY,
     "runlane._close_run(runlane.runs,text,text,text)": NOBODY,
+    "runlane._close_run_with(runlane.runs,text,text,text,numeric,timestamp with time zone)":
+        NOBODY,
     "runlane._notify_computer_waiter(text)": NOBODY,
     "runlane._require_owner(bigint,bigint)": NOBODY,
     "runlane.tg_agents__schedule()": NOBODY,

@@ -5,10 +5,17 @@
 -- * Run i is (p_run_ids[i], p_fences[i], p_outcomes[i], p_errors[i], p_costs[i]); its
 --   outputs are the next p_output_counts[i] entries of p_output_kinds / p_output_bodies
 --   (the outputs of run 1 first, then those of run 2, …).
--- * Each run is handled exactly as one statement of runlane.append_output for each of its
---   outputs in order, then runlane.finish_run, would handle it: the same fencing, the
---   first visible output stamping first_response in the same transaction as the finish,
---   the same journal rows, notifications and follow-up runs.
+-- * Each run is handled as runlane.append_output for each of its outputs in order, then
+--   runlane.finish_run, would handle it: the same argument checks and SQLSTATEs in the
+--   same order, the same fencing (runlane._require_owner before the first write), the
+--   first visible output stamping first_response_at in the same transaction as the
+--   output (never reset), the same journal rows, notifications and follow-up runs.
+--   It costs less: the run is locked once, updated once (the stamp and the charge go in
+--   the closing update of runlane._close_run_with, with first_response_at = the time the
+--   first visible output was written), and both timing rows are built from the rows in
+--   hand (runlane._timing_of; the source message is read once) instead of three reads.
+-- * Output notifications are hints: one guard per run, so a failing notification skips
+--   that run's remaining ones, never a write.
 -- * Each run in its own subtransaction: a run that fails (RL001 fenced out, RL008
 --   unknown, 22023 a bad outcome, 40P01 a deadlock, …) is rolled back alone and reported
 --   with its SQLSTATE; its neighbours' outputs and finishes stand.
@@ -40,7 +47,14 @@ declare
     v_runs integer;
     v_next integer := 1;  -- the first output of the current run
     v_last integer;
-    v_timing jsonb;
+    v_run runlane.runs;  -- the run as locked by _require_owner, before its close
+    v_closed runlane.runs;  -- the run as closed
+    v_visible boolean;
+    v_stamp timestamptz;  -- first_response_at to set, when this call writes the first response
+    v_output_id bigint;
+    v_output_ids bigint[];
+    v_reason text;
+    v_origin timestamptz;
 begin
     -- GUARD: arguments, before any run is touched.
     if p_run_ids is null or p_fences is null or p_outcomes is null or p_errors is null
@@ -70,16 +84,96 @@ begin
         run_id := p_run_ids[v_i];
         v_last := v_next + p_output_counts[v_i] - 1;
         first_response := null;
+        timing := null;
+        v_run := null;
+        v_stamp := null;
+        v_output_ids := '{}';
         begin
+            -- The outputs, as append_output: arguments, then ownership, then the row.
             for v_j in v_next .. v_last loop
-                v_timing := runlane.append_output(
-                    p_run_ids[v_i], p_fences[v_i], p_output_kinds[v_j], p_output_bodies[v_j]);
-                if first_response is null then
-                    first_response := v_timing;
+                if p_output_kinds[v_j] is null or p_output_bodies[v_j] is null then
+                    raise exception 'an output needs a kind and a body'
+                        using errcode = '22004';
+                end if;
+                v_visible := case
+                    when p_output_kinds[v_j] in ('text', 'final', 'message_tool', 'card') then true
+                    when p_output_kinds[v_j] in ('reasoning', 'placeholder', 'progress', 'metadata')
+                        then false
+                end;
+                if v_visible is null then
+                    raise exception 'unknown output kind %', p_output_kinds[v_j]
+                        using errcode = '22023',
+                              hint = 'Visible: text, final, message_tool, card. '
+                                  || 'Not visible: reasoning, placeholder, progress, metadata.';
+                end if;
+                if v_run.run_id is null then
+                    v_run := runlane._require_owner(p_run_ids[v_i], p_fences[v_i]);
+                end if;
+
+                insert into runlane.run_outputs as o (run_id, attempt, kind, body)
+                values (v_run.run_id, v_run.attempts, p_output_kinds[v_j], p_output_bodies[v_j])
+                returning o.output_id into v_output_id;
+                v_output_ids := v_output_ids || v_output_id;
+
+                -- GUARD: the first visible output stamps the first response, once for the
+                -- run's life (written by the closing update below, same transaction).
+                if v_visible and v_stamp is null and v_run.first_response_at is null then
+                    v_stamp := clock_timestamp();
                 end if;
             end loop;
-            timing := runlane.finish_run(
-                p_run_ids[v_i], p_fences[v_i], p_outcomes[v_i], p_errors[v_i], p_costs[v_i]);
+
+            begin
+                foreach v_output_id in array v_output_ids loop
+                    perform runlane._notify_output(v_run.run_id, v_output_id);
+                end loop;
+            exception when others then
+                null;  -- a hint only: chat clients page with outputs_since after a reconnect
+            end;
+
+            -- The finish, as finish_run: arguments, then ownership, then the close.
+            if p_outcomes[v_i] is null or p_costs[v_i] is null then
+                raise exception 'outcome and cost are required'
+                    using errcode = '22004';
+            end if;
+            if p_outcomes[v_i] not in ('succeeded', 'failed', 'canceled') then
+                raise exception 'unknown outcome %', p_outcomes[v_i]
+                    using errcode = '22023',
+                          hint = 'A run finishes as succeeded, failed or canceled.';
+            end if;
+            if p_costs[v_i] < 0 then
+                raise exception 'cost % is negative', p_costs[v_i]
+                    using errcode = '22023',
+                          hint = 'Charge the cost of the work done, zero or more.';
+            end if;
+            if v_run.run_id is null then
+                v_run := runlane._require_owner(p_run_ids[v_i], p_fences[v_i]);
+            end if;
+
+            v_reason := case
+                when p_errors[v_i] ~ '^[a-z][a-z_]{0,39}$' then p_errors[v_i]
+                when p_outcomes[v_i] = 'failed' then 'error'
+            end;
+            v_closed := runlane._close_run_with(
+                v_run, p_outcomes[v_i], v_reason, p_errors[v_i], p_costs[v_i], v_stamp);
+
+            -- Timing is a report on a finish already made: a failure here reads null and
+            -- never undoes the run (its own subtransaction).
+            begin
+                select m.created_at into v_origin
+                from runlane.messages as m
+                where m.message_id = v_run.source_message_id;
+                v_origin := coalesce(v_origin, v_run.created_at);
+                if v_stamp is not null then
+                    -- The run as it was when its first response was written: running.
+                    v_run.first_response_at := v_stamp;
+                    first_response := runlane._timing_of(v_run, v_origin)
+                        || jsonb_build_object('event', 'run.first_response');
+                end if;
+                timing := runlane._timing_of(v_closed, v_origin)
+                    || jsonb_build_object('event', 'run.finished');
+            exception when others then
+                timing := null;
+            end;
             ok := true;
             finish_runs.sqlstate := null;
         exception when others then

@@ -42,27 +42,9 @@ begin
     select m.created_at into v_origin
     from runlane.messages as m
     where m.message_id = v_run.source_message_id;
-    v_origin := coalesce(v_origin, v_run.created_at);
 
-    -- jsonb_strip_nulls drops every key whose timestamp (or terminal state) is missing.
-    return jsonb_strip_nulls(jsonb_build_object(
-        'run.id', v_run.run_id,
-        'run.lane', v_run.lane,
-        'run.trigger', v_run.trigger,
-        'run.attempt', v_run.attempts,
-        'run.outcome', case
-            when v_run.state in ('succeeded', 'failed', 'canceled', 'skipped') then v_run.state
-        end,
-        -- The arithmetic is written out here rather than calling _ms_between: this runs on
-        -- every claim, first response and finish, and a function with a pinned search_path
-        -- is never inlined (it cost ~45% of database time in the claim benchmark).
-        'run.pre_run_wait_ms', round(extract(epoch from v_run.created_at - v_origin) * 1000)::bigint,
-        'run.queue_wait_ms', round(extract(epoch from v_run.first_started_at - v_run.created_at) * 1000)::bigint,
-        'run.first_response_ms', round(extract(epoch from v_run.first_response_at - v_origin) * 1000)::bigint,
-        'run.total_ms', round(extract(epoch from v_run.finished_at - v_origin) * 1000)::bigint,
-        'run.execution_wall_ms',
-        round(extract(epoch from v_run.finished_at - v_run.first_started_at) * 1000)::bigint
-    ));
+    -- The object itself is built by runlane._timing_of (shared with finish_runs).
+    return runlane._timing_of(v_run, coalesce(v_origin, v_run.created_at));
 end;
 $$;
 

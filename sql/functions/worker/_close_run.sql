@@ -10,6 +10,7 @@
 --   * the next awake queued run waiting on the freed computer is notified;
 --   * for an interactive run, messages held while it ran are dispatched into their
 --     follow-up run (runlane._dispatch_held_messages).
+-- The work is done by runlane._close_run_with (see there).
 -- Clearing lease_owner also tells the 0002 compatibility trigger this is a new-generation
 -- write, so it stamps nothing.
 create or replace function runlane._close_run(
@@ -23,37 +24,9 @@ language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
 begin
-    if p_outcome is null or p_outcome not in ('succeeded', 'failed', 'canceled') then
-        raise exception 'a run closes as succeeded, failed or canceled, not %',
-            coalesce(p_outcome, 'null')
-            using errcode = '22023';
-    end if;
-
-    update runlane.runs as r
-    set state = _close_run.p_outcome,
-        reason = _close_run.p_reason,
-        last_error = _close_run.p_error,
-        finished_at = clock_timestamp(),
-        lease_owner = null,
-        lease_expires_at = null
-    where r.run_id = (_close_run.p_run).run_id;
-
-    delete from runlane.computer_leases as cl
-    where cl.computer_id = (_close_run.p_run).computer_id
-      and cl.run_id = (_close_run.p_run).run_id;
-
-    insert into runlane.run_events (run_id, event, detail)
-    values (
-        (p_run).run_id,
-        'run.finished',
-        jsonb_build_object('outcome', p_outcome, 'reason', p_reason)
-    );
-
-    perform runlane._notify_computer_waiter((p_run).computer_id);
-
-    if (p_run).lane = 'interactive' and (p_run).thread_id is not null then
-        perform runlane._dispatch_held_messages((p_run).agent_id, (p_run).thread_id);
-    end if;
+    -- One definition of the transition: runlane._close_run_with, charging nothing and
+    -- stamping no first response.
+    perform runlane._close_run_with(p_run, p_outcome, p_reason, p_error, 0, null);
 end;
 $$;
 

@@ -1,9 +1,9 @@
 -- finish_run: the owner closes its run.
 --
 -- Guarantees: refuses with RL001 once the caller no longer owns the run (RL008 unknown);
--- adds p_cost (>= 0) to runs.cost; closes the run through runlane._close_run with
--- p_outcome (succeeded | failed | canceled), so the computer lease is released, the
--- next computer waiter notified, run.finished journaled and held messages dispatched.
+-- adds p_cost (>= 0) to runs.cost in the same update that closes the run with p_outcome
+-- (succeeded | failed | canceled) through runlane._close_run_with, so the computer lease
+-- is released, the next computer waiter notified, run.finished journaled and held messages dispatched.
 -- reason = p_error when it is a reason code (^[a-z][a-z_]{0,39}$, e.g. 'iteration_cap'),
 -- else 'error' for a failed run and null otherwise; last_error = p_error.
 -- Returns the run.finished timing row (runlane._timing_row); a failure computing it
@@ -43,18 +43,13 @@ begin
     -- GUARD: the caller still owns the run (row locked until commit).
     v_run := runlane._require_owner(p_run_id, p_fence);
 
-    if p_cost > 0 then
-        update runlane.runs as r
-        set cost = r.cost + finish_run.p_cost
-        where r.run_id = finish_run.p_run_id;
-    end if;
-
     v_reason := case
         when p_error ~ '^[a-z][a-z_]{0,39}$' then p_error
         when p_outcome = 'failed' then 'error'
     end;
 
-    perform runlane._close_run(v_run, p_outcome, v_reason, p_error);
+    -- The charge goes in the closing update itself: one update of the run per finish.
+    perform runlane._close_run_with(v_run, p_outcome, v_reason, p_error, p_cost, null);
 
     -- Timing is a report on a finish already made: _timing_row answers null instead of
     -- raising (its own subtransaction), so it can never undo the finish.

@@ -1,0 +1,83 @@
+-- _close_run_with: the single terminal transition of a run, with the finish's charge and
+-- first-response stamp folded into the same update (runlane._close_run is this with
+-- neither; finish_runs uses both so a run is updated once per finish, not twice).
+--
+-- Guarantees, for the run p_run (the caller holds its row lock):
+--   * ONE update of the run: state = p_outcome, reason = p_reason, last_error = p_error,
+--     finished_at = clock_timestamp(), lease owner and expiry cleared, cost increased by
+--     p_cost (>= 0, checked by the caller), and first_response_at set to
+--     p_first_response_at only when it is still null (never reset);
+--   * the computer lease held by this run (and only that row) is deleted, and the next
+--     awake queued run waiting on the freed computer is notified (skipped for a run
+--     without a computer: it holds no lease and frees none);
+--   * a run_events row 'run.finished' with detail {outcome, reason}: codes only, never
+--     text or identifiers;
+--   * for an interactive run with a thread, messages held while it ran are dispatched
+--     into their follow-up run (runlane._dispatch_held_messages);
+--   * returns the run row as updated (for timing, without reading it again).
+-- Clearing lease_owner also tells the 0002 compatibility trigger this is a new-generation
+-- write, so it stamps nothing.
+create or replace function runlane._close_run_with(
+    p_run runlane.runs,
+    p_outcome text,
+    p_reason text,
+    p_error text,
+    p_cost numeric,
+    p_first_response_at timestamptz
+)
+returns runlane.runs
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    v_closed runlane.runs;
+begin
+    if p_outcome is null or p_outcome not in ('succeeded', 'failed', 'canceled') then
+        raise exception 'a run closes as succeeded, failed or canceled, not %',
+            coalesce(p_outcome, 'null')
+            using errcode = '22023';
+    end if;
+
+    update runlane.runs as r
+    set state = _close_run_with.p_outcome,
+        reason = _close_run_with.p_reason,
+        last_error = _close_run_with.p_error,
+        finished_at = clock_timestamp(),
+        lease_owner = null,
+        lease_expires_at = null,
+        cost = r.cost + coalesce(_close_run_with.p_cost, 0),
+        first_response_at = coalesce(r.first_response_at, _close_run_with.p_first_response_at)
+    where r.run_id = (_close_run_with.p_run).run_id
+    returning r.* into v_closed;
+
+    -- GUARD: only a run on a computer holds a lease to free and may have a waiter.
+    if (p_run).computer_id is not null then
+        delete from runlane.computer_leases as cl
+        where cl.computer_id = (_close_run_with.p_run).computer_id
+          and cl.run_id = (_close_run_with.p_run).run_id;
+
+        perform runlane._notify_computer_waiter((p_run).computer_id);
+    end if;
+
+    insert into runlane.run_events (run_id, event, detail)
+    values (
+        (p_run).run_id,
+        'run.finished',
+        jsonb_build_object('outcome', p_outcome, 'reason', p_reason)
+    );
+
+    -- GUARD: only an interactive run with a thread can have messages held behind it.
+    if (p_run).lane = 'interactive' and (p_run).thread_id is not null then
+        perform runlane._dispatch_held_messages((p_run).agent_id, (p_run).thread_id);
+    end if;
+
+    return v_closed;
+end;
+$$;
+
+comment on function runlane._close_run_with(runlane.runs, text, text, text, numeric, timestamptz) is
+'Terminal transition in one update (state, reason, error, finished_at, cost, first_response_at '
+'when unset); frees the computer lease, journals run.finished, notifies the next computer '
+'waiter, dispatches held messages of an interactive run; returns the updated row.';
+
+revoke all on function runlane._close_run_with(runlane.runs, text, text, text, numeric, timestamptz) from public;
