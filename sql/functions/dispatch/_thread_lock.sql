@@ -9,10 +9,15 @@
 -- lock while it holds this one.
 create or replace function runlane._thread_lock(p_agent_id text, p_thread_id text)
 returns void
-language sql
+language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
-    select pg_advisory_xact_lock(hashtextextended('runlane.thread:' || p_agent_id || '/' || p_thread_id, 0));
+begin
+    -- PL/pgSQL, not SQL: a SQL function with a pinned search_path is never inlined and
+    -- is planned again on every call (about 9 µs against 4 µs; twice per chat run).
+    perform pg_advisory_xact_lock(
+        hashtextextended('runlane.thread:' || p_agent_id || '/' || p_thread_id, 0));
+end;
 $$;
 
 comment on function runlane._thread_lock(text, text) is
