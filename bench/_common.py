@@ -44,10 +44,18 @@ from runlane.claim_runs(
 ) as c
 """
 
-FINISH = """
-select runlane.finish_run(
-    p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint, p_outcome => 'succeeded'
-)
+# A claimed batch is finished with one call, as the runner does (runlane.finish_runs: each
+# run fenced and finished in its own subtransaction), not one round trip per run.
+FINISH_MANY = """
+select count(*) filter (where f.ok)
+from runlane.finish_runs(
+    p_run_ids => %(run_ids)s::bigint[], p_fences => %(fences)s::bigint[],
+    p_outcomes => array_fill('succeeded'::text, array[%(n)s::int]),
+    p_errors => array_fill(null::text, array[%(n)s::int]),
+    p_costs => array_fill(0::numeric, array[%(n)s::int]),
+    p_output_counts => array_fill(0, array[%(n)s::int]),
+    p_output_kinds => '{}'::text[], p_output_bodies => '{}'::text[]
+) as f
 """
 
 
@@ -138,7 +146,8 @@ def vacuum_analyze(dsn: str) -> None:
 
 
 def runlane_worker(dsn: str, batch: int, warmup: int, barrier, results, index: int) -> None:
-    """One worker process: claim `batch` runs, finish each as succeeded (a no-op agent),
+    """One worker process: claim `batch` runs, finish them as succeeded in one call (a no-op
+    agent),
     repeat until a claim comes back empty. `warmup` runs are done before the barrier and
     are not measured. Puts (index, started, ended, runs) on `results`."""
     worker = f"bench-{os.getpid()}"
@@ -146,8 +155,11 @@ def runlane_worker(dsn: str, batch: int, warmup: int, barrier, results, index: i
 
         def one_batch() -> int:
             rows = conn.execute(CLAIM, {"worker": worker, "limit": batch}).fetchall()
-            for run_id, fence in rows:
-                conn.execute(FINISH, {"run_id": run_id, "fence": fence})
+            if rows:
+                finished = conn.execute(FINISH_MANY, {
+                    "run_ids": [r for r, _ in rows], "fences": [f for _, f in rows],
+                    "n": len(rows)}).fetchone()[0]
+                assert finished == len(rows), "a claimed run was not finished"
             return len(rows)
 
         done = 0
