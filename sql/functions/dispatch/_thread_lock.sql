@@ -6,7 +6,9 @@
 -- "every message attached or held" hold under concurrent callers. Lock order: a caller
 -- that also locks the thread's run row (finish_run, retry_run, reap_stale, take_steering)
 -- locks the row FIRST and this lock second; submit_message never waits for a run row
--- lock while it holds this one.
+-- lock while it holds this one. A transaction that takes the locks of several threads
+-- (finish_runs, reap_stale) takes them in (agent_id, thread_id) order: two such
+-- transactions then never wait for each other in a circle.
 create or replace function runlane._thread_lock(p_agent_id text, p_thread_id text)
 returns void
 language plpgsql

@@ -35,14 +35,20 @@ begin
                   hint = 'Reap between 1 and 10000 runs per call.';
     end if;
 
+    -- The longest-expired runs, handled in thread lock order (runlane._thread_lock): a
+    -- requeue or close of a chat run takes its thread's lock until commit.
     for v_run in
-        select r.*
-        from runlane.runs as r
-        where r.state = 'running'
-          and r.lease_expires_at < reap_stale.p_now
-        order by r.lease_expires_at, r.run_id
-        limit reap_stale.p_limit
-        for update of r skip locked
+        select s.*
+        from (
+            select r.*
+            from runlane.runs as r
+            where r.state = 'running'
+              and r.lease_expires_at < reap_stale.p_now
+            order by r.lease_expires_at, r.run_id
+            limit reap_stale.p_limit
+            for update of r skip locked
+        ) as s
+        order by s.agent_id, s.thread_id, s.run_id
     loop
         if v_run.lane = 'interactive' and v_run.attempts < v_run.max_attempts then
             update runlane.runs as r

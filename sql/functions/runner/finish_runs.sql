@@ -19,10 +19,14 @@
 -- * Each run in its own subtransaction: a run that fails (RL001 fenced out, RL008
 --   unknown, 22023 a bad outcome, 40P01 a deadlock, …) is rolled back alone and reported
 --   with its SQLSTATE; its neighbours' outputs and finishes stand.
--- * Returns one row per run, in input order: ok, the run.first_response timing row when
---   one of its outputs stamped it (else null), the run.finished timing row (null when a
---   timing computation failed: a finish never fails for its report), and sqlstate
---   (null when ok).
+-- * Runs are finished in thread lock order, (agent_id, thread_id) then input position,
+--   not input order: finishing a chat run takes its thread's lock until commit, so two
+--   batches holding several threads' locks would otherwise deadlock (each waiting for a
+--   thread the other finished first). runlane._thread_lock states the rule.
+-- * Returns one row per run, in the order they were finished: ok, the run.first_response
+--   timing row when one of its outputs stamped it (else null), the run.finished timing
+--   row (null when a timing computation failed: a finish never fails for its report),
+--   and sqlstate (null when ok).
 -- * Whole-call refusals: 22004 when an array is null, 22023 when the run arrays differ in
 --   length, an output count is null or negative, or the counts do not add up to the
 --   outputs given.
@@ -45,7 +49,10 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_runs integer;
-    v_next integer := 1;  -- the first output of the current run
+    v_i integer;
+    v_order integer[];  -- input positions in thread lock order
+    v_first integer[];  -- per input position, the index of its first output
+    v_next integer;  -- the first output of the current run
     v_last integer;
     v_run runlane.runs;  -- the run as locked by _require_owner, before its close
     v_closed runlane.runs;  -- the run as closed
@@ -80,8 +87,23 @@ begin
                   hint = 'Each output count is zero or more; they add up to the outputs passed.';
     end if;
 
-    for v_i in 1 .. v_runs loop
+    select
+        array_agg(u.i order by r.agent_id, r.thread_id, u.i),
+        array_agg(u.first order by u.i)
+    into v_order, v_first
+    from (
+        select
+            c.i::integer as i,
+            p_run_ids[c.i] as id,
+            1 + coalesce(sum(c.n) over (order by c.i rows between unbounded preceding
+                                                    and 1 preceding), 0) as first
+        from unnest(p_output_counts) with ordinality as c (n, i)
+    ) as u
+    left join runlane.runs as r on r.run_id = u.id;
+
+    foreach v_i in array coalesce(v_order, '{}') loop
         run_id := p_run_ids[v_i];
+        v_next := v_first[v_i];
         v_last := v_next + p_output_counts[v_i] - 1;
         first_response := null;
         timing := null;
@@ -182,7 +204,6 @@ begin
             timing := null;
             finish_runs.sqlstate := sqlstate;  -- the handler's SQLSTATE
         end;
-        v_next := v_last + 1;
         return next;
     end loop;
 end;
