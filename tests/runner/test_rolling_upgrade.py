@@ -111,7 +111,14 @@ def direct_run(conn, agent_id: str, lane: str, wake_in: float | None) -> int:
 def wait_until(conn, sql: str, what: str, deadline: float = DRAIN_DEADLINE) -> None:
     end = time.monotonic() + deadline
     while not conn.execute(sql).fetchone()[0]:
-        assert time.monotonic() < end, f"gave up waiting: {what}"
+        if time.monotonic() >= end:
+            unfinished = conn.execute("""
+                select run_id, state, lane, agent_id, attempts, fence, lease_owner,
+                       wake_at - now(), lease_expires_at - now(), computer_id
+                from runlane.runs where state in ('queued', 'running')
+                order by run_id limit 20
+            """).fetchall()
+            pytest.fail(f"gave up waiting: {what}; unfinished runs: {unfinished}")
         time.sleep(0.2)
 
 
