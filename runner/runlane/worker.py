@@ -158,6 +158,8 @@ REGISTRY_INTERVAL = 30.0  # seconds; the contract step treats 2 minutes of silen
 # SQLSTATEs after which the same statement may be sent again on a fresh connection:
 # the connection broke (class 08, or no SQLSTATE at all) or the server ended the session.
 _RECONNECT_STATES = {"57P01", "57P02", "57P03"}
+# SQLSTATEs of a transaction the server rolled back to break a conflict.
+_ROLLED_BACK_STATES = {"40001", "40P01"}
 
 
 def _cached(probe: Callable[[], Any], ttl: float) -> Callable[[], Any]:
@@ -198,6 +200,14 @@ def is_connection_error(exc: BaseException) -> bool:
         return False
     state = exc.sqlstate
     return state is None or state.startswith("08") or state in _RECONNECT_STATES
+
+
+def is_resendable(exc: BaseException) -> bool:
+    """The statement's whole transaction was rolled back without effect, so sending it
+    again is safe: a broken connection, or a deadlock / serialization failure (one of
+    two finish batches sharing a thread is chosen as the deadlock victim)."""
+    return is_connection_error(exc) or (
+        isinstance(exc, psycopg.Error) and exc.sqlstate in _ROLLED_BACK_STATES)
 
 
 @dataclass
@@ -387,10 +397,12 @@ class Worker:
             kwargs=kwargs, name=f"runlane-{lane}")
             for lane in config.lanes}
         # And one connection per lane for claims only: a claim never queues behind runs.
-        self.claim_pools = {lane: AsyncConnectionPool(
-            config.dsn, min_size=1, max_size=1, open=False,
-            kwargs=kwargs, name=f"runlane-{lane}-claims")
-            for lane in config.lanes}
+        # A bare connection, not a pool of one: on the path from a notification to its
+        # claim there is no pool bookkeeping to pay. Opened by the lane's first pass,
+        # reopened by the pass after it broke.
+        self.claim_conns: dict[str, psycopg.AsyncConnection | None] = dict.fromkeys(
+            config.lanes)
+        self._conn_kwargs = kwargs
         self.claim_size = dict.fromkeys(config.lanes, config.claim_batch)
         # Finishes waiting to be sent together: (run, result, future) per lane.
         self.finishing: dict[str, list[tuple[RunHandle, StepResult, asyncio.Future]]] = {
@@ -404,10 +416,10 @@ class Worker:
 
     # -- database ----------------------------------------------------------------------
     async def db(self, lane: str, sql: str, params: dict[str, Any] | None = None,
-                 fetch: str = "one", retries: int | None = None,
-                 pool: AsyncConnectionPool | None = None) -> Any:
-        """One statement in its own transaction; resent on a fresh connection when the
-        connection itself broke (the pool drops broken connections).
+                 fetch: str = "one", retries: int | None = None) -> Any:
+        """One statement in its own transaction; resent when the connection itself broke
+        (on a fresh one: the pool drops broken connections) or the server rolled the
+        transaction back to break a deadlock or a serialization conflict.
 
         By default it keeps resending, with backoff, for up to half a lease: a server
         restart or a terminated backend then costs a pause, not a failed attempt or an
@@ -417,7 +429,7 @@ class Worker:
         backoff = 0.1
         for attempt in itertools.count():
             try:
-                async with (pool or self.pools[lane]).connection() as conn:
+                async with self.pools[lane].connection() as conn:
                     cur = conn.cursor(row_factory=dict_row)
                     await cur.execute(sql, params)
                     if fetch == "one":
@@ -426,7 +438,7 @@ class Worker:
                         return await cur.fetchall()
                     return None
             except psycopg.Error as exc:
-                if not is_connection_error(exc):
+                if not is_resendable(exc):
                     raise
                 if retries is not None:
                     if attempt >= retries:
@@ -448,7 +460,7 @@ class Worker:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
-        for pool in [*self.claim_pools.values(), *self.pools.values()]:
+        for pool in self.pools.values():
             await pool.open(wait=False)
         log.get().info("worker.started", **{
             "worker.id": self.config.worker_id, "worker.lanes": self.config.lanes,
@@ -473,8 +485,11 @@ class Worker:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
         await self._register(stopped=True)
-        for pool in [*self.claim_pools.values(), *self.pools.values()]:
+        for pool in self.pools.values():
             await pool.close()
+        for conn in self.claim_conns.values():
+            if conn is not None:
+                await conn.close()
         log.get().info("worker.stopped", **{
             "worker.id": self.config.worker_id,
             "dispatch.passes": sum(self.passes.values()),
@@ -568,12 +583,18 @@ class Worker:
         event = self.wake[lane]
         event.set()  # the startup pass
         ready = False
+        loop = asyncio.get_running_loop()
         while not self.stopping:
             timeout = self.config.scan_interval
             if self.admission.waiting:
                 timeout = min(timeout, self.config.admission_retry)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(event.wait(), timeout)
+            # The scan is a timer that sets the same event a notification sets (no task
+            # per wait, as asyncio.wait_for would create).
+            scan = loop.call_later(timeout, event.set)
+            try:
+                await event.wait()
+            finally:
+                scan.cancel()
             if self.stopping:
                 return
             event.clear()  # notifications from now on mark exactly one more pass
@@ -595,10 +616,7 @@ class Worker:
                 return
             self.claim_queries[lane] += 1
             limit = self.claim_size[lane]
-            rows = await self.db(lane, CLAIM, {
-                "worker": self.config.worker_id, "lanes": [lane],
-                "limit": limit, "lease": self.lease}, fetch="all", retries=0,
-                pool=self.claim_pools[lane])
+            rows = await self._claim(lane, limit)
             runs = [RunHandle(self, row) for row in rows]
             if runs:
                 prefetch = self._spawn(self._prefetch_messages(lane, runs))
@@ -611,6 +629,25 @@ class Worker:
             # A full page: more is likely waiting, take bigger pages (fewer claims).
             self.claim_size[lane] = min(limit * 2, self.config.claim_batch_max)
         self.wake[lane].set()  # the page budget ran out with work left: one more pass
+
+    async def _claim(self, lane: str, limit: int) -> list[dict[str, Any]]:
+        """One claim_runs call on the lane's own connection. A broken connection fails
+        the pass (the lane loop tries again shortly) and is reopened by the next one."""
+        conn = self.claim_conns[lane]
+        if conn is None or conn.closed:
+            conn = self.claim_conns[lane] = await psycopg.AsyncConnection.connect(
+                self.config.dsn, row_factory=dict_row, **self._conn_kwargs)
+        try:
+            cur = await conn.execute(CLAIM, {
+                "worker": self.config.worker_id, "lanes": [lane],
+                "limit": limit, "lease": self.lease})
+            return await cur.fetchall()
+        except psycopg.Error as exc:
+            if is_connection_error(exc) or conn.broken:
+                self.claim_conns[lane] = None
+                with contextlib.suppress(Exception):
+                    await conn.close()
+            raise
 
     def _spawn(self, coro: Any) -> asyncio.Task:
         task = asyncio.create_task(coro)
