@@ -10,7 +10,7 @@ import sys
 import click
 import psycopg
 
-from . import errors, log
+from . import errors, eventloop, log
 from .migrate import MigrationError, migrate
 
 dsn_option = click.option(
@@ -120,7 +120,7 @@ def worker_cmd(dsn: str, lanes: tuple[str, ...], agent_spec: str, worker_id: str
         config.metrics = Metrics(dsn)
         config.metrics.serve(metrics_port, metrics_addr)
         log.get().info("metrics.serving", **{"metrics.port": metrics_port})
-    asyncio.run(serve(config))
+    eventloop.run(serve(config))
 
 
 @main.command("tick")
@@ -356,7 +356,7 @@ def embedded_cmd(data_dir: str, agent_spec: str, scan_interval: float) -> None:
         click.echo(f"error: cannot load agent {agent_spec}: {exc}", err=True)
         sys.exit(1)
     try:
-        asyncio.run(serve_embedded(agent, data_dir or None, scan_interval=scan_interval))
+        eventloop.run(serve_embedded(agent, data_dir or None, scan_interval=scan_interval))
     except (psycopg.Error, RuntimeError) as exc:
         fail(exc)
 
