@@ -127,3 +127,53 @@ def test_concurrent_claimers_never_share_runs_computers_or_exceed_caps(conn, db_
         assert max_overlap(by_org[org]) <= cap, f"{org} exceeded its cap of {cap}"
     for computer, intervals in by_computer.items():
         assert max_overlap(intervals) == 1, f"{computer} had two owners at once"
+
+
+def test_claimers_of_a_trickling_chat_queue_never_share_a_run(conn, db_dsn):
+    """A chat queue fed one run at a time, claimed by eight claimers asking for up to ten:
+    nearly every claim finds the whole queue fitting in it (claim_runs' idle-queue path,
+    one statement to find and lock). Still every run is claimed exactly once."""
+    runs = 600
+    with conn.transaction():
+        for org in ("org-1", "org-2", "org-3"):
+            conn.execute("select runlane_test.org(%s, 1000)", (org,))
+            conn.execute("select runlane_test.agent(%s, %s, null)", (f"chat-{org}", org))
+    fed = threading.Event()
+    errors: list = []
+    claims: list = []
+
+    def feed() -> None:
+        with psycopg.connect(db_dsn, autocommit=True) as feeder:
+            for i in range(runs):
+                feeder.execute("select runlane_test.queued_run(%s, 'interactive', 'interactive')",
+                               (f"chat-org-{i % 3 + 1}",))
+        fed.set()
+
+    def claim(name: str) -> None:
+        try:
+            with psycopg.connect(db_dsn, autocommit=True) as mine:
+                while True:
+                    done = fed.is_set()
+                    rows = mine.execute(CLAIM, {"worker": name, "limit": 10,
+                                                "lanes": ["interactive"]}).fetchall()
+                    claims.extend((name, *row) for row in rows)
+                    if done and not rows:
+                        return
+        except Exception as exc:  # surfaced by the test, with the claimer's name
+            errors.append((name, exc))
+
+    threads = [threading.Thread(target=feed)] + [
+        threading.Thread(target=claim, args=(f"claimer-{i}",)) for i in range(CLAIMERS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors
+    assert not any(t.is_alive() for t in threads), "a claimer hung"
+    claimed = [c[1] for c in claims]
+    assert len(claimed) == runs and len(set(claimed)) == runs, "each run claimed exactly once"
+    assert conn.execute("""
+        select count(*) filter (where state = 'running' and attempts = 1 and fence = 1),
+               (select count(*) from runlane.run_events where event = 'run.claimed')
+        from runlane.runs
+    """).fetchone() == (runs, runs)

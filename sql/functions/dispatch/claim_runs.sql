@@ -96,6 +96,7 @@ declare
     v_accepted bigint[];
     v_computers_taken bigint[] := '{}';
     v_claimed bigint[];
+    v_idle boolean := false;
 begin
     -- GUARD: arguments a person can get wrong
     if p_worker is null or btrim(p_worker) = '' then
@@ -123,82 +124,174 @@ begin
                   hint = 'Call it in its own transaction with the default isolation level.';
     end if;
 
-    -- GUARD: organizations already at their cap (a hint to skip their rows cheaply; the
-    -- exact check comes after the organization locks below). Cost follows running rows.
-    v_full_orgs := '{}';
-    if 'background' = any(p_lanes) then
-        select coalesce(array_agg(busy.org_id), '{}')
-        into v_full_orgs
-        from (
-            select r.org_id, count(*) as running
+    -- GUARD: an idle queue, the chat latency that matters most. When every eligible run of
+    -- the lanes fits in this claim, no order can be unfair: the claim takes them all. So
+    -- when no background lane is asked for (no cap to count) and none of them is bound to
+    -- a computer (no lease to take), one statement finds and locks them, in the order the
+    -- fair path would return them, instead of a window and a second read. Decided in the
+    -- statement's own snapshot; more eligible runs than p_limit take the fair path below.
+    if not 'background' = any(p_lanes) then
+        with eligible as materialized (
+            select r.run_id, r.org_id, r.claim_class, r.computer_id
             from runlane.runs as r
-            where r.state = 'running' and r.lane = 'background'
-            group by r.org_id
-        ) as busy
-        join runlane.platform_settings as s on s.org_id = busy.org_id
-        where busy.running >= s.agent_max_concurrency;
-    end if;
-
-    -- Fair claim order, candidates first (no locks): per class, a loose index scan finds
-    -- every (lane, organization) with queued runs, then round robin across organizations
-    -- (round k = each organization's k-th oldest eligible run; within a round, oldest
-    -- first). v_target is more than p_limit so that rows concurrent claimers hold (and
-    -- skip-locked below) leave us enough; a short round asks again past those rows.
-    v_target := 2 * p_limit + 8;
-    for v_attempt in 1..4 loop
-        v_candidates := '{}';
-        v_later_known := false;
-        foreach v_class in array array[0, 1]::smallint[] loop
-            exit when cardinality(v_candidates) >= v_target;
-            v_need := v_target - cardinality(v_candidates);
-
-            if v_later_known then
-                -- Class 1 as the class-0 window saw it: the oldest of its eligible runs
-                -- (all of them when that window was not full), a prefix of the class in
-                -- run_id order, so the same exactness rule holds.
-                v_class_candidates := v_later_candidates;
-                v_org_count := v_later_orgs;
-                if v_later_whole or v_org_count >= v_need then
-                    v_candidates := v_candidates || v_class_candidates[1:v_need];
-                    continue;
-                end if;
-            else
-                -- GUARD: the window, the oldest eligible runs of this class and later ones
-                -- in claim order (runs_claim_order_idx). Every eligible run of the class
-                -- older than the window's newest is in it, so its round robin order is
-                -- exact when it holds the whole class or when its first round alone (one
-                -- run per organization) fills v_need. Class-1 rows in a class-0 window
-                -- are kept for class 1 (the class-0 rows all came before them).
-                select
-                    coalesce(array_agg(w.run_id order by w.round, w.run_id)
-                        filter (where w.claim_class = v_class), '{}'),
-                    count(*) filter (where w.claim_class = v_class),
-                    count(distinct w.org_id) filter (where w.claim_class = v_class),
-                    coalesce(array_agg(w.run_id order by w.round, w.run_id)
-                        filter (where w.claim_class > v_class), '{}'),
-                    count(*) filter (where w.claim_class > v_class),
-                    count(distinct w.org_id) filter (where w.claim_class > v_class)
-                into v_class_candidates, v_window_rows, v_org_count,
-                     v_later_candidates, v_later_rows, v_later_orgs
+            where r.state = 'queued'
+              and r.claim_class >= 0
+              and r.lane = any(p_lanes)
+              and (r.wake_at is null or r.wake_at <= now())
+            order by r.claim_class, r.run_id
+            limit p_limit + 1
+        ),
+        fits as (
+            select count(*) <= p_limit and count(e.computer_id) = 0 as all_taken
+            from eligible as e
+        ),
+        locked as (
+            select r.run_id
+            from runlane.runs as r
+            where r.run_id in (select e.run_id from eligible as e)
+              and (select f.all_taken from fits as f)
+              and r.state = 'queued'
+              and (r.wake_at is null or r.wake_at <= now())
+            for update of r skip locked
+        )
+        select
+            f.all_taken,
+            coalesce((
+                select array_agg(o.run_id order by o.claim_class, o.round, o.run_id)
                 from (
                     select
-                        c.run_id,
-                        c.org_id,
-                        c.claim_class,
+                        e.run_id,
+                        e.claim_class,
                         row_number() over (
-                            partition by c.claim_class, c.org_id order by c.run_id
+                            partition by e.claim_class, e.org_id order by e.run_id
                         ) as round
+                    from eligible as e
+                    where e.run_id in (select k.run_id from locked as k)
+                ) as o
+            ), '{}')
+        into v_idle, v_locked
+        from fits as f;
+
+        if v_idle and cardinality(v_locked) = 0 then
+            return;
+        end if;
+    end if;
+
+    if v_idle then
+        v_accepted := v_locked;  -- no background run to cap, no computer to lease
+    else
+        -- GUARD: organizations already at their cap (a hint to skip their rows cheaply; the
+        -- exact check comes after the organization locks below). Cost follows running rows.
+        v_full_orgs := '{}';
+        if 'background' = any(p_lanes) then
+            select coalesce(array_agg(busy.org_id), '{}')
+            into v_full_orgs
+            from (
+                select r.org_id, count(*) as running
+                from runlane.runs as r
+                where r.state = 'running' and r.lane = 'background'
+                group by r.org_id
+            ) as busy
+            join runlane.platform_settings as s on s.org_id = busy.org_id
+            where busy.running >= s.agent_max_concurrency;
+        end if;
+
+        -- Fair claim order, candidates first (no locks): per class, a loose index scan finds
+        -- every (lane, organization) with queued runs, then round robin across organizations
+        -- (round k = each organization's k-th oldest eligible run; within a round, oldest
+        -- first). v_target is more than p_limit so that rows concurrent claimers hold (and
+        -- skip-locked below) leave us enough; a short round asks again past those rows.
+        v_target := 2 * p_limit + 8;
+        for v_attempt in 1..4 loop
+            v_candidates := '{}';
+            v_later_known := false;
+            foreach v_class in array array[0, 1]::smallint[] loop
+                exit when cardinality(v_candidates) >= v_target;
+                v_need := v_target - cardinality(v_candidates);
+
+                if v_later_known then
+                    -- Class 1 as the class-0 window saw it: the oldest of its eligible runs
+                    -- (all of them when that window was not full), a prefix of the class in
+                    -- run_id order, so the same exactness rule holds.
+                    v_class_candidates := v_later_candidates;
+                    v_org_count := v_later_orgs;
+                    if v_later_whole or v_org_count >= v_need then
+                        v_candidates := v_candidates || v_class_candidates[1:v_need];
+                        continue;
+                    end if;
+                else
+                    -- GUARD: the window, the oldest eligible runs of this class and later ones
+                    -- in claim order (runs_claim_order_idx). Every eligible run of the class
+                    -- older than the window's newest is in it, so its round robin order is
+                    -- exact when it holds the whole class or when its first round alone (one
+                    -- run per organization) fills v_need. Class-1 rows in a class-0 window
+                    -- are kept for class 1 (the class-0 rows all came before them).
+                    select
+                        coalesce(array_agg(w.run_id order by w.round, w.run_id)
+                            filter (where w.claim_class = v_class), '{}'),
+                        count(*) filter (where w.claim_class = v_class),
+                        count(distinct w.org_id) filter (where w.claim_class = v_class),
+                        coalesce(array_agg(w.run_id order by w.round, w.run_id)
+                            filter (where w.claim_class > v_class), '{}'),
+                        count(*) filter (where w.claim_class > v_class),
+                        count(distinct w.org_id) filter (where w.claim_class > v_class)
+                    into v_class_candidates, v_window_rows, v_org_count,
+                         v_later_candidates, v_later_rows, v_later_orgs
                     from (
-                        -- (claim_class >= and the full index order keep the planner on
-                        -- runs_claim_order_idx, never on a primary-key walk through history)
-                        select r.run_id, r.org_id, r.claim_class
+                        select
+                            c.run_id,
+                            c.org_id,
+                            c.claim_class,
+                            row_number() over (
+                                partition by c.claim_class, c.org_id order by c.run_id
+                            ) as round
+                        from (
+                            -- (claim_class >= and the full index order keep the planner on
+                            -- runs_claim_order_idx, never on a primary-key walk through history)
+                            select r.run_id, r.org_id, r.claim_class
+                            from runlane.runs as r
+                            where r.state = 'queued'
+                              and r.claim_class >= v_class
+                              and r.lane = any(p_lanes)
+                              and r.run_id <> all(v_tried)
+                              and (r.wake_at is null or r.wake_at <= now())
+                              and not (r.lane = 'background' and r.org_id = any(v_full_orgs))
+                              and (r.computer_id is null or not exists (
+                                  select 1
+                                  from runlane.computer_leases as cl
+                                  where cl.computer_id = r.computer_id
+                                    and cl.expires_at > now()
+                                    and cl.run_id <> r.run_id
+                              ))
+                            order by r.claim_class, r.run_id
+                            limit 4 * v_need
+                        ) as c
+                    ) as w;
+
+                    -- Class 1 needs no window of its own when this one holds class-1 rows
+                    -- (or the window was not full: then class 1 has no eligible run).
+                    v_later_whole := v_window_rows + v_later_rows < 4 * v_need;
+                    v_later_known := v_class = 0 and (v_later_rows > 0 or v_later_whole);
+                    if v_window_rows < 4 * v_need or v_org_count >= v_need then
+                        v_candidates := v_candidates || v_class_candidates[1:v_need];
+                        continue;
+                    end if;
+                end if;
+
+                -- GUARD: a few organizations fill the window (a skewed queue). A loose index
+                -- scan (runs_fair_claim_idx) descends once per (lane, organization) and reads
+                -- only that organization's oldest eligible run: its head, never the rest.
+                with recursive heads (lane, org_id, run_id) as (
+                    select l.lane, h.org_id, h.run_id
+                    from unnest(p_lanes) as l (lane)
+                    cross join lateral (
+                        select r.org_id, r.run_id
                         from runlane.runs as r
                         where r.state = 'queued'
-                          and r.claim_class >= v_class
-                          and r.lane = any(p_lanes)
+                          and r.claim_class = v_class
+                          and r.lane = l.lane
                           and r.run_id <> all(v_tried)
                           and (r.wake_at is null or r.wake_at <= now())
-                          and not (r.lane = 'background' and r.org_id = any(v_full_orgs))
                           and (r.computer_id is null or not exists (
                               select 1
                               from runlane.computer_leases as cl
@@ -206,114 +299,19 @@ begin
                                 and cl.expires_at > now()
                                 and cl.run_id <> r.run_id
                           ))
-                        order by r.claim_class, r.run_id
-                        limit 4 * v_need
-                    ) as c
-                ) as w;
-
-                -- Class 1 needs no window of its own when this one holds class-1 rows
-                -- (or the window was not full: then class 1 has no eligible run).
-                v_later_whole := v_window_rows + v_later_rows < 4 * v_need;
-                v_later_known := v_class = 0 and (v_later_rows > 0 or v_later_whole);
-                if v_window_rows < 4 * v_need or v_org_count >= v_need then
-                    v_candidates := v_candidates || v_class_candidates[1:v_need];
-                    continue;
-                end if;
-            end if;
-
-            -- GUARD: a few organizations fill the window (a skewed queue). A loose index
-            -- scan (runs_fair_claim_idx) descends once per (lane, organization) and reads
-            -- only that organization's oldest eligible run: its head, never the rest.
-            with recursive heads (lane, org_id, run_id) as (
-                select l.lane, h.org_id, h.run_id
-                from unnest(p_lanes) as l (lane)
-                cross join lateral (
-                    select r.org_id, r.run_id
-                    from runlane.runs as r
-                    where r.state = 'queued'
-                      and r.claim_class = v_class
-                      and r.lane = l.lane
-                      and r.run_id <> all(v_tried)
-                      and (r.wake_at is null or r.wake_at <= now())
-                      and (r.computer_id is null or not exists (
-                          select 1
-                          from runlane.computer_leases as cl
-                          where cl.computer_id = r.computer_id
-                            and cl.expires_at > now()
-                            and cl.run_id <> r.run_id
-                      ))
-                    order by r.org_id, r.run_id
-                    limit 1
-                ) as h
-                union all
-                select o.lane, h.org_id, h.run_id
-                from heads as o
-                cross join lateral (
-                    select r.org_id, r.run_id
-                    from runlane.runs as r
-                    where r.state = 'queued'
-                      and r.claim_class = v_class
-                      and r.lane = o.lane
-                      and r.org_id > o.org_id
-                      and r.run_id <> all(v_tried)
-                      and (r.wake_at is null or r.wake_at <= now())
-                      and (r.computer_id is null or not exists (
-                          select 1
-                          from runlane.computer_leases as cl
-                          where cl.computer_id = r.computer_id
-                            and cl.expires_at > now()
-                            and cl.run_id <> r.run_id
-                      ))
-                    order by r.org_id, r.run_id
-                    limit 1
-                ) as h
-            )
-            select
-                coalesce(array_agg(h.lane), '{}'),
-                coalesce(array_agg(h.org_id), '{}'),
-                coalesce(array_agg(h.run_id), '{}'),
-                count(distinct h.org_id)
-            into v_scan_lanes, v_scan_orgs, v_scan_heads, v_org_count
-            from heads as h
-            where not (h.lane = 'background' and h.org_id = any(v_full_orgs));
-
-            continue when v_org_count = 0;
-
-            -- Enough organizations: round one (each one's oldest head across lanes) is it.
-            if v_org_count >= v_need then
-                select coalesce(array_agg(f.run_id order by f.run_id), '{}')
-                into v_class_candidates
-                from (
-                    select min(h.run_id) as run_id
-                    from unnest(v_scan_orgs, v_scan_heads) as h (org_id, run_id)
-                    group by h.org_id
-                    order by 1
-                    limit v_need
-                ) as f;
-                v_candidates := v_candidates || v_class_candidates;
-                continue;
-            end if;
-
-            -- Rounds: each organization's k oldest eligible runs (merged across lanes),
-            -- k grown until the class yields v_need candidates or no organization has more.
-            v_k := ceil(v_need::numeric / v_org_count)::int;
-            loop
-                select
-                    coalesce(array_agg(c.run_id order by c.round, c.run_id), '{}'),
-                    count(*) filter (where c.round = v_k)
-                into v_class_candidates, v_saturated
-                from (
-                    select
-                        h.run_id,
-                        row_number() over (partition by o.org_id order by h.run_id) as round
-                    from unnest(v_scan_lanes, v_scan_orgs) as o (lane, org_id)
+                        order by r.org_id, r.run_id
+                        limit 1
+                    ) as h
+                    union all
+                    select o.lane, h.org_id, h.run_id
+                    from heads as o
                     cross join lateral (
-                        select r.run_id
+                        select r.org_id, r.run_id
                         from runlane.runs as r
                         where r.state = 'queued'
                           and r.claim_class = v_class
                           and r.lane = o.lane
-                          and r.org_id = o.org_id
+                          and r.org_id > o.org_id
                           and r.run_id <> all(v_tried)
                           and (r.wake_at is null or r.wake_at <= now())
                           and (r.computer_id is null or not exists (
@@ -323,97 +321,157 @@ begin
                                 and cl.expires_at > now()
                                 and cl.run_id <> r.run_id
                           ))
-                        order by r.org_id, r.run_id  -- (the index's order, not the primary key's)
-                        limit v_k
+                        order by r.org_id, r.run_id
+                        limit 1
                     ) as h
-                ) as c
-                where c.round <= v_k;
+                )
+                select
+                    coalesce(array_agg(h.lane), '{}'),
+                    coalesce(array_agg(h.org_id), '{}'),
+                    coalesce(array_agg(h.run_id), '{}'),
+                    count(distinct h.org_id)
+                into v_scan_lanes, v_scan_orgs, v_scan_heads, v_org_count
+                from heads as h
+                where not (h.lane = 'background' and h.org_id = any(v_full_orgs));
 
-                exit when cardinality(v_class_candidates) >= v_need or v_saturated = 0;
-                v_k := v_k + ceil((v_need - cardinality(v_class_candidates))::numeric / v_saturated)::int;
+                continue when v_org_count = 0;
+
+                -- Enough organizations: round one (each one's oldest head across lanes) is it.
+                if v_org_count >= v_need then
+                    select coalesce(array_agg(f.run_id order by f.run_id), '{}')
+                    into v_class_candidates
+                    from (
+                        select min(h.run_id) as run_id
+                        from unnest(v_scan_orgs, v_scan_heads) as h (org_id, run_id)
+                        group by h.org_id
+                        order by 1
+                        limit v_need
+                    ) as f;
+                    v_candidates := v_candidates || v_class_candidates;
+                    continue;
+                end if;
+
+                -- Rounds: each organization's k oldest eligible runs (merged across lanes),
+                -- k grown until the class yields v_need candidates or no organization has more.
+                v_k := ceil(v_need::numeric / v_org_count)::int;
+                loop
+                    select
+                        coalesce(array_agg(c.run_id order by c.round, c.run_id), '{}'),
+                        count(*) filter (where c.round = v_k)
+                    into v_class_candidates, v_saturated
+                    from (
+                        select
+                            h.run_id,
+                            row_number() over (partition by o.org_id order by h.run_id) as round
+                        from unnest(v_scan_lanes, v_scan_orgs) as o (lane, org_id)
+                        cross join lateral (
+                            select r.run_id
+                            from runlane.runs as r
+                            where r.state = 'queued'
+                              and r.claim_class = v_class
+                              and r.lane = o.lane
+                              and r.org_id = o.org_id
+                              and r.run_id <> all(v_tried)
+                              and (r.wake_at is null or r.wake_at <= now())
+                              and (r.computer_id is null or not exists (
+                                  select 1
+                                  from runlane.computer_leases as cl
+                                  where cl.computer_id = r.computer_id
+                                    and cl.expires_at > now()
+                                    and cl.run_id <> r.run_id
+                              ))
+                            order by r.org_id, r.run_id  -- (the index's order, not the primary key's)
+                            limit v_k
+                        ) as h
+                    ) as c
+                    where c.round <= v_k;
+
+                    exit when cardinality(v_class_candidates) >= v_need or v_saturated = 0;
+                    v_k := v_k + ceil((v_need - cardinality(v_class_candidates))::numeric / v_saturated)::int;
+                end loop;
+
+                v_candidates := v_candidates || v_class_candidates[1:v_need];
             end loop;
 
-            v_candidates := v_candidates || v_class_candidates[1:v_need];
+            exit when cardinality(v_candidates) = 0;
+
+            -- Lock in claim order, skipping rows other claimers hold; a row claimed and
+            -- committed since the candidates were read is re-checked and left out. Also
+            -- noted: the organizations of locked background runs and the computers of locked
+            -- runs (what the cap and the computer lease below need).
+            select
+                coalesce(array_agg(c.run_id order by c.position), '{}'),
+                coalesce(array_agg(c.org_id) filter (where c.lane = 'background'), '{}'),
+                coalesce(array_agg(c.computer_id) filter (where c.computer_id is not null), '{}')
+            into v_more, v_more_orgs, v_more_computers
+            from (
+                select r.run_id, r.org_id, r.lane, r.computer_id, w.position
+                from unnest(v_candidates) with ordinality as w (run_id, position)
+                join runlane.runs as r on r.run_id = w.run_id
+                where r.state = 'queued'
+                  and (r.wake_at is null or r.wake_at <= now())
+                  and (r.computer_id is null or not exists (
+                      select 1
+                      from runlane.computer_leases as cl
+                      where cl.computer_id = r.computer_id
+                        and cl.expires_at > now()
+                        and cl.run_id <> r.run_id
+                  ))
+                order by w.position
+                limit p_limit - cardinality(v_locked)
+                for update of r skip locked
+            ) as c;
+            v_locked := v_locked || v_more;
+            v_orgs := v_orgs || v_more_orgs;
+            v_computers := v_computers || v_more_computers;
+
+            exit when cardinality(v_locked) >= p_limit or cardinality(v_candidates) < v_target;
+            v_tried := v_tried || v_candidates;
         end loop;
 
-        exit when cardinality(v_candidates) = 0;
-
-        -- Lock in claim order, skipping rows other claimers hold; a row claimed and
-        -- committed since the candidates were read is re-checked and left out. Also
-        -- noted: the organizations of locked background runs and the computers of locked
-        -- runs (what the cap and the computer lease below need).
-        select
-            coalesce(array_agg(c.run_id order by c.position), '{}'),
-            coalesce(array_agg(c.org_id) filter (where c.lane = 'background'), '{}'),
-            coalesce(array_agg(c.computer_id) filter (where c.computer_id is not null), '{}')
-        into v_more, v_more_orgs, v_more_computers
-        from (
-            select r.run_id, r.org_id, r.lane, r.computer_id, w.position
-            from unnest(v_candidates) with ordinality as w (run_id, position)
-            join runlane.runs as r on r.run_id = w.run_id
-            where r.state = 'queued'
-              and (r.wake_at is null or r.wake_at <= now())
-              and (r.computer_id is null or not exists (
-                  select 1
-                  from runlane.computer_leases as cl
-                  where cl.computer_id = r.computer_id
-                    and cl.expires_at > now()
-                    and cl.run_id <> r.run_id
-              ))
-            order by w.position
-            limit p_limit - cardinality(v_locked)
-            for update of r skip locked
-        ) as c;
-        v_locked := v_locked || v_more;
-        v_orgs := v_orgs || v_more_orgs;
-        v_computers := v_computers || v_more_computers;
-
-        exit when cardinality(v_locked) >= p_limit or cardinality(v_candidates) < v_target;
-        v_tried := v_tried || v_candidates;
-    end loop;
-
-    if cardinality(v_locked) = 0 then
-        return;
-    end if;
-
-    if cardinality(v_orgs) = 0 and cardinality(v_computers) <= 1 then
-        -- No background run to cap, no computer wanted twice: every locked run is taken.
-        v_accepted := v_locked;
-    else
-        -- GUARD: serialize background claims per organization, in a fixed order (no
-        -- deadlocks). FOR NO KEY UPDATE leaves foreign-key checks of new runs unblocked.
-        if cardinality(v_orgs) > 0 then
-            perform 1
-            from runlane.platform_settings as s
-            where s.org_id = any(v_orgs)
-            order by s.org_id
-            for no key update;
+        if cardinality(v_locked) = 0 then
+            return;
         end if;
 
-        -- A new statement, a new snapshot: running counts now include every claim that
-        -- committed while we waited for the organization locks.
-        select coalesce(array_agg(k.run_id order by k.position), '{}')
-        into v_accepted
-        from (
-            select
-                r.run_id,
-                r.org_id,
-                r.lane,
-                r.computer_id,
-                l.position,
-                row_number() over (partition by r.org_id, r.lane order by l.position) as org_rank,
-                row_number() over (partition by r.computer_id order by l.position) as computer_rank
-            from unnest(v_locked) with ordinality as l (run_id, position)
-            join runlane.runs as r on r.run_id = l.run_id
-        ) as k
-        join runlane.platform_settings as s on s.org_id = k.org_id
-        left join lateral (
-            select count(*) as running
-            from runlane.runs as busy
-            where busy.org_id = k.org_id and busy.lane = 'background' and busy.state = 'running'
-        ) as b on k.lane = 'background'
-        where (k.lane <> 'background' or k.org_rank <= s.agent_max_concurrency - b.running)
-          and (k.computer_id is null or k.computer_rank = 1);
+        if cardinality(v_orgs) = 0 and cardinality(v_computers) <= 1 then
+            -- No background run to cap, no computer wanted twice: every locked run is taken.
+            v_accepted := v_locked;
+        else
+            -- GUARD: serialize background claims per organization, in a fixed order (no
+            -- deadlocks). FOR NO KEY UPDATE leaves foreign-key checks of new runs unblocked.
+            if cardinality(v_orgs) > 0 then
+                perform 1
+                from runlane.platform_settings as s
+                where s.org_id = any(v_orgs)
+                order by s.org_id
+                for no key update;
+            end if;
+
+            -- A new statement, a new snapshot: running counts now include every claim that
+            -- committed while we waited for the organization locks.
+            select coalesce(array_agg(k.run_id order by k.position), '{}')
+            into v_accepted
+            from (
+                select
+                    r.run_id,
+                    r.org_id,
+                    r.lane,
+                    r.computer_id,
+                    l.position,
+                    row_number() over (partition by r.org_id, r.lane order by l.position) as org_rank,
+                    row_number() over (partition by r.computer_id order by l.position) as computer_rank
+                from unnest(v_locked) with ordinality as l (run_id, position)
+                join runlane.runs as r on r.run_id = l.run_id
+            ) as k
+            join runlane.platform_settings as s on s.org_id = k.org_id
+            left join lateral (
+                select count(*) as running
+                from runlane.runs as busy
+                where busy.org_id = k.org_id and busy.lane = 'background' and busy.state = 'running'
+            ) as b on k.lane = 'background'
+            where (k.lane <> 'background' or k.org_rank <= s.agent_max_concurrency - b.running)
+              and (k.computer_id is null or k.computer_rank = 1);
+        end if;
     end if;
 
     -- Computer ownership first: a lease that is live for another run is left alone, and
