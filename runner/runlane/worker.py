@@ -47,6 +47,7 @@ from datetime import timedelta
 from typing import Any
 
 import psycopg
+from psycopg import pq
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -592,6 +593,8 @@ class Worker:
                 pgconn.consume_input()
                 while (notification := pgconn.notifies()) is not None:
                     self._on_notify(notification.extra.decode())
+                if pgconn.status != pq.ConnStatus.OK:  # never spin on a dead socket
+                    raise psycopg.OperationalError("the listening connection is gone")
             except psycopg.Error as exc:
                 if not lost.done():
                     lost.set_exception(exc)
