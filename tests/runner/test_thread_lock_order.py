@@ -15,14 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
-from worker_helpers import make_agent, submit, wait_until
+from worker_helpers import claimed_chat_run, make_agent, wait_until
 
 from runlane.worker import FINISH_RUNS, pg_array
-
-
-def claimed(conn, agent_id: str, thread_id: str) -> tuple[int, int]:
-    run_id = submit(conn, agent_id, thread_id, "hello", publish=False)
-    return run_id, conn.execute("select runlane_test.claimed(%s)", (run_id,)).fetchone()[0]
 
 
 def against_a_crossing_session(conn, db_dsn: str, agent: str,
@@ -52,7 +47,8 @@ def against_a_crossing_session(conn, db_dsn: str, agent: str,
 
 def test_a_finish_batch_takes_thread_locks_in_order_whatever_the_input_order(conn, db_dsn):
     agent = make_agent(conn, "agent-locks")
-    run_a, run_b = claimed(conn, agent, "thread-a"), claimed(conn, agent, "thread-b")
+    run_a = claimed_chat_run(conn, agent, "thread-a")
+    run_b = claimed_chat_run(conn, agent, "thread-b")
     params = {"run_ids": [run_b[0], run_a[0]], "fences": [run_b[1], run_a[1]],
               "outcomes": ["succeeded", "succeeded"], "errors": [None, None],
               "costs": [0, 0], "counts": [1, 1], "kinds": ["text", "text"],
@@ -70,7 +66,8 @@ def test_a_finish_batch_takes_thread_locks_in_order_whatever_the_input_order(con
 
 def test_reap_stale_takes_thread_locks_in_order_whatever_expired_first(conn, db_dsn):
     agent = make_agent(conn, "agent-locks")
-    run_a, run_b = claimed(conn, agent, "thread-a"), claimed(conn, agent, "thread-b")
+    run_a = claimed_chat_run(conn, agent, "thread-a")
+    run_b = claimed_chat_run(conn, agent, "thread-b")
     conn.execute("update runlane.runs set lease_expires_at = now() - case run_id "
                  "when %s then interval '2 minutes' else interval '1 minute' end "
                  "where run_id in (%s, %s)", (run_b[0], run_a[0], run_b[0]))

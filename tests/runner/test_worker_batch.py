@@ -7,7 +7,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 import worker_helpers
-from worker_helpers import MARKER, make_agent, submit, wait_until
+from worker_helpers import MARKER, claimed_chat_run, make_agent, submit, wait_until
 
 from runlane.worker import FINISH_RUNS, RUN_MESSAGES_MANY, pg_array
 
@@ -17,14 +17,8 @@ TRICKY = ['say "hi"', "back\\slash \\\"", "{braces, commas}", "NULL", "", "é ü
           "tab\there", "'single'"]
 
 
-def claimed(conn, agent_id: str, text: str) -> tuple[int, int]:
-    run_id = submit(conn, agent_id, "thread-1", text, publish=False)
-    fence = conn.execute("select runlane_test.claimed(%s)", (run_id,)).fetchone()[0]
-    return run_id, fence
-
-
 def test_array_literals_carry_any_text_and_cost_exactly_through_finish_runs(conn):
-    runs = [claimed(conn, make_agent(conn, f"agent-b{i}"), "hello") for i in range(3)]
+    runs = [claimed_chat_run(conn, make_agent(conn, f"agent-b{i}")) for i in range(3)]
     costs = [0.0001, 0, 1.5]
     bodies = [TRICKY[:4], TRICKY[4:], []]
     params = {
@@ -48,8 +42,8 @@ def test_array_literals_carry_any_text_and_cost_exactly_through_finish_runs(conn
 
 
 def test_a_batch_read_returns_each_owned_runs_messages_and_nothing_of_a_lost_one(conn):
-    mine = claimed(conn, make_agent(conn, "agent-m1"), TRICKY[1])
-    lost = claimed(conn, make_agent(conn, "agent-m2"), "taken over")
+    mine = claimed_chat_run(conn, make_agent(conn, "agent-m1"), text=TRICKY[1])
+    lost = claimed_chat_run(conn, make_agent(conn, "agent-m2"), text="taken over")
     conn.execute("select runlane_test.claimed(%s)", (lost[0],))  # another owner now
     rows = conn.execute(RUN_MESSAGES_MANY, {
         "run_ids": pg_array([mine[0], lost[0]]), "fences": pg_array([mine[1], lost[1]])}

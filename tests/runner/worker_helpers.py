@@ -140,6 +140,13 @@ def submit(conn: psycopg.Connection, agent_id: str, thread_id: str, text: str,
     return run_id
 
 
+def claimed_chat_run(conn: psycopg.Connection, agent_id: str, thread_id: str = "thread-1",
+                     text: str = "hello") -> tuple[int, int]:
+    """A chat message's run, claimed by a test claimer (runlane_test.claimed): (run id, fence)."""
+    run_id = submit(conn, agent_id, thread_id, text, publish=False)
+    return run_id, conn.execute("select runlane_test.claimed(%s)", (run_id,)).fetchone()[0]
+
+
 def background_run(conn: psycopg.Connection, agent_id: str, publish: bool = True) -> int:
     run_id = conn.execute("select runlane_test.queued_run(%s, 'background', 'manual')",
                           (agent_id,)).fetchone()[0]
