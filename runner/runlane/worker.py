@@ -565,8 +565,7 @@ class Worker:
         while not self.stopping:
             try:
                 async with await psycopg.AsyncConnection.connect(
-                        self.config.dsn, autocommit=True,
-                        application_name=self.config.application_name) as conn:
+                        self.config.dsn, **self._conn_kwargs) as conn:
                     await conn.execute(f"listen {CHANNEL}")
                     log.get().info("listener.reconnected" if connected_before
                                    else "listener.listening",
