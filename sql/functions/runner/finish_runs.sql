@@ -95,8 +95,7 @@ begin
         select
             c.i::integer as i,
             p_run_ids[c.i] as id,
-            1 + coalesce(sum(c.n) over (order by c.i rows between unbounded preceding
-                                                    and 1 preceding), 0) as first
+            sum(c.n) over (order by c.i) - c.n + 1 as first
         from unnest(p_output_counts) with ordinality as c (n, i)
     ) as u
     left join runlane.runs as r on r.run_id = u.id;
