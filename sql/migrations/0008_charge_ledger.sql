@@ -47,9 +47,9 @@ select
     r.run_id,
     r.org_id,
     a.owner_id,
-    greatest(r.attempts, 1),
-    r.cost,
-    coalesce(r.finished_at, r.created_at)
+    greatest(r.attempts, 1) as attempt,
+    r.cost as amount,
+    coalesce(r.finished_at, r.created_at) as charged_at
 from runlane.runs as r
 inner join runlane.agents as a on r.agent_id = a.agent_id
 where r.cost > 0 and r.cost < 'Infinity'::numeric
@@ -58,7 +58,7 @@ order by r.run_id;
 insert into runlane.charge_buckets (owner_id, bucket_start, amount)
 select
     c.owner_id,
-    date_bin('15 minutes', c.charged_at, timestamptz '2000-01-01 00:00:00+00'),
-    sum(c.amount)
+    date_bin('15 minutes', c.charged_at, timestamptz '2000-01-01 00:00:00+00') as bucket_start,
+    sum(c.amount) as amount
 from runlane.charges as c
-group by 1, 2;
+group by c.owner_id, bucket_start;
