@@ -308,7 +308,8 @@ class RunHandle:
         # Cost an older runner carried in the checkpoint, not yet charged: passed with
         # the finish. ctx.charge() records its amounts at once and never adds here.
         self.cost: float = float(saved.get("cost", 0))
-        self._charges: list[asyncio.Task] = []  # runlane.charge calls in flight
+        self._unsent: list[Any] = []  # charges not yet sent, in order
+        self._charging: asyncio.Task | None = None  # sends them, one call at a time
         self._messages: list[Message] | None = None  # read once per attempt
         # The claimed batch's messages, read in one call right after the claim.
         self.prefetch: asyncio.Task | None = None
@@ -397,19 +398,33 @@ class RunHandle:
     def charge(self, cost: float) -> None:
         """Records `cost` at once (runlane.charge, its own commit) without blocking the
         step; the step's end, a retry and a release wait for it (settle_charges), and a
-        refused amount fails the step."""
+        refused amount fails the step. A run's charges go one call at a time, in order,
+        so an agent charging in a loop holds one pool connection, not the lane's pool."""
         if cost == 0:
             return
-        task = asyncio.ensure_future(self._call(CHARGE, {"amount": cost}))
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved
-        self._charges.append(task)
+        self._unsent.append(cost)
+        if self._charging is None:
+            self._charging = asyncio.ensure_future(self._send_charges())
+            self._charging.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+    async def _send_charges(self) -> None:
+        refused: Exception | None = None
+        try:
+            while self._unsent:  # no await between the last check and the end
+                amount = self._unsent.pop(0)
+                try:
+                    await self._call(CHARGE, {"amount": amount})
+                except psycopg.Error as exc:  # this charge refused: the others still go
+                    refused = refused or exc
+        finally:
+            self._charging = None
+        if refused is not None:
+            raise refused
 
     async def settle_charges(self) -> None:
-        """Waits until every charge sent so far is recorded; raises the first refusal."""
-        while self._charges:
-            pending, self._charges = self._charges, []
-            for task in pending:
-                await task
+        """Waits until every charge made so far is recorded; raises the first refusal."""
+        if self._charging is not None:
+            await self._charging
 
     @property
     def fields(self) -> dict[str, Any]:

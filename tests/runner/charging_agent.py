@@ -1,24 +1,29 @@
-"""A test agent that spends and then fails: every attempt charges RUNLANE_CHARGING_TIMES
-x RUNLANE_CHARGING_AMOUNT (3 x 5.0), then raises, or with RUNLANE_CHARGING_HANG=1 waits
-for ever after its charges (a worker to kill mid-step)."""
+"""A test agent that spends: every attempt charges each of RUNLANE_CHARGING_AMOUNTS
+(comma-separated, default 5.0,5.0,5.0) without awaiting, then does RUNLANE_CHARGING_THEN:
+`raise` (default: the attempt fails), `hang` (waits for ever: a worker to kill
+mid-step) or `succeed`."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 
+from runlane.agents import done
+
 
 class Charging:
     def __init__(self) -> None:
-        self.amount = float(os.environ.get("RUNLANE_CHARGING_AMOUNT", "5.0"))
-        self.times = int(os.environ.get("RUNLANE_CHARGING_TIMES", "3"))
-        self.hang = os.environ.get("RUNLANE_CHARGING_HANG") == "1"
+        self.amounts = [float(a) for a in
+                        os.environ.get("RUNLANE_CHARGING_AMOUNTS", "5.0,5.0,5.0").split(",")]
+        self.then = os.environ.get("RUNLANE_CHARGING_THEN", "raise")
 
     async def step(self, ctx):
-        for _ in range(self.times):
-            ctx.charge(self.amount)
-        if self.hang:
+        for amount in self.amounts:
+            ctx.charge(amount)
+        if self.then == "hang":
             await asyncio.Event().wait()
+        if self.then == "succeed":
+            return done()
         raise RuntimeError("the tool failed after spending")
 
 

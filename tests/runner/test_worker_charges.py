@@ -1,6 +1,7 @@
 """Spend charged by a real worker's agent is recorded when it is made: an agent that
 charges and then fails on every attempt has all of it counted in its owner's week (and
-"Run now" then answers RL005), and a charge survives the worker being killed mid-step."""
+"Run now" then answers RL005), a charge survives the worker being killed mid-step, and a
+refused amount fails the step while the good charges around it stay."""
 
 from __future__ import annotations
 
@@ -62,8 +63,8 @@ def test_a_charge_is_recorded_before_the_step_ends_and_survives_a_killed_worker(
     run_id = run_now(conn, "agent-hang")
     worker = workers("--agent", "charging_agent:agent", "--no-maintenance",
                      lanes=("background",),
-                     env={"RUNLANE_CHARGING_HANG": "1", "RUNLANE_CHARGING_TIMES": "2",
-                          "RUNLANE_CHARGING_AMOUNT": "1.25"})
+                     env={"RUNLANE_CHARGING_THEN": "hang",
+                          "RUNLANE_CHARGING_AMOUNTS": "1.25,1.25"})
     wait_until(lambda: weekly_spend(conn) == Decimal("2.5"),
                what="the step's charges recorded while it still runs")
     assert run_state(conn, run_id) == "running"
@@ -77,3 +78,19 @@ def test_a_charge_is_recorded_before_the_step_ends_and_survives_a_killed_worker(
     assert run_state(conn, run_id) == "failed"
     assert weekly_spend(conn) == Decimal("2.5")
     assert run_row(conn, run_id)["cost"] == Decimal("2.5")
+
+
+def test_a_refused_amount_fails_the_step_and_the_good_charges_stay(conn, workers):
+    make_agent(conn, "agent-nan")
+    run_id = conn.execute("select (runlane.run_now('agent-nan')).run_id").fetchone()[0]
+    conn.execute("update runlane.runs set max_attempts = 1 where run_id = %s", (run_id,))
+    conn.execute("select runlane.publish_run(%s)", (run_id,))
+    workers("--agent", "charging_agent:agent", "--no-maintenance", lanes=("background",),
+            env={"RUNLANE_CHARGING_THEN": "succeed", "RUNLANE_CHARGING_AMOUNTS": "1,nan,-3,2"})
+    wait_until(lambda: run_state(conn, run_id) == "failed", what="the refused charge failed it")
+    row = run_row(conn, run_id)
+    assert row["last_error"].startswith("InvalidParameterValue: amount NaN is not a number")
+    assert conn.execute("select amount from runlane.charges where run_id = %s "
+                        "order by charge_id", (run_id,)).fetchall() == [(1,), (2,)]
+    assert row["cost"] == 3
+    assert weekly_spend(conn) == 3
