@@ -136,6 +136,13 @@ select run_id, ok, first_response, timing, sqlstate from runlane.finish_runs(
     p_costs => %(costs)s::numeric[], p_output_counts => %(counts)s::int[],
     p_output_kinds => %(kinds)s::text[], p_output_bodies => %(bodies)s::text[])
 """
+# Spend is recorded the moment an agent charges it (its own commit), so a failed,
+# retried or reaped attempt keeps what it spent in the owner's weekly budget.
+CHARGE = """
+select runlane.charge(
+    p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
+    p_amount => %(amount)s::numeric) as total
+"""
 RETRY_RUN = """
 select runlane.retry_run(
     p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
@@ -298,7 +305,11 @@ class RunHandle:
         # cost survive a resume on another worker.
         self.checkpoint: Any = saved.get("state")
         self.iteration: int = int(saved.get("iteration", 0))
+        # Cost an older runner carried in the checkpoint, not yet charged: passed with
+        # the finish. ctx.charge() records its amounts at once and never adds here.
         self.cost: float = float(saved.get("cost", 0))
+        self._unsent: list[Any] = []  # charges not yet sent, in order
+        self._charging: asyncio.Task | None = None  # sends them, one call at a time
         self._messages: list[Message] | None = None  # read once per attempt
         # The claimed batch's messages, read in one call right after the claim.
         self.prefetch: asyncio.Task | None = None
@@ -385,7 +396,35 @@ class RunHandle:
             self._worker.timing("run.first_response", timing)
 
     def charge(self, cost: float) -> None:
-        self.cost += float(cost)
+        """Records `cost` at once (runlane.charge, its own commit) without blocking the
+        step; the step's end, a retry and a release wait for it (settle_charges), and a
+        refused amount fails the step. A run's charges go one call at a time, in order,
+        so an agent charging in a loop holds one pool connection, not the lane's pool."""
+        if cost == 0:
+            return
+        self._unsent.append(cost)
+        if self._charging is None:
+            self._charging = asyncio.ensure_future(self._send_charges())
+            self._charging.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+    async def _send_charges(self) -> None:
+        refused: Exception | None = None
+        try:
+            while self._unsent:  # no await between the last check and the end
+                amount = self._unsent.pop(0)
+                try:
+                    await self._call(CHARGE, {"amount": amount})
+                except psycopg.Error as exc:  # this charge refused: the others still go
+                    refused = refused or exc
+        finally:
+            self._charging = None
+        if refused is not None:
+            raise refused
+
+    async def settle_charges(self) -> None:
+        """Waits until every charge made so far is recorded; raises the first refusal."""
+        if self._charging is not None:
+            await self._charging
 
     @property
     def fields(self) -> dict[str, Any]:
@@ -767,6 +806,7 @@ class Worker:
             if run.iteration >= run.iteration_cap:
                 return StepResult(done=True, outcome="failed", error="iteration_cap")
             result = await agent.step(run)
+            await run.settle_charges()  # recorded before the step's end is written
             if run.lost:
                 raise LeaseLost(f"run {run.run_id} is owned by another worker now")
             run.iteration += 1
@@ -905,6 +945,10 @@ class Worker:
         self.timing("run.finished", row["timing"] if row else None, **run.fields)
 
     async def _retry(self, run: RunHandle, exc: Exception) -> None:
+        with contextlib.suppress(Exception):  # the failed step's charges, before the failure
+            await run.settle_charges()
+        if run.lost:
+            return
         delay = timedelta(seconds=min(2 ** run.attempt, 60))
         error = f"{type(exc).__name__}: {exc}"[:500]
         try:
@@ -929,6 +973,10 @@ class Worker:
             log.get().warning("log.timing_failed", **run.fields, **log.error_fields(exc))
 
     async def _release(self, run: RunHandle) -> None:
+        with contextlib.suppress(Exception):  # the interrupted step's charges stay charged
+            await run.settle_charges()
+        if run.lost:
+            return
         try:
             await self.db(run.lane, RELEASE_RUN, {"run_id": run.run_id, "fence": run.fence})
             log.get().info("run.released", **run.fields, **{"run.reason": "shutdown"})

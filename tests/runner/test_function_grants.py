@@ -40,6 +40,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.finish_run(bigint,bigint,text,text,numeric)": WORKER,
     "runlane.release_run(bigint,bigint,timestamp with time zone,text)": WORKER,
     "runlane.retry_run(bigint,bigint,text,interval)": WORKER,
+    "runlane.charge(bigint,bigint,numeric)": WORKER,
     # the runner's batched forms of run_messages and append_output + finish_run
     "runlane.run_messages_many(bigint[],bigint[])": WORKER,
     "runlane.finish_runs(bigint[],bigint[],text[],text[],numeric[],integer[],text[],text[])":
@@ -65,6 +66,8 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     # private helpers and triggers
     "runlane._agent_gates(text,boolean)": NOBODY,
     "runlane._budget_exhausted(text,text,timestamp with time zone)": NOBODY,
+    "runlane._record_charge(runlane.runs,numeric,timestamp with time zone)": NOBODY,
+    "runlane._require_amount(numeric,text)": NOBODY,
     "runlane._dispatch_held_messages(text,text)": NOBODY,
     "runlane._lock_agent(text)": NOBODY,
     "runlane._new_background_run(runlane.agents,text,text,timestamp with time zone,text,"

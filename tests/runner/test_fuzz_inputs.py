@@ -21,6 +21,7 @@ import hashlib
 import random
 import string
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 import psycopg
 import pytest
@@ -245,6 +246,16 @@ INVARIANTS = {
         select r.run_id from runlane.runs as r
         join runlane.messages as m on m.message_id = r.source_message_id
         where m.run_id is distinct from r.run_id""",
+    "a run whose cost is not the sum of its charges": """
+        select r.run_id from runlane.runs as r
+        where r.cost <> (select coalesce(sum(c.amount), 0) from runlane.charges as c
+                         where c.run_id = r.run_id)""",
+    "a spend bucket that is not the sum of its charges": """
+        select b.owner_id, b.bucket_start from runlane.charge_buckets as b
+        where b.amount <> (
+            select coalesce(sum(c.amount), 0) from runlane.charges as c
+            where c.owner_id = b.owner_id and c.charged_at >= b.bucket_start
+              and c.charged_at < b.bucket_start + interval '15 minutes')""",
 }
 
 
@@ -637,6 +648,70 @@ def test_wake_times_must_be_finite(conn, roles):
         ).fetchone() == (0,)
 
 
+def test_charge_refuses_bad_values_in_every_argument_and_writes_nothing(conn, roles):
+    """charge(run, fence, amount): a null, an unknown run, a stale or foreign fence, a
+    negative, NaN, infinite or non-numeric amount are each refused with a documented code,
+    and only accepted charges reach the ledger and runs.cost."""
+    _, worker = roles
+    conn.execute("select runlane_test.agent('agent-charge', 'org-charge')")
+    conn.execute("select runlane_test.queued_run('agent-charge', 'background', 'manual')")
+    run_id, fence = worker.execute(
+        "select run_id, fence from runlane.claim_runs('charge-worker', array['background'])"
+    ).fetchone()
+    accepted: list[Decimal] = []
+    sql = "select runlane.charge(%s::bigint, %s::bigint, %s::numeric)"
+
+    def charge(run, fen, amount, expect):
+        outcome = attempt(worker, sql, (run, fen, amount))
+        wanted = {expect} if isinstance(expect, str) else set(expect)
+        assert (outcome.sqlstate or "ok") in wanted, (run, fen, amount, outcome.sqlstate)
+        if outcome.ok and Decimal(str(amount)) > 0:
+            accepted.append(Decimal(str(amount)))
+
+    for bad_run, expect in [(None, "22004"), (0, "RL008"), (-1, "RL008"),
+                            (2**63 - 1, "RL008"), (run_id + 1000, "RL008")]:
+        charge(bad_run, fence, 1, expect)
+    for bad_fence, expect in [(None, "22004"), (-1, "RL001"), (0, "RL001"),
+                              (fence + 1, "RL001"), (2**63 - 1, "RL001")]:
+        charge(run_id, bad_fence, 1, expect)
+    for bad_amount, expect in [(None, "22004"), ("NaN", "22023"), ("Infinity", "22023"),
+                               ("-Infinity", "22023"), (-1, "22023"),
+                               ("-0.000000000000000001", "22023"), ("12abc", "22P02"),
+                               ("", "22P02"), (float("nan"), "22023"),
+                               (float("inf"), "22023"), (float("-inf"), "22023")]:
+        charge(run_id, fence, bad_amount, expect)
+
+    @fuzz_settings(150)
+    @given(st.one_of(
+        st.decimals(allow_nan=False, allow_infinity=False, min_value=-10**6, max_value=10**6),
+        st.decimals(allow_nan=True, allow_infinity=True),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.integers(-(10**30), 10**30),
+    ))
+    def fuzz(amount):
+        if isinstance(amount, Decimal):
+            finite = amount.is_finite()
+        else:
+            finite = amount == amount and amount not in (float("inf"), float("-inf"))
+        if finite and amount != 0 and abs(Decimal(str(amount)).adjusted()) > 1000:
+            return  # beyond numeric's exponent range: refused by the cast, not ours
+        expect = "ok" if finite and Decimal(str(amount)) >= 0 else "22023"
+        if isinstance(amount, Decimal) and amount.is_nan():
+            expect = ("22023", "22P02")  # -NaN: PostgreSQL's numeric input refuses the spelling
+        charge(run_id, fence, amount, expect)
+
+    fuzz()
+    total = conn.execute(
+        "select coalesce(sum(amount), 0), count(*) from runlane.charges where run_id = %s",
+        (run_id,)).fetchone()
+    # Exactly the accepted calls wrote a row (floats reach numeric through float8, so
+    # amounts are compared by the database's own sums, below and in the invariants).
+    assert total[1] == len(accepted)
+    assert conn.execute("select cost from runlane.runs where run_id = %s",
+                        (run_id,)).fetchone()[0] == total[0]
+    assert_consistent(conn)
+
+
 # --- a null in every argument of every public function -------------------------------
 
 
@@ -674,6 +749,7 @@ def _sample_values(conn, api, worker) -> dict[str, object]:
         "p_outcome": "succeeded",
         "p_error": "boom",
         "p_cost": 0,
+        "p_amount": Decimal("1.5"),
         "p_reason": "shutdown",
         "p_delay": timedelta(seconds=1),
         "p_now": datetime.now(UTC),

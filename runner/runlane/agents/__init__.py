@@ -7,7 +7,7 @@
             await ctx.emit("progress", "…")        # invisible: reasoning, progress, …
             await ctx.save_checkpoint({"n": 1})  # state after this step; resumes as ctx.checkpoint
             new = await ctx.take_steering()        # messages sent while the run was running
-            ctx.charge(0.002)                      # cost, summed into runs.cost at the end
+            ctx.charge(0.002)                      # cost, recorded at once (runlane.charge)
             return CONTINUE if new else done()     # or done("failed", "some_reason")
 
 The runner calls `step` until it returns `done(…)` or the run reaches its iteration cap
@@ -18,7 +18,11 @@ first visible output still stamps first_response in that transaction);
 `proceed(outputs=[("text", chunk)], checkpoint={"n": 2})` writes the chunk and the
 checkpoint together and continues. `ctx.messages()` is read once per attempt and kept
 (take_steering adds what it takes). A step that raises is a
-failed attempt (retried with backoff while attempts remain). When the run's lease is lost
+failed attempt (retried with backoff while attempts remain). `ctx.charge(cost)` records
+spend the moment it is made, without blocking the step (the step's end waits for it): what
+an attempt charged counts in its owner's weekly budget and in runs.cost even when the
+attempt fails, is retried or is reaped, and a refused amount (negative, NaN, infinite)
+fails the step. When the run's lease is lost
 the step's task is cancelled and every later `ctx` write raises `LeaseLost`.
 `runlane worker --agent module:attr` loads an object with `step`, a class (instantiated
 without arguments) or a bare `async def step(ctx)`.

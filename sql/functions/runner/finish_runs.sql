@@ -12,8 +12,9 @@
 --   output (never reset), the same journal rows, notifications and follow-up runs.
 --   It costs less: the run is locked once, updated once (the stamp and the charge go in
 --   the closing update of runlane._close_run_with, with first_response_at = the time the
---   first visible output was written), and both timing rows are built from the rows in
---   hand (runlane._timing_of; the source message is read once) instead of three reads.
+--   first visible output was written; a cost of 0 writes no ledger row), and both timing
+--   rows are built from the rows in hand (runlane._timing_of; the source message is read
+--   once) instead of three reads.
 -- * Output notifications are hints: one guard per run, so a failing notification skips
 --   that run's remaining ones, never a write.
 -- * Each run in its own subtransaction: a run that fails (RL001 fenced out, RL008
@@ -161,10 +162,8 @@ begin
                     using errcode = '22023',
                           hint = 'A run finishes as succeeded, failed or canceled.';
             end if;
-            if p_costs[v_i] < 0 then
-                raise exception 'cost % is negative', p_costs[v_i]
-                    using errcode = '22023',
-                          hint = 'Charge the cost of the work done, zero or more.';
+            if not (p_costs[v_i] >= 0 and p_costs[v_i] < 'Infinity'::numeric) then
+                perform runlane._require_amount(p_costs[v_i], 'cost');  -- raises
             end if;
             if v_run.run_id is null then
                 v_run := runlane._require_owner(p_run_ids[v_i], p_fences[v_i]);

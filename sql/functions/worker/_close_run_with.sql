@@ -5,8 +5,10 @@
 -- Guarantees, for the run p_run (the caller holds its row lock):
 --   * ONE update of the run: state = p_outcome, reason = p_reason, last_error = p_error,
 --     finished_at = clock_timestamp(), lease owner and expiry cleared, cost increased by
---     p_cost (>= 0, checked by the caller), and first_response_at set to
+--     p_cost (finite and >= 0, checked by the caller), and first_response_at set to
 --     p_first_response_at only when it is still null (never reset);
+--   * a positive p_cost is also a charge made now: one ledger row and its owner's bucket
+--     (runlane._record_charge), so weekly_spend counts it in this week; 0 writes none;
 --   * the computer lease held by this run (and only that row) is deleted, and the next
 --     awake queued run waiting on the freed computer is notified (skipped for a run
 --     without a computer: it holds no lease and frees none);
@@ -36,6 +38,11 @@ begin
         raise exception 'a run closes as succeeded, failed or canceled, not %',
             coalesce(p_outcome, 'null')
             using errcode = '22023';
+    end if;
+
+    -- GUARD: a finish that charges nothing (the common case) writes no ledger row.
+    if p_cost > 0 then
+        perform runlane._record_charge(p_run, p_cost);
     end if;
 
     update runlane.runs as r

@@ -1,9 +1,13 @@
 -- finish_run: the owner closes its run.
 --
 -- Guarantees: refuses with RL001 once the caller no longer owns the run (RL008 unknown);
--- adds p_cost (>= 0) to runs.cost in the same update that closes the run with p_outcome
--- (succeeded | failed | canceled) through runlane._close_run_with, so the computer lease
--- is released, the next computer waiter notified, run.finished journaled and held messages dispatched.
+-- refuses a cost that is null (22004), NaN, infinite or negative (22023), writing
+-- nothing; a positive p_cost is a charge made now (a ledger row counted by weekly_spend
+-- in this week, runlane._record_charge) and is added to runs.cost in the same update
+-- that closes the run with p_outcome (succeeded | failed | canceled) through
+-- runlane._close_run_with, so the computer lease is released, the next computer waiter
+-- notified, run.finished journaled and held messages dispatched. A runner that charged
+-- as it went (runlane.charge) passes 0.
 -- reason = p_error when it is a reason code (^[a-z][a-z_]{0,39}$, e.g. 'iteration_cap'),
 -- else 'error' for a failed run and null otherwise; last_error = p_error.
 -- Returns the run.finished timing row (runlane._timing_row); a failure computing it
@@ -34,10 +38,9 @@ begin
             using errcode = '22023',
                   hint = 'A run finishes as succeeded, failed or canceled.';
     end if;
-    if p_cost < 0 then
-        raise exception 'cost % is negative', p_cost
-            using errcode = '22023',
-                  hint = 'Charge the cost of the work done, zero or more.';
+    -- The common case is one comparison; _require_amount names what is wrong.
+    if not (p_cost >= 0 and p_cost < 'Infinity'::numeric) then
+        perform runlane._require_amount(p_cost, 'cost');
     end if;
 
     -- GUARD: the caller still owns the run (row locked until commit).
@@ -48,7 +51,8 @@ begin
         when p_outcome = 'failed' then 'error'
     end;
 
-    -- The charge goes in the closing update itself: one update of the run per finish.
+    -- The charge goes in the closing update itself (and its ledger row beside it): one
+    -- update of the run per finish.
     perform runlane._close_run_with(v_run, p_outcome, v_reason, p_error, p_cost, null);
 
     -- Timing is a report on a finish already made: _timing_row answers null instead of

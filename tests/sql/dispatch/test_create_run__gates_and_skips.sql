@@ -51,6 +51,12 @@ select is(
 
 update runlane.runs set state = 'succeeded', finished_at = now(), cost = 3
 where agent_id = 'agent-c' and state = 'queued';
+-- ... and charged now, as runlane.charge or finish_run would have (the ledger is the spend).
+do $$
+begin
+    perform runlane._record_charge(r, 3) from runlane.runs as r where r.agent_id = 'agent-c' and r.cost = 3;
+end
+$$;
 do $$ begin perform runlane_test.weekly_budget('org-c', 3); end $$;
 select is(
     (runlane_test.run_of(runlane.create_run('agent-c', 'scheduled'))).reason,

@@ -1,7 +1,9 @@
 -- weekly_spend: per owner, the week starting Monday 00:00 in the owner's zone (their
--- own, else the organization's), summed from runs.cost, in two zones across DST weeks.
+-- own, else the organization's), summed from the charges made in it (runlane_test.spent
+-- charges its run when it was created), in two zones across DST weeks, and in a zone
+-- whose week does not start on a quarter hour (the ledger's partial quarters).
 begin;
-select plan(8);
+select plan(11);
 
 -- Berlin owner (own zone): the week of Monday 2026-03-23 00:00 CET = 2026-03-22 23:00Z
 -- ends at Monday 2026-03-30 00:00 CEST = 2026-03-29 22:00Z (a 167-hour week).
@@ -45,6 +47,30 @@ select is(
 select is(
     runlane.weekly_spend('owner-of-agent-ber', '2026-11-01 12:00+00'), 0::numeric,
     'a week without runs costs nothing, and other owners'' runs do not count'
+);
+
+-- Monrovia in 1970 (UTC-00:44:30): the week of Monday 1970-06-08 00:00 runs from
+-- 00:44:30Z to 1970-06-15 00:44:30Z, so its first and last quarter hours are partial.
+do $$ begin perform runlane_test.scheduled_agent('agent-mon', '', 'Africa/Monrovia', 'UTC', 'org-w3'); end $$;
+do $$ begin perform runlane_test.spent('agent-mon', 1, '1970-06-08 00:44:29+00'); end $$;
+do $$ begin perform runlane_test.spent('agent-mon', 2, '1970-06-08 00:44:30+00'); end $$;
+do $$ begin perform runlane_test.spent('agent-mon', 4, '1970-06-08 00:50+00'); end $$;
+do $$ begin perform runlane_test.spent('agent-mon', 64, '1970-06-15 00:29:59+00'); end $$;
+do $$ begin perform runlane_test.spent('agent-mon', 32, '1970-06-15 00:40+00'); end $$;
+do $$ begin perform runlane_test.spent('agent-mon', 8, '1970-06-15 00:44:29+00'); end $$;
+do $$ begin perform runlane_test.spent('agent-mon', 16, '1970-06-15 00:44:30+00'); end $$;
+
+select is(
+    runlane.weekly_spend('owner-of-agent-mon', '1970-06-10 12:00+00'), 110::numeric,
+    'Monrovia 1970: charges in the partial first and last quarter hours count exactly'
+);
+select is(
+    runlane.weekly_spend('owner-of-agent-mon', '1970-06-08 00:44:29+00'), 1::numeric,
+    'Monrovia 1970: a second before Monday 00:00 is the previous week, though in the same quarter hour'
+);
+select is(
+    runlane.weekly_spend('owner-of-agent-mon', '1970-06-15 00:44:30+00'), 16::numeric,
+    'Monrovia 1970: Monday 00:00 starts the next week in the middle of a quarter hour'
 );
 
 select throws_ok(

@@ -1,6 +1,6 @@
 -- Every function DESIGN.md fixes exists with exactly its name and parameter types.
 begin;
-select plan(21);
+select plan(22);
 
 select has_function('runlane', 'submit_message', array['text', 'text', 'text'], 'submit_message(agent, thread, body)');
 select has_function('runlane', 'publish_run', array['bigint', 'timestamp with time zone'], 'publish_run(run, wake_at)');
@@ -23,6 +23,7 @@ select has_function(
     'runlane', 'release_run', array['bigint', 'bigint', 'timestamp with time zone', 'text'],
     'release_run(run, fence, wake_at, reason)'
 );
+select has_function('runlane', 'charge', array['bigint', 'bigint', 'numeric'], 'charge(run, fence, amount)');
 select has_function('runlane', 'retry_run', array['bigint', 'bigint', 'text', 'interval'], 'retry_run(run, fence, error, delay)');
 select has_function('runlane', 'run_timing', array['bigint'], 'run_timing(run)');
 select has_function('runlane', 'parse_schedule', array['text'], 'parse_schedule(schedule)');

@@ -1,0 +1,43 @@
+-- charge: the owner of a run records spend the moment it is made.
+--
+-- Guarantees: the amount is checked first (runlane._require_amount: null 22004; NaN,
+-- infinite or negative 22023), then ownership (runlane._require_owner: RL008 unknown run,
+-- RL001 once fenced out or no longer running); on any refusal nothing is written. A
+-- positive amount is committed with the caller's transaction as one ledger row
+-- (runlane._record_charge: counted by weekly_spend in the week it was made, whatever
+-- becomes of the attempt or the run) and added to runs.cost in the same transaction.
+-- Zero writes nothing. Returns runs.cost, the run's total over all its attempts.
+create or replace function runlane.charge(p_run_id bigint, p_fence bigint, p_amount numeric)
+returns numeric
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    v_run runlane.runs;
+    v_total numeric;
+begin
+    -- GUARD: the amount, before any lock is taken.
+    perform runlane._require_amount(p_amount, 'amount');
+
+    -- GUARD: the caller still owns the run (row locked until commit).
+    v_run := runlane._require_owner(p_run_id, p_fence);
+    if p_amount = 0 then
+        return v_run.cost;
+    end if;
+
+    perform runlane._record_charge(v_run, p_amount);
+    update runlane.runs as r
+    set cost = r.cost + charge.p_amount
+    where r.run_id = v_run.run_id
+    returning r.cost into v_total;
+    return v_total;
+end;
+$$;
+
+comment on function runlane.charge(bigint, bigint, numeric) is
+'Records spend of an owned run at once (RL001 when fenced out; 22004/22023 for a bad amount); '
+'returns the run''s total cost.';
+
+revoke all on function runlane.charge(bigint, bigint, numeric) from public;
+grant execute on function runlane.charge(bigint, bigint, numeric) to runlane_worker;
