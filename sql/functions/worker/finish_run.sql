@@ -30,7 +30,7 @@ begin
             using errcode = '22004';
     end if;
     if p_outcome not in ('succeeded', 'failed', 'canceled') then
-        raise exception 'unknown outcome %', p_outcome
+        raise exception 'unknown outcome %', runlane._quote_for_error(p_outcome)
             using errcode = '22023',
                   hint = 'A run finishes as succeeded, failed or canceled.';
     end if;
@@ -39,6 +39,7 @@ begin
             using errcode = '22023',
                   hint = 'Charge the cost of the work done, zero or more.';
     end if;
+    perform runlane._check_cost(p_cost);
 
     -- GUARD: the caller still owns the run (row locked until commit).
     v_run := runlane._require_owner(p_run_id, p_fence);
