@@ -56,6 +56,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.agent_journal(text,integer)": WORKER,
     "runlane.agent_schedules()": WORKER,
     "runlane.lane_status(timestamp with time zone)": WORKER,
+    "runlane.journal_counts()": WORKER,
     "runlane.org_status()": WORKER,
     "runlane.timing_summary(interval,text,timestamp with time zone)": WORKER,
     # schedules and budget: read-only queries
