@@ -21,7 +21,9 @@
 -- rolled back; runlane._tick_failed then journals a 'skipped' run with reason
 -- tick_failed (returned as 'run.skipped') and advances its next_run_at past p_now, and
 -- the tick goes on with the other agents. An agent whose lock is busy (55P03) is left
--- due for the next tick.
+-- due for the next tick. Each agent that writes uses one subtransaction id: the tick's
+-- transaction is short, but keep p_limit moderate (the runner's 500) so other sessions'
+-- snapshots overflow their subtransaction cache only briefly.
 create or replace function runlane.tick(p_now timestamptz default now(), p_limit int default 500)
 returns table (event text, agent_id text, run_id bigint, occurrence timestamptz)
 language plpgsql
