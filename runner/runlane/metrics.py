@@ -13,6 +13,9 @@ aggregate with max(), not sum()):
   runlane_routines_coalesced_total                 routine.coalesced journal rows
   runlane_queue_depth{lane,state}                  queued runs, state due|sleeping; running
   runlane_interactive_delayed_runs                 interactive runs due and queued >= 30 s
+Per process:
+  runlane_notifications_ignored_total{channel}     unreadable or forged notification
+                                                   payloads ignored (runlane.hints)
 The journal (runlane.run_events) is never pruned, so its counts are true counters.
 """
 
@@ -26,16 +29,12 @@ import psycopg
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from . import log
+from . import hints, log
 
 BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 3600)
 
-JOURNAL = """
-select e.event, coalesce(e.detail ->> 'reason', '') as reason, count(*) as n
-from runlane.run_events as e
-where e.event in ('run.skipped', 'routine.coalesced')
-group by 1, 2
-"""
+# Only functions granted to runlane_worker: a worker login has no right to the tables.
+JOURNAL = "select event, reason, n from runlane.journal_counts()"
 LANES = "select lane, queued, due, running from runlane.lane_status()"
 DELAYED = "select delayed_runs from runlane.queue_delay(p_threshold => interval '30 seconds')"
 
@@ -68,6 +67,12 @@ class _DatabaseCollector:
         yield GaugeMetricFamily("runlane_interactive_delayed_runs",
                                 "Interactive runs due and queued for 30 s or more",
                                 value=self.delayed)
+        ignored = CounterMetricFamily("runlane_notifications_ignored",
+                                      "Unreadable or forged notification payloads ignored",
+                                      labels=["channel"])
+        for channel in (hints.RUNS, hints.OUTPUTS):
+            ignored.add_metric([channel], hints.IGNORED[channel])
+        yield ignored
 
 
 class Metrics:

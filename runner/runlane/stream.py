@@ -23,12 +23,13 @@ connections: one that only listens, so no notification is lost while the other p
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
+
+from . import hints
 
 PAGE = """
 select o.output_id, o.run_id, o.attempt, o.kind, o.body, o.created_at
@@ -41,10 +42,10 @@ OUTCOME = "select runlane.run_timing(p_run_id => %(run_id)s::bigint) ->> 'run.ou
 
 
 def _for_run(payload: str, run_id: int) -> bool:
-    try:
-        return int(json.loads(payload).get("run_id")) == run_id
-    except (ValueError, TypeError, AttributeError):
-        return True  # an unreadable hint: page anyway, it costs one query
+    """Whether a `runlane_outputs` payload names this run. Payloads are untrusted hints
+    (runlane.hints): an unreadable or forged one is counted and ignored, never raised (the
+    `poll` interval pages anyway)."""
+    return hints.run_id_of(payload) == run_id
 
 
 async def stream(dsn: str, run_id: int, after: int = 0, *, page_size: int = 500,

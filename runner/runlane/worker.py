@@ -51,7 +51,7 @@ from psycopg import pq
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from . import log
+from . import hints, log
 from .admission import Admission, load_probe
 from .agents import HIDDEN_KINDS, UNCHANGED, VISIBLE_KINDS, Agent, LeaseLost, Message, StepResult
 from .maintenance import Maintenance, MaintenanceConfig
@@ -630,7 +630,7 @@ class Worker:
             try:
                 pgconn.consume_input()
                 while (notification := pgconn.notifies()) is not None:
-                    self._on_notify(notification.extra.decode())
+                    self._on_notify(notification.extra)
                 if pgconn.status != pq.ConnStatus.OK:  # never spin on a dead socket
                     raise psycopg.OperationalError("the listening connection is gone")
             except psycopg.Error as exc:
@@ -645,12 +645,13 @@ class Worker:
         finally:
             loop.remove_reader(fd)
 
-    def _on_notify(self, payload: str) -> None:
-        try:
-            lane = json.loads(payload).get("lane")
-        except (ValueError, AttributeError):
-            lane = None
-        self.notify(lane)
+    def _on_notify(self, payload: str | bytes) -> None:
+        """A `runlane_runs` payload is an untrusted hint (runlane.hints): a readable one
+        wakes its lane, an unreadable or forged one is counted and ignored (the periodic
+        scan finds the work anyway). Never raises, so no notification behind it waits."""
+        lane = hints.lane_of(payload)
+        if lane is not None:
+            self.notify(lane)
 
     def notify(self, lane: str | None = None) -> None:
         """In-process notification: mark `lane` (every lane when None) for one more pass.

@@ -57,6 +57,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.agent_journal(text,integer)": WORKER,
     "runlane.agent_schedules()": WORKER,
     "runlane.lane_status(timestamp with time zone)": WORKER,
+    "runlane.journal_counts()": WORKER,
     "runlane.org_status()": WORKER,
     "runlane.timing_summary(interval,text,timestamp with time zone)": WORKER,
     # schedules and budget: read-only queries
@@ -89,6 +90,13 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
         NOBODY,
     "runlane._notify_computer_waiter(text)": NOBODY,
     "runlane._require_owner(bigint,bigint)": NOBODY,
+    # input validation (issue 11: hostile and malformed input)
+    "runlane._quote_for_error(text)": NOBODY,
+    "runlane._check_id(text,text)": NOBODY,
+    "runlane._check_wake_at(timestamp with time zone)": NOBODY,
+    "runlane._check_body(text,text)": NOBODY,
+    "runlane._check_instant(text,timestamp with time zone)": NOBODY,
+    "runlane._tick_failed(runlane.agents,timestamp with time zone,text)": NOBODY,
     "runlane.tg_agents__schedule()": NOBODY,
     "runlane.tg_platform_settings__timezone()": NOBODY,
     "runlane.tg_users__timezone()": NOBODY,

@@ -43,7 +43,7 @@ DOCUMENTED = {
     "22023",  # invalid_parameter_value
     "22021",  # character_not_in_repertoire (a NUL byte)
     "22P02",  # invalid_text_representation (a cast at the call boundary)
-    "22008",  # datetime_field_overflow
+    "22008",  # datetime_field_overflow: only a cast at the call boundary ('2024-02-30')
     "22007",  # invalid_datetime_format
     "22015",  # interval_field_overflow
 }
@@ -194,6 +194,10 @@ def attempt(conn: psycopg.Connection, sql: str, params=None) -> Outcome:
             f"{sql} with {short(params)} raised an undocumented {error.sqlstate}: {error}"
         )
         assert (error.diag.message_primary or "").strip(), f"{error.sqlstate} without a message"
+        if error.sqlstate == "22008":  # never from inside runlane: instants are bounded
+            assert "portal parameter" in (error.diag.context or ""), (
+                f"{sql} with {short(params)} overflowed inside runlane: {error}"
+            )
         return Outcome(sqlstate=error.sqlstate)
 
 
@@ -497,10 +501,21 @@ def test_submit_message_stores_exactly_what_was_sent_or_refuses_cleanly(conn, ro
     )
     assert outcome.sqlstate == "22021" and message_count() == count
 
-    # A 10 MB body is stored whole.
+    # A 10 MB body is refused with 22023 (the limit is 1 MB) and nothing is written.
     unit = "ünïcødé ✓ 🚀 "
     body = unit * (10 * 1024 * 1024 // len(unit.encode()) + 1)
     assert len(body.encode()) >= 10 * 1024 * 1024
+    count = message_count()
+    outcome = attempt(
+        api, "select * from runlane.submit_message('agent-fuzz', 'thread-big', %s::text)", (body,)
+    )
+    assert outcome.sqlstate == "22023" and message_count() == count
+
+    # A body of exactly 1 MB (multi-byte characters counted in bytes) is stored whole.
+    body = (unit * (1024 * 1024 // len(unit.encode()) + 1)).encode()[: 1024 * 1024]
+    body = body.decode(errors="ignore")
+    body += "x" * (1024 * 1024 - len(body.encode()))
+    assert len(body.encode()) == 1024 * 1024
     outcome = attempt(
         api, "select * from runlane.submit_message('agent-fuzz', 'thread-big', %s::text)", (body,)
     )
@@ -624,24 +639,26 @@ def test_limits_and_intervals_are_validated(conn, roles):
     assert snapshot(conn, known) == before, "nothing committed before the fuzzing changed"
 
 
-def test_wake_times_must_be_finite(conn, roles):
-    """An infinite wake time would park a run for ever: its thread (every later message
-    steers into it) or its agent (one unfinished background run per agent)."""
+def test_wake_times_are_bounded(conn, roles):
+    """An infinite or far wake time would park a run for ever: its thread (every later
+    message steers into it) or its agent (one unfinished background run per agent). Wake
+    times are within one year of now; anything else is 22023."""
     api, _ = roles
     conn.execute("select runlane_test.agent('agent-wake', 'org-wake')")
     _, run_id, _ = api.execute(
         "select * from runlane.submit_message('agent-wake', 'thread-wake', 'hi')"
     ).fetchone()
-    for wake in ("infinity", "-infinity"):
+    for wake in ("infinity", "-infinity", "294276-12-31 23:59:59+00", "4713-01-01 00:00+00 BC",
+                 datetime.now(UTC) + timedelta(days=367), datetime.now(UTC) - timedelta(days=367)):
         outcome = attempt(api, "select runlane.publish_run(%s, %s::timestamptz)", (run_id, wake))
-        assert outcome.sqlstate in {"22023", "22008"}, f"publish_run with wake time {wake}"
+        assert outcome.sqlstate == "22023", f"publish_run with wake time {wake}"
         assert conn.execute(
             "select wake_at from runlane.runs where run_id = %s", (run_id,)
         ).fetchone() == (None,)
         outcome = attempt(
             api, "select runlane.create_run('agent-wake', 'manual', null, %s::timestamptz)", (wake,)
         )
-        assert outcome.sqlstate in {"22023", "22008"}, f"create_run with wake time {wake}"
+        assert outcome.sqlstate == "22023", f"create_run with wake time {wake}"
         assert conn.execute(
             "select count(*) from runlane.runs where agent_id = 'agent-wake' "
             "and lane = 'background'"
@@ -695,7 +712,7 @@ def test_charge_refuses_bad_values_in_every_argument_and_writes_nothing(conn, ro
             finite = amount == amount and amount not in (float("inf"), float("-inf"))
         if finite and amount != 0 and abs(Decimal(str(amount)).adjusted()) > 1000:
             return  # beyond numeric's exponent range: refused by the cast, not ours
-        expect = "ok" if finite and Decimal(str(amount)) >= 0 else "22023"
+        expect = "ok" if finite and 0 <= Decimal(str(amount)) <= 10**12 else "22023"
         if isinstance(amount, Decimal) and amount.is_nan():
             expect = ("22023", "22P02")  # -NaN: PostgreSQL's numeric input refuses the spelling
         charge(run_id, fence, amount, expect)
@@ -709,6 +726,99 @@ def test_charge_refuses_bad_values_in_every_argument_and_writes_nothing(conn, ro
     assert total[1] == len(accepted)
     assert conn.execute("select cost from runlane.runs where run_id = %s",
                         (run_id,)).fetchone()[0] == total[0]
+
+
+# Every Unicode whitespace character Python knows, plus invisible ones.
+BLANKS = [c for c in map(chr, range(0x110000)) if c.isspace()] + ["\u200b", "\ufeff", "\x01"]
+
+
+def test_costs_ids_and_zones_are_bounded(conn, roles):
+    """A cost is finite and within [0, 1e12]; an id is 1..256 characters and not only
+    whitespace; a zone is a name of pg_timezone_names. Everything else is refused with
+    22023 (RL007 for zones) and writes nothing."""
+    api, worker = roles
+    conn.execute("select runlane_test.agent('agent-bound', 'org-bound')")
+    _, run_id, _ = api.execute(
+        "select * from runlane.submit_message('agent-bound', 'thread-bound', 'hi')"
+    ).fetchone()
+    ((claimed, fence),) = worker.execute(
+        "select run_id, fence from runlane.claim_runs('bound-worker', array['interactive'])"
+    ).fetchall()
+    assert claimed == run_id
+    costs = weighted(
+        (6, st.decimals(allow_nan=True, allow_infinity=True)),
+        (2, st.decimals(min_value=0, max_value=10**12, places=4)),
+        (2, st.sampled_from(["NaN", "Infinity", "-Infinity", "1e12", "1000000000000.0001",
+                             "-0.0001", "0", "1e-100", "1e300"])),
+    )
+    seen = {"ok": 0, "refused": 0}
+
+    @fuzz_settings(200)
+    @given(costs)
+    def cost(value):
+        value = Decimal(value)
+        # Each finish alone: rolled back, so the run stays running for the next one.
+        with worker.transaction(force_rollback=True):
+            outcome = attempt(
+                worker, "select runlane.finish_run(%s, %s, 'succeeded', null, %s::numeric)",
+                (run_id, fence, "NaN" if value.is_nan() else str(value)),  # no -NaN, sNaN
+            )
+        sensible = value.is_finite() and 0 <= value <= 10**12
+        if sensible:
+            assert outcome.ok, f"cost {value} is a charge but raised {outcome.sqlstate}"
+            seen["ok"] += 1
+        else:
+            assert outcome.sqlstate == "22023", f"cost {value} gave {outcome.sqlstate}"
+            seen["refused"] += 1
+
+    cost()
+    assert seen["ok"] and seen["refused"], seen
+
+    blanks = st.text(alphabet=st.sampled_from(BLANKS), max_size=12)
+    too_long = st.text(
+        alphabet=st.characters(exclude_categories=("Cs",), exclude_characters="\x00"),
+        min_size=257,
+        max_size=600,
+    )
+
+    @fuzz_settings(150)
+    @given(weighted((3, blanks), (1, too_long)))
+    def ids(value):
+        count = conn.execute("select count(*) from runlane.messages").fetchone()[0]
+        outcome = attempt(
+            api, "select * from runlane.submit_message('agent-bound', %s::text, 'hi')", (value,)
+        )
+        assert outcome.sqlstate == "22023", f"thread id {value!r}: {outcome.sqlstate}"
+        assert conn.execute("select count(*) from runlane.messages").fetchone()[0] == count
+        outcome = attempt(
+            worker, "select * from runlane.claim_runs(%s::text, array['interactive'])", (value,)
+        )
+        assert outcome.sqlstate in {"22004", "22023"}, f"worker id {value!r}: {outcome.sqlstate}"
+
+    ids()
+
+    names = {row[0] for row in conn.execute("select name from pg_timezone_names").fetchall()}
+    abbreviations = sorted(
+        row[0] for row in conn.execute("select abbrev from pg_timezone_abbrevs").fetchall()
+        if row[0] not in names
+    )
+    posix = [f"{zone}{sign}{hours}" for zone in ("UTC", "GMT", "XYZ", "<+03>")
+             for sign in "+-" for hours in (1, 3, 12)]
+
+    @fuzz_settings(150)
+    @given(st.sampled_from(abbreviations + [p for p in posix if p not in names]))
+    def zones(zone):
+        outcome = attempt(
+            api, "select runlane.next_slot('daily at 09:00', %s::text, now())", (zone,)
+        )
+        assert outcome.sqlstate == "RL007", f"next_slot took {zone!r}: {outcome.sqlstate}"
+
+    zones()
+    assert "CEST" in abbreviations and "UTC+3" in posix
+    assert conn.execute(
+        "select runlane.weekly_spend(owner_id) = 'NaN'::numeric from runlane.agents "
+        "where agent_id = 'agent-bound'"
+    ).fetchone() == (False,)
     assert_consistent(conn)
 
 

@@ -1,6 +1,7 @@
 """The echo agent: deterministic, for the demo, the tests and the benchmarks.
 
-It streams its input back as visible `text` in a few chunks, one chunk per step. Each
+It streams its input back as visible `text` in `chunks` chunks (however many messages
+and of whatever lengths the input holds), one chunk per step. Each
 chunk rides on the step's result, so the runner writes it in one transaction with the
 step's end: with the checkpoint of a step that continues (a run resumed on another
 worker continues where the last one stopped instead of repeating itself), with the
@@ -35,20 +36,22 @@ class EchoAgent:
         self.progress = progress if progress is not None else (
             os.environ.get("RUNLANE_ECHO_PROGRESS", "0") not in ("", "0"))
 
-    async def _text(self, ctx: RunContext) -> tuple[str, int]:
+    async def _text(self, ctx: RunContext) -> str:
         messages = await ctx.messages()
         if not messages:
-            return ctx.prompt or "", 0
-        first = len(messages[0].body)
-        return "\n".join(m.body for m in messages), first
+            return ctx.prompt or ""
+        return "\n".join(m.body for m in messages)
 
     async def step(self, ctx: RunContext) -> StepResult:
         state = ctx.checkpoint or {"emitted": 0}
         emitted = int(state.get("emitted", 0))
         if self.progress and emitted == 0 and ctx.iteration == 0:
             await ctx.emit("progress", "echo: working")
-        text, first = await self._text(ctx)
-        size = max(1, math.ceil((first or len(text)) / self.chunks))
+        text = await self._text(ctx)
+        # The chunk size follows the whole input, not its first message: a run answering
+        # a thread of 250 messages of mixed lengths takes `chunks` steps like any other,
+        # never more than the iteration cap allows.
+        size = max(1, math.ceil(len(text) / self.chunks))
         if self.delay:
             await asyncio.sleep(self.delay)
         outputs = []

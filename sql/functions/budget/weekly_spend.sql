@@ -29,12 +29,13 @@ begin
         raise exception 'weekly_spend needs an owner and an instant'
             using errcode = '22004';
     end if;
+    perform runlane._check_instant('now', p_now);
     select coalesce(u.timezone, s.timezone, 'UTC') into v_tz
     from runlane.users as u
     left join runlane.platform_settings as s on s.org_id = u.org_id
     where u.user_id = p_owner_id;
     if not found then
-        raise exception 'unknown owner %', p_owner_id
+        raise exception 'unknown owner %', runlane._quote_for_error(p_owner_id)
             using errcode = '22023';
     end if;
 

@@ -18,9 +18,10 @@ begin
         raise exception 'an agent id is required'
             using errcode = '22004';
     end if;
+    perform runlane._check_id('agent id', p_agent_id);
     select a.* into v_agent from runlane.agents as a where a.agent_id = p_agent_id;
     if not found then
-        raise exception 'unknown agent %', p_agent_id
+        raise exception 'unknown agent %', runlane._quote_for_error(p_agent_id)
             using errcode = 'RL008';
     end if;
     if not v_agent.enabled then

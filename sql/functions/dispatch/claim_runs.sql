@@ -123,6 +123,7 @@ begin
             using errcode = '0A000',
                   hint = 'Call it in its own transaction with the default isolation level.';
     end if;
+    perform runlane._check_id('worker id', p_worker);
 
     -- GUARD: an idle queue, the chat latency that matters most. When every eligible run of
     -- the lanes fits in this claim, no order can be unfair: the claim takes them all. So

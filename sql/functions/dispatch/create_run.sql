@@ -25,7 +25,7 @@ declare
 begin
     if p_trigger is null or p_trigger not in ('manual', 'scheduled', 'reaction', 'retry', 'test') then
         raise exception 'a background run''s trigger is manual, scheduled, reaction, retry or test, not %',
-            coalesce(quote_literal(left(p_trigger, 40)), 'null')
+            runlane._quote_for_error(p_trigger)
             using errcode = '22023';
     end if;
     -- an infinite wake time would park the run for ever and lock the agent out
@@ -33,6 +33,7 @@ begin
         raise exception 'a run''s wake time must be a finite instant, not %', p_wake_at
             using errcode = '22023';
     end if;
+    perform runlane._check_wake_at(p_wake_at);
     v_agent := runlane._agent_gates(p_agent_id, false);
 
     if runlane._lock_agent(v_agent.agent_id) then

@@ -28,6 +28,8 @@ begin
             using errcode = '22023';
     end if;
 
+    perform runlane._check_wake_at(p_wake_at);
+
     if p_wake_at is not null then
         update runlane.runs as r
         set wake_at = publish_run.p_wake_at

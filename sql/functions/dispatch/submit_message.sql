@@ -55,12 +55,14 @@ begin
         raise exception 'a message needs a body'
             using errcode = '22004';
     end if;
+    perform runlane._check_id('thread id', p_thread_id);
+    perform runlane._check_body('message body', p_body);
 
     select a.* into v_agent
     from runlane.agents as a
     where a.agent_id = submit_message.p_agent_id;
     if not found then
-        raise exception 'unknown agent %', coalesce(p_agent_id, '(null)')
+        raise exception 'unknown agent %', runlane._quote_for_error(p_agent_id)
             using errcode = 'RL008';
     end if;
 

@@ -24,6 +24,7 @@ begin
         raise exception 'queue_delay threshold must not be negative, got %', p_threshold
             using errcode = '22023';
     end if;
+    perform runlane._check_instant('now', p_now);
 
     return query
     select

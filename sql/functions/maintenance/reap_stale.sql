@@ -34,6 +34,7 @@ begin
             using errcode = '22023',
                   hint = 'Reap between 1 and 10000 runs per call.';
     end if;
+    perform runlane._check_instant('now', p_now);
 
     -- The longest-expired runs, handled in thread lock order (runlane._thread_lock): a
     -- requeue or close of a chat run takes its thread's lock until commit.

@@ -16,6 +16,14 @@
 --   next_run_at advances to the first slot after p_now: missed slots never pile up and
 --   a late run is never skipped. Returns the events for the runner to log; it does not
 --   notify (the runner publishes the returned run ids in a separate transaction).
+-- Each agent is handled in its own subtransaction: when its step fails (say 23505, its
+-- next_run_at points at an occurrence that already fired), only that agent's work is
+-- rolled back; runlane._tick_failed then journals a 'skipped' run with reason
+-- tick_failed (returned as 'run.skipped') and advances its next_run_at past p_now, and
+-- the tick goes on with the other agents. An agent whose lock is busy (55P03) is left
+-- due for the next tick. Each agent that writes uses one subtransaction id: the tick's
+-- transaction is short, but keep p_limit moderate (the runner's 500) so other sessions'
+-- snapshots overflow their subtransaction cache only briefly.
 create or replace function runlane.tick(p_now timestamptz default now(), p_limit int default 500)
 returns table (event text, agent_id text, run_id bigint, occurrence timestamptz)
 language plpgsql
@@ -30,6 +38,7 @@ declare
     v_busy boolean;
     v_pending runlane.runs;
     v_run runlane.runs;
+    v_failed runlane.runs;
 begin
     if p_now is null then
         raise exception 'tick needs an instant' using errcode = '22004';
@@ -38,6 +47,7 @@ begin
         raise exception 'tick needs a finite instant, not %', p_now
             using errcode = '22023';
     end if;
+    perform runlane._check_instant('now', p_now);
     if p_limit is null or p_limit < 0 then
         raise exception 'tick limit must be zero or more, not %', coalesce(p_limit::text, 'null')
             using errcode = '22023';
@@ -55,71 +65,86 @@ begin
         limit p_limit
         for no key update skip locked
     loop
-        v_spec := runlane.parse_schedule(v_agent.schedule);
-        v_tz := runlane._agent_timezone(v_agent.owner_id, v_agent.org_id);
-        occurrence := greatest(
-            v_agent.next_run_at,
-            runlane._last_slot(v_spec, v_tz, p_now, v_agent.schedule_anchor)
-        );
-        agent_id := v_agent.agent_id;
-        v_busy := runlane._lock_agent(v_agent.agent_id);
-
-        -- GUARD: 1. coalesce into the pristine pending timer run of this routine
-        v_pending := null;
-        if v_busy then
-            select r.* into v_pending
-            from runlane.runs as r
-            where r.agent_id = v_agent.agent_id
-              and r.lane = 'background'
-              and r.state = 'queued'
-              and r.trigger = 'scheduled'
-              and r.timer_routine = v_agent.agent_id
-              and r.attempts = 0
-              and r.cost = 0
-              and r.checkpoint is null
-              and r.prompt = v_agent.prompt
-              and r.thread_id is not distinct from v_agent.thread_id
-              and r.model is not distinct from v_agent.model
-              and not exists (select 1 from runlane.run_outputs as o where o.run_id = r.run_id)
-              and not exists (select 1 from runlane.messages as m where m.run_id = r.run_id)
-              and not exists (
-                  select 1 from runlane.computer_leases as cl
-                  where cl.run_id = r.run_id and cl.expires_at > now()
-              )
-            order by r.run_id
-            limit 1
-            for no key update skip locked;
-        end if;
-
-        if v_pending.run_id is not null then
-            update runlane.runs as r
-            set timer_occurrence = occurrence, timer_timezone = v_tz
-            where r.run_id = v_pending.run_id;
-            insert into runlane.run_events (run_id, event, detail)
-            values (v_pending.run_id, 'routine.coalesced', jsonb_build_object(
-                'occurrence', occurrence, 'previous_occurrence', v_pending.timer_occurrence
-            ));
-            event := 'routine.coalesced';
-            run_id := v_pending.run_id;
-        else
-            -- GUARD: 2. overlap, 3. budget, 4. fire
-            v_run := runlane._new_background_run(
-                v_agent, 'scheduled', v_agent.prompt, null,
-                case
-                    when v_busy then 'already_running'
-                    when runlane._budget_exhausted(v_agent.owner_id, v_agent.org_id, p_now)
-                        then 'budget_exhausted'
-                end,
-                occurrence, v_tz
+        -- GUARD: one agent at a time, each in its own subtransaction: one bad row (a
+        -- schedule that no longer parses, a next_run_at at an occurrence that already
+        -- fired, ...) fails only itself, never the tick of every other organization.
+        begin
+            v_spec := runlane.parse_schedule(v_agent.schedule);
+            v_tz := runlane._agent_timezone(v_agent.owner_id, v_agent.org_id);
+            occurrence := greatest(
+                v_agent.next_run_at,
+                runlane._last_slot(v_spec, v_tz, p_now, v_agent.schedule_anchor)
             );
-            event := case when v_run.state = 'skipped' then 'run.skipped' else 'routine.fired' end;
-            run_id := v_run.run_id;
-        end if;
+            agent_id := v_agent.agent_id;
+            v_busy := runlane._lock_agent(v_agent.agent_id);
 
-        update runlane.agents as a
-        set next_run_at = runlane._next_slot(v_spec, v_tz, p_now, v_agent.schedule_anchor)
-        where a.agent_id = v_agent.agent_id;
-        return next;
+            -- GUARD: 1. coalesce into the pristine pending timer run of this routine
+            v_pending := null;
+            if v_busy then
+                select r.* into v_pending
+                from runlane.runs as r
+                where r.agent_id = v_agent.agent_id
+                  and r.lane = 'background'
+                  and r.state = 'queued'
+                  and r.trigger = 'scheduled'
+                  and r.timer_routine = v_agent.agent_id
+                  and r.attempts = 0
+                  and r.cost = 0
+                  and r.checkpoint is null
+                  and r.prompt = v_agent.prompt
+                  and r.thread_id is not distinct from v_agent.thread_id
+                  and r.model is not distinct from v_agent.model
+                  and not exists (select 1 from runlane.run_outputs as o where o.run_id = r.run_id)
+                  and not exists (select 1 from runlane.messages as m where m.run_id = r.run_id)
+                  and not exists (
+                      select 1 from runlane.computer_leases as cl
+                      where cl.run_id = r.run_id and cl.expires_at > now()
+                  )
+                order by r.run_id
+                limit 1
+                for no key update skip locked;
+            end if;
+
+            if v_pending.run_id is not null then
+                update runlane.runs as r
+                set timer_occurrence = occurrence, timer_timezone = v_tz
+                where r.run_id = v_pending.run_id;
+                insert into runlane.run_events (run_id, event, detail)
+                values (v_pending.run_id, 'routine.coalesced', jsonb_build_object(
+                    'occurrence', occurrence, 'previous_occurrence', v_pending.timer_occurrence
+                ));
+                event := 'routine.coalesced';
+                run_id := v_pending.run_id;
+            else
+                -- GUARD: 2. overlap, 3. budget, 4. fire
+                v_run := runlane._new_background_run(
+                    v_agent, 'scheduled', v_agent.prompt, null,
+                    case
+                        when v_busy then 'already_running'
+                        when runlane._budget_exhausted(v_agent.owner_id, v_agent.org_id, p_now)
+                            then 'budget_exhausted'
+                    end,
+                    occurrence, v_tz
+                );
+                event := case when v_run.state = 'skipped' then 'run.skipped' else 'routine.fired' end;
+                run_id := v_run.run_id;
+            end if;
+
+            update runlane.agents as a
+            set next_run_at = runlane._next_slot(v_spec, v_tz, p_now, v_agent.schedule_anchor)
+            where a.agent_id = v_agent.agent_id;
+            return next;
+        exception
+            when lock_not_available then
+                continue;  -- busy right now (lock_timeout): it stays due for the next tick
+            when others then
+                v_failed := runlane._tick_failed(v_agent, p_now, sqlstate);
+                event := 'run.skipped';
+                agent_id := v_agent.agent_id;
+                run_id := v_failed.run_id;
+                occurrence := v_agent.next_run_at;
+                return next;
+        end;
     end loop;
 end;
 $$;

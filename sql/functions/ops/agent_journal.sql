@@ -36,7 +36,7 @@ begin
             using errcode = '22023';
     end if;
     if not exists (select 1 from runlane.agents as a where a.agent_id = agent_journal.p_agent_id) then
-        raise exception 'unknown agent %', p_agent_id using errcode = 'RL008';
+        raise exception 'unknown agent %', runlane._quote_for_error(p_agent_id) using errcode = 'RL008';
     end if;
 
     return query

@@ -20,6 +20,7 @@ begin
     if p_now is null then
         raise exception 'lane_status needs an instant' using errcode = '22004';
     end if;
+    perform runlane._check_instant('now', p_now);
 
     return query
     select

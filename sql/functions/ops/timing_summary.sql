@@ -27,12 +27,14 @@ begin
     if p_since is null or p_now is null then
         raise exception 'timing_summary needs a window and an instant' using errcode = '22004';
     end if;
-    if p_since <= interval '0' then
-        raise exception 'the window must be positive, got %', p_since using errcode = '22023';
+    perform runlane._check_instant('now', p_now);
+    if p_since <= interval '0' or p_since > interval '100 years' then
+        raise exception 'the window must be positive and at most 100 years, got %', p_since
+            using errcode = '22023';
     end if;
     if p_trigger is not null
        and p_trigger not in ('interactive', 'manual', 'scheduled', 'reaction', 'retry', 'test') then
-        raise exception 'unknown trigger %', p_trigger
+        raise exception 'unknown trigger %', runlane._quote_for_error(p_trigger)
             using errcode = '22023',
                   hint = 'one of interactive, manual, scheduled, reaction, retry, test';
     end if;

@@ -117,13 +117,14 @@ begin
                     raise exception 'an output needs a kind and a body'
                         using errcode = '22004';
                 end if;
+                perform runlane._check_body('output body', p_output_bodies[v_j]);
                 v_visible := case
                     when p_output_kinds[v_j] in ('text', 'final', 'message_tool', 'card') then true
                     when p_output_kinds[v_j] in ('reasoning', 'placeholder', 'progress', 'metadata')
                         then false
                 end;
                 if v_visible is null then
-                    raise exception 'unknown output kind %', p_output_kinds[v_j]
+                    raise exception 'unknown output kind %', runlane._quote_for_error(p_output_kinds[v_j])
                         using errcode = '22023',
                               hint = 'Visible: text, final, message_tool, card. '
                                   || 'Not visible: reasoning, placeholder, progress, metadata.';
@@ -158,14 +159,14 @@ begin
                     using errcode = '22004';
             end if;
             if p_outcomes[v_i] not in ('succeeded', 'failed', 'canceled') then
-                raise exception 'unknown outcome %', p_outcomes[v_i]
+                raise exception 'unknown outcome %', runlane._quote_for_error(p_outcomes[v_i])
                     using errcode = '22023',
                           hint = 'A run finishes as succeeded, failed or canceled.';
             end if;
-            if not (p_costs[v_i] >= 0 and p_costs[v_i] < 'Infinity'::numeric) then
+            if not (p_costs[v_i] >= 0 and p_costs[v_i] <= 1e12) then
                 perform runlane._require_amount(p_costs[v_i], 'cost');  -- raises
             end if;
-            if v_run.run_id is null then
+                        if v_run.run_id is null then
                 v_run := runlane._require_owner(p_run_ids[v_i], p_fences[v_i]);
             end if;
 

@@ -1,6 +1,6 @@
 -- _is_timezone: true when p_timezone names a zone of the time zone database
 -- (pg_timezone_names), such as 'UTC' or 'Europe/Berlin'. Abbreviations ('CEST'), POSIX
--- strings ('UTC+3') and unknown names are refused. Used by the write triggers of
+-- strings ('UTC+3') and unknown names are refused. Used by next_slot and the write triggers of
 -- users and platform_settings (reading pg_timezone_names costs a few milliseconds, so a
 -- cheap parse attempt rejects garbage first and 'UTC' is answered without a lookup).
 create or replace function runlane._is_timezone(p_timezone text)

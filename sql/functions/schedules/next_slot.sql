@@ -5,7 +5,9 @@
 -- ambiguous one (fall back) fires once, at its first instance. Interval schedules are
 -- exact elapsed hours on a fixed grid (anchored at the Unix epoch here; agents use the
 -- anchor set with their schedule, see runlane._next_slot). Manual ('') -> null.
--- Raises RL006 for an invalid schedule, RL007 for an unknown time zone. Security definer
+-- Raises RL006 for an invalid schedule, RL007 for a zone that is not a name of
+-- pg_timezone_names (runlane._is_timezone, as the settings triggers: no abbreviations
+-- or POSIX strings), 22023 for an instant outside the years 1..9999. Security definer
 -- only so callers need no grant on the private helpers it uses; it reads no table.
 create or replace function runlane.next_slot(p_schedule text, p_timezone text, p_after timestamptz)
 returns timestamptz
@@ -25,13 +27,14 @@ begin
         raise exception 'next_slot needs a finite instant, not %', p_after
             using errcode = '22023';
     end if;
-    begin
-        perform p_after at time zone p_timezone;
-    exception when invalid_parameter_value then
-        raise exception 'invalid time zone %', quote_literal(left(p_timezone, 60))
+    perform runlane._check_instant('after', p_after);
+    -- The zone check of the settings triggers: abbreviations ('CEST') and POSIX strings
+    -- ('UTC+3', which means UTC-3) are refused like unknown names.
+    if not runlane._is_timezone(p_timezone) then
+        raise exception 'invalid time zone %', runlane._quote_for_error(p_timezone)
             using errcode = 'RL007',
                   hint = 'Use an IANA zone name such as Europe/Berlin (see pg_timezone_names).';
-    end;
+    end if;
     return runlane._next_slot(v_spec, p_timezone, p_after, null);
 end;
 $$;

@@ -19,6 +19,7 @@ begin
         raise exception 'a worker id is required'
             using errcode = '22004';
     end if;
+    perform runlane._check_id('worker id', p_worker_id);
     if p_lanes is null or not p_lanes <@ array['interactive', 'background'] then
         raise exception 'lanes must be interactive and/or background, got %', p_lanes
             using errcode = '22023';

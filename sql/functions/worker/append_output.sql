@@ -33,12 +33,13 @@ begin
         raise exception 'an output needs a kind and a body'
             using errcode = '22004';
     end if;
+    perform runlane._check_body('output body', p_body);
     v_visible := case
         when p_kind in ('text', 'final', 'message_tool', 'card') then true
         when p_kind in ('reasoning', 'placeholder', 'progress', 'metadata') then false
     end;
     if v_visible is null then
-        raise exception 'unknown output kind %', p_kind
+        raise exception 'unknown output kind %', runlane._quote_for_error(p_kind)
             using errcode = '22023',
                   hint = 'Visible: text, final, message_tool, card. '
                       || 'Not visible: reasoning, placeholder, progress, metadata.';

@@ -34,15 +34,15 @@ begin
             using errcode = '22004';
     end if;
     if p_outcome not in ('succeeded', 'failed', 'canceled') then
-        raise exception 'unknown outcome %', p_outcome
+        raise exception 'unknown outcome %', runlane._quote_for_error(p_outcome)
             using errcode = '22023',
                   hint = 'A run finishes as succeeded, failed or canceled.';
     end if;
     -- The common case is one comparison; _require_amount names what is wrong.
-    if not (p_cost >= 0 and p_cost < 'Infinity'::numeric) then
+    if not (p_cost >= 0 and p_cost <= 1e12) then
         perform runlane._require_amount(p_cost, 'cost');
     end if;
-
+    
     -- GUARD: the caller still owns the run (row locked until commit).
     v_run := runlane._require_owner(p_run_id, p_fence);
 

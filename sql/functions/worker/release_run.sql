@@ -33,6 +33,8 @@ begin
                   hint = 'Lower-case letters and underscores, at most 40 characters.';
     end if;
 
+    perform runlane._check_wake_at(p_wake_at);
+
     v_run := runlane._require_owner(p_run_id, p_fence);
 
     update runlane.runs as r

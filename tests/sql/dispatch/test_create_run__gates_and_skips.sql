@@ -31,13 +31,13 @@ select results_eq(
     $$
     select r.lane, r.trigger, r.state, r.prompt, r.wake_at, r.timer_routine, r.timer_occurrence
     from runlane_test.run_of(
-        runlane.create_run('agent-c', 'scheduled', 'One-shot reminder', '2030-01-01 09:00+00')
+        runlane.create_run('agent-c', 'scheduled', 'One-shot reminder', now() + interval '300 days')
     ) as r
     $$,
     $$
     values (
         'background'::text, 'scheduled'::text, 'queued'::text, 'One-shot reminder'::text,
-        '2030-01-01 09:00+00'::timestamptz, null::text, null::timestamptz
+        now() + interval '300 days', null::text, null::timestamptz
     )
     $$,
     'a deferred one-shot run is queued with its prompt and wake time and no timer marker'

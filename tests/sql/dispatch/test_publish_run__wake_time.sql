@@ -18,25 +18,25 @@ select is(
     'publishing without a wake time leaves the wake time unset'
 );
 
-do $$ begin perform runlane.publish_run((select run_id from r), '2030-01-01 00:00:00+00'); end $$;
+do $$ begin perform runlane.publish_run((select run_id from r), now() + interval '300 days'); end $$;
 select is(
     (select wake_at from runlane.runs where run_id = (select run_id from r)),
-    '2030-01-01 00:00:00+00'::timestamptz,
+    now() + interval '300 days',
     'publishing with a wake time records it on the queued run'
 );
 
 do $$ begin perform runlane.publish_run((select run_id from r), null); end $$;
 select is(
     (select wake_at from runlane.runs where run_id = (select run_id from r)),
-    '2030-01-01 00:00:00+00'::timestamptz,
+    now() + interval '300 days',
     'publishing again without a wake time keeps the recorded one'
 );
 
 do $$ begin perform runlane_test.claimed((select run_id from r)); end $$;
-do $$ begin perform runlane.publish_run((select run_id from r), '2031-01-01 00:00:00+00'); end $$;
+do $$ begin perform runlane.publish_run((select run_id from r), now() + interval '301 days'); end $$;
 select is(
     (select wake_at from runlane.runs where run_id = (select run_id from r)),
-    '2030-01-01 00:00:00+00'::timestamptz,
+    now() + interval '300 days',
     'a wake time is not recorded on a run that already started'
 );
 

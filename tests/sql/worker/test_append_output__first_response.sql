@@ -151,7 +151,7 @@ select throws_ok(
         'select runlane.append_output(%s, %s, %L, %L)',
         (select run_id from mixed_run), (select fence from mixed_fence), 'shout', 'x'
     ),
-    '22023', 'unknown output kind shout', 'an unknown kind is refused with 22023'
+    '22023', 'unknown output kind ''shout''', 'an unknown kind is refused with 22023'
 );
 select throws_ok(
     format(
