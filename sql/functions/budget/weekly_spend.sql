@@ -3,7 +3,8 @@
 -- Guarantees: the sum of runs.cost of runs of every agent owned by p_owner_id created in
 -- the week [Monday 00:00, next Monday 00:00) of the owner's zone (users.timezone, else
 -- the organization's), with the wall-clock rules of runlane._wall_to_instant. 0 when
--- nothing was spent. Raises 22023 for an unknown owner.
+-- nothing was spent. Raises 22023 for an unknown owner, and for another organization's
+-- owner when the login is scoped to one (the same message: nothing leaks by existence).
 create or replace function runlane.weekly_spend(p_owner_id text, p_now timestamptz default now())
 returns numeric
 language plpgsql
@@ -13,6 +14,7 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_tz text;
+    v_org text;
     v_monday timestamp;
     v_total numeric;
 begin
@@ -20,11 +22,11 @@ begin
         raise exception 'weekly_spend needs an owner and an instant'
             using errcode = '22004';
     end if;
-    select coalesce(u.timezone, s.timezone, 'UTC') into v_tz
+    select coalesce(u.timezone, s.timezone, 'UTC'), u.org_id into v_tz, v_org
     from runlane.users as u
     left join runlane.platform_settings as s on s.org_id = u.org_id
     where u.user_id = p_owner_id;
-    if not found then
+    if not found or not runlane._in_scope(v_org) then
         raise exception 'unknown owner %', p_owner_id
             using errcode = '22023';
     end if;
