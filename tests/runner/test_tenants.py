@@ -17,8 +17,11 @@ import uuid
 
 import psycopg
 import pytest
+import worker_helpers
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from worker_helpers import wait_until, workers  # noqa: F401 - the workers fixture
+from worker_helpers import wait_until
+
+workers = worker_helpers.workers  # the fixture: real worker processes, logs checked after
 
 # Every function runlane_api may execute, called on ORGANIZATION B's objects, and the
 # same call on an object that does not exist: both must fail alike for a login scoped
