@@ -314,3 +314,37 @@ def test_a_worker_with_max_per_org_keeps_that_many_of_one_organization_in_flight
     assert 1 <= most <= 3
     assert conn.execute("select count(*) from runlane.runs where run_id = any(%s) "
                         "and state = 'succeeded'", (runs,)).fetchone()[0] == 24
+
+
+def test_a_scoped_session_sees_only_its_organization_in_the_operator_views(conn, tenants):
+    """The operator views are runlane_worker's today (and a worker cannot be scoped), so
+    the filter is exercised by scoping this test's own superuser session: what an API
+    login will see once it may run them."""
+    conn.execute("select runlane_test.queued_run('agent-a', 'interactive', 'interactive')")
+    (run_a,) = conn.execute(
+        "select runlane_test.queued_run('agent-a', 'interactive', 'interactive')").fetchone()
+    fence = conn.execute("select runlane_test.claimed(%s)", (run_a,)).fetchone()[0]
+    conn.execute("select runlane.finish_run(%s, %s, 'succeeded')", (run_a, fence))
+
+    def views() -> dict:
+        return {
+            "lanes": conn.execute("select lane, queued, running from runlane.lane_status() "
+                                  "order by lane").fetchall(),
+            "orgs": [r[0] for r in conn.execute("select org_id from runlane.org_status()")],
+            "agents": [r[0] for r in conn.execute(
+                "select agent_id from runlane.agent_schedules() order by agent_id")],
+            "started": conn.execute("select samples from runlane.timing_summary() "
+                                    "where measure = 'queue_wait'").fetchone()[0],
+        }
+
+    everyone = views()
+    assert everyone == {"lanes": [("background", 0, 0), ("interactive", 1, 1)],
+                        "orgs": ["org-a", "org-b"], "agents": ["agent-a", "agent-b"],
+                        "started": 2}
+    conn.execute("insert into runlane.api_scopes (login, org_id) values (session_user, 'org-a')")
+    assert views() == {"lanes": [("background", 0, 0), ("interactive", 1, 0)],
+                       "orgs": ["org-a"], "agents": ["agent-a"], "started": 1}
+    assert len(conn.execute("select * from runlane.agent_journal('agent-a')").fetchall()) == 2
+    with pytest.raises(psycopg.Error) as err:
+        conn.execute("select * from runlane.agent_journal('agent-b')")
+    assert err.value.sqlstate == "RL008"
