@@ -20,7 +20,7 @@ begin
     select s.org_id into v_org
     from runlane.api_scopes as s
     where s.login = session_user;
-    return not found or v_org = p_org_id;
+    return not found or coalesce(v_org = p_org_id, false);  -- never NULL: callers negate it
 end;
 $$;
 
