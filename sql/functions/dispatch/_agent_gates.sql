@@ -3,8 +3,9 @@
 -- Guarantees: returns the agent row when its gates are open, else raises, writing
 -- nothing: RL008 unknown agent (or another organization's, for a login scoped to one),
 -- RL002 switched off by its owner, RL003 locked by an admin, RL004 no model, and (only
--- when p_budget_raises) RL005 when the owner's weekly budget is exhausted. Callers that record a budget skip instead check
--- runlane._budget_exhausted themselves, after the overlap check.
+-- when p_budget_raises) RL005 when the owner's weekly budget is exhausted. Callers that
+-- record a budget skip instead check runlane._budget_exhausted themselves, after the
+-- overlap check.
 create or replace function runlane._agent_gates(p_agent_id text, p_budget_raises boolean)
 returns runlane.agents
 language plpgsql

@@ -1,9 +1,10 @@
 -- _in_scope: may the connected login see an object of organization p_org_id?
 --
 -- Guarantees: true for an unscoped login (runlane._api_org() is NULL: the same lookup, by
--- session_user), else true only for its own organization; false for a NULL organization when scoped. Callers fold a false
--- into their "unknown agent/run" error, word for word, so another tenant's objects are
--- indistinguishable from missing ones (nothing leaks by existence).
+-- session_user), else true only for its own organization; false for a NULL organization
+-- when scoped. Callers fold a false into their "unknown agent/run" error, word for word,
+-- so another tenant's objects are indistinguishable from missing ones (nothing leaks by
+-- existence).
 create or replace function runlane._in_scope(p_org_id text)
 returns boolean
 language plpgsql
