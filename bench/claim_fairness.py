@@ -16,14 +16,26 @@ client, in a transaction that is rolled back so every call sees the same queue. 
 alternate between the databases in rounds, so load from elsewhere on the machine hits all
 alike. --explain prints the statements inside one claim of each.
 
+Then, with --burst N (or --burst-only), what one organization's chat burst does to
+another's first response on ONE real worker (issue 11, item 12): organization org1 commits
+N chat runs at once (each on its own thread; the echo agent writes ECHO_CHUNKS chunks,
+waiting ECHO_DELAY s before each), and while the worker works through them organization
+org2 sends TRICKLE messages, one every TRICKLE_GAP s (submit_message, publish_run). Each
+trickle run's first response (first_response_at - the message's created_at) is measured
+with the worker's --max-per-org 0 (no bound: it takes the whole burst at once) and with
+the default bound, on fresh databases, alternating, REPEAT times each.
+
     python -m bench claim_fairness [--quick] [--runs N] [--orgs N] [--calls N] [--explain]
+                                   [--burst N] [--burst-only]
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import statistics
 import time
+import uuid
 
 import psycopg
 
@@ -39,6 +51,12 @@ from runlane.claim_runs(
     p_worker => 'bench-fairness'::text, p_lanes => %(lanes)s::text[], p_limit => %(limit)s::int
 ) as c
 """
+# The burst-vs-trickle part: one real worker, echo agent.
+BURST_TEMPLATE = "bench_fairness_burst_template"
+ECHO_CHUNKS, ECHO_DELAY = 3, 0.2
+TRICKLE, TRICKLE_GAP, REPEAT = 20, 0.1, 2
+BOUNDS = {"no bound (--max-per-org 0)": "0", "default bound (--max-per-org 100)": "100"}
+
 LANES = {"both lanes": ["interactive", "background"], "interactive lane": ["interactive"]}
 
 AUTO_EXPLAIN = [
@@ -97,6 +115,72 @@ def explain(dsn: str, lanes: list[str]) -> list[str]:
     return [f"      {ms:8.3f} ms  {q[:100]}" for ms, q in sorted(found, key=lambda f: -f[0])[:6]]
 
 
+def burst_case(pg, burst: int, bound: str) -> list[float]:
+    """First responses (ms) of org2's trickle while one worker serves org1's burst."""
+    from bench.runner_latency import Worker  # a real `runlane worker` process
+
+    name = f"bench_fairness_burst_{uuid.uuid4().hex[:6]}"
+    dsn = _common.create_database(pg, name, template=BURST_TEMPLATE)
+    worker = Worker(dsn, ECHO_CHUNKS, ECHO_DELAY, "--max-per-org", bound)
+    try:
+        worker.wait_ready()
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            tag = uuid.uuid4().hex
+            with conn.transaction():
+                ids = [r[0] for r in conn.execute(
+                    """select s.run_id from generate_series(1, %(n)s::int) as g,
+                       lateral runlane.submit_message('agent1', %(tag)s || g, 'burst') as s""",
+                    {"n": burst, "tag": tag}).fetchall()]
+                conn.execute("select runlane.publish_run(r) from unnest(%s::bigint[]) as r",
+                             (ids,))
+            trickle = []
+            for i in range(TRICKLE):
+                time.sleep(TRICKLE_GAP)
+                run_id = conn.execute(
+                    "select run_id from runlane.submit_message('agent2', %s, 'hello')",
+                    (f"{tag}-t{i}",)).fetchone()[0]
+                conn.execute("select runlane.publish_run(%s)", (run_id,))
+                trickle.append(run_id)
+            deadline = time.monotonic() + 600
+            while True:
+                rows = conn.execute(
+                    """select extract(epoch from r.first_response_at - m.created_at) * 1000
+                       from runlane.runs as r
+                       join runlane.messages as m on m.message_id = r.source_message_id
+                       where r.run_id = any(%s) and r.first_response_at is not null""",
+                    (trickle,)).fetchall()
+                if len(rows) == len(trickle):
+                    return [float(r[0]) for r in rows]
+                if time.monotonic() > deadline:
+                    raise RuntimeError("trickle runs got no first response in 600 s")
+                time.sleep(0.2)
+    finally:
+        worker.stop()
+        _common.drop_database(pg, name)
+
+
+def burst_part(pg, burst: int) -> tuple[list[dict], list[str]]:
+    dsn = _common.migrated_database(pg, BURST_TEMPLATE)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        _common.seed_agents(conn, agents=2, orgs=2)  # agent1 in org2, agent2 in org1
+    samples: dict[str, list[float]] = {label: [] for label in BOUNDS}
+    for _ in range(REPEAT):
+        for label, bound in BOUNDS.items():
+            samples[label] += burst_case(pg, burst, bound)
+    results, summary = [], [
+        f"one worker, {burst:,} chat runs of one organization at once (echo: {ECHO_CHUNKS} "
+        f"chunks, {ECHO_DELAY} s before each), another organization's first response over "
+        f"{TRICKLE} x {REPEAT} messages:"]
+    for label, ms in samples.items():
+        row = {"case": label, "burst": burst, "trickle_runs": len(ms),
+               "first_response_p50_ms": round(statistics.median(ms), 1),
+               "first_response_max_ms": round(max(ms), 1)}
+        results.append(row)
+        summary.append(f"  {label:<36}: p50 {row['first_response_p50_ms']:8.1f} ms, "
+                       f"max {row['first_response_max_ms']:8.1f} ms")
+    return results, summary
+
+
 def parse(argv):
     ap = argparse.ArgumentParser(prog="python -m bench claim_fairness",
                                  description=__doc__.splitlines()[0])
@@ -105,7 +189,14 @@ def parse(argv):
     ap.add_argument("--orgs", type=int, default=1_000, help="organizations, spread case (1000)")
     ap.add_argument("--calls", type=int, help="measured calls per database and lanes (600)")
     ap.add_argument("--explain", action="store_true", help="statements inside one claim")
+    ap.add_argument("--burst", type=int, default=0,
+                    help="also one organization's burst of N chat runs vs another's trickle, "
+                         "on a real worker with and without --max-per-org (e.g. 3000)")
+    ap.add_argument("--burst-only", action="store_true",
+                    help="only the burst part (--burst defaults to 3000)")
     args = ap.parse_args(argv)
+    if args.burst_only and not args.burst:
+        args.burst = 3000
     args.calls = args.calls or (200 if args.quick else 600)
     return args
 
@@ -113,6 +204,15 @@ def parse(argv):
 def main(argv=None) -> list[str]:
     args = parse(argv)
     started = time.monotonic()
+    if args.burst_only:
+        with _common.cluster() as pg:
+            results, summary = burst_part(pg, args.burst)
+            info = _common.machine(pg)
+        path = _common.write_result("claim_fairness_burst", {"machine": info,
+                                                            "results": results})
+        summary.append(f"  ({time.monotonic() - started:.0f} s; {path})")
+        print("\n".join(summary))
+        return summary
     cases = {"one organization": (1, False), f"{args.orgs:,} organizations": (args.orgs, False),
              f"{args.orgs:,} skewed": (args.orgs, True)}
     with _common.cluster() as pg:
@@ -168,6 +268,10 @@ def main(argv=None) -> list[str]:
             for label, dsn in dsns.items():
                 summary.append(f"  statements inside one claim over both lanes, {label}:")
                 summary += explain(dsn, LANES["both lanes"])
+        if args.burst:
+            burst_results, burst_summary = burst_part(pg, args.burst)
+            results += burst_results
+            summary += burst_summary
         info = _common.machine(pg)
     path = _common.write_result("claim_fairness", {
         "machine": info, "results": results, "ratio_p50": ratios, "goal": GOAL})

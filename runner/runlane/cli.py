@@ -71,6 +71,9 @@ def migrate_cmd(dsn: str, to: int | None) -> None:
               help="Runs per claim_runs() call.")
 @click.option("--pool-size", type=int, default=10, show_default=True,
               help="Database connections per lane for run work (not a run cap).")
+@click.option("--max-per-org", type=click.IntRange(0, 1_000_000), default=100, show_default=True,
+              help="At most this many runs of one organization in flight on this worker, so "
+                   "one organization's burst leaves room for the others' (0: no bound).")
 @click.option("--maintenance/--no-maintenance", default=True, show_default=True,
               help="Take part in the maintenance leader election.")
 @click.option("--tick-interval", type=float, default=5.0, show_default=True)
@@ -89,9 +92,9 @@ def migrate_cmd(dsn: str, to: int | None) -> None:
 def worker_cmd(dsn: str, lanes: tuple[str, ...], agent_spec: str, worker_id: str,
                shutdown_grace: float, memory_buffer_mb: int, memory_probe: str | None,
                lease: float, scan_interval: float, claim_batch: int, pool_size: int,
-               maintenance: bool, tick_interval: float, queue_delay_interval: float,
-               queue_delay_threshold: float, leader_retry: float, deliveries: str,
-               metrics_port: int | None, metrics_addr: str) -> None:
+               max_per_org: int, maintenance: bool, tick_interval: float,
+               queue_delay_interval: float, queue_delay_threshold: float, leader_retry: float,
+               deliveries: str, metrics_port: int | None, metrics_addr: str) -> None:
     """Listen, claim and execute runs until SIGTERM/SIGINT."""
     from .agents import load_agent
     from .maintenance import MaintenanceConfig
@@ -110,7 +113,7 @@ def worker_cmd(dsn: str, lanes: tuple[str, ...], agent_spec: str, worker_id: str
         dsn=dsn, lanes=list(dict.fromkeys(lanes)), agent=agent, worker_id=worker_id,
         shutdown_grace=shutdown_grace, memory_buffer_mb=memory_buffer_mb,
         memory_probe=memory_probe, lease=lease, scan_interval=scan_interval,
-        claim_batch=claim_batch, pool_size=pool_size,
+        claim_batch=claim_batch, pool_size=pool_size, max_per_org=max_per_org,
         maintenance=MaintenanceConfig(tick_interval, queue_delay_interval,
                                       queue_delay_threshold, leader_retry)
         if maintenance else None)
@@ -121,6 +124,50 @@ def worker_cmd(dsn: str, lanes: tuple[str, ...], agent_spec: str, worker_id: str
         config.metrics.serve(metrics_port, metrics_addr)
         log.get().info("metrics.serving", **{"metrics.port": metrics_port})
     eventloop.run(serve(config))
+
+
+@main.command("grant-login")
+@dsn_option
+@click.argument("login")
+@click.option("--api", "role", flag_value="api", help="Give LOGIN runlane_api (applications).")
+@click.option("--worker", "role", flag_value="worker",
+              help="Give LOGIN runlane_worker (workers; they act on every organization).")
+@click.option("--org", default=None,
+              help="With --api: LOGIN acts for this organization only. Without it, --api "
+                   "lifts any earlier limit and LOGIN acts for every organization.")
+def grant_login_cmd(dsn: str, login: str, role: str | None, org: str | None) -> None:
+    """Give an existing login the runlane_api or runlane_worker role (run it as the
+    schema owner or a superuser). `--api --org X` also limits the login to organization X
+    in every runlane_api function (runlane.scope_api_login)."""
+    from psycopg import sql
+
+    if role is None:
+        raise click.UsageError("say which role: --api or --worker")
+    if org is not None and role != "api":
+        raise click.UsageError("--org limits an API login; a worker acts on every organization")
+    try:
+        with psycopg.connect(dsn) as conn:
+            if role == "api":
+                # The scope first: it checks the login, the organization and that the
+                # login is no worker; the grant then commits with it or not at all.
+                conn.execute("select runlane.scope_api_login(%s::name, %s::text)", (login, org))
+                conn.execute(sql.SQL("grant runlane_api to {}").format(sql.Identifier(login)))
+            else:
+                scoped = conn.execute("select org_id from runlane.api_scopes where login = %s",
+                                      (login,)).fetchone()
+                if scoped is not None:
+                    raise RuntimeError(
+                        f"login {login} is limited to organization {scoped[0]}; a worker acts "
+                        "on every organization: use another login for workers")
+                conn.execute(sql.SQL("grant runlane_worker to {}").format(sql.Identifier(login)))
+    except (psycopg.Error, RuntimeError) as exc:
+        fail(exc)
+    if role == "worker":
+        click.echo(f"{login}: runlane_worker")
+    elif org is None:
+        click.echo(f"{login}: runlane_api, every organization")
+    else:
+        click.echo(f"{login}: runlane_api, organization {org} only")
 
 
 @main.command("tick")

@@ -80,3 +80,16 @@ def run_id_of(payload: str | bytes) -> int | None:
         ignored(OUTPUTS, "bad_run_id")
         return None
     return run_id
+
+
+def stream_of(payload: str | bytes) -> str | None:
+    """The stream token a `runlane_outputs` payload names ({"stream": "<32 hex digits>"},
+    runlane.stream_token), or None when it is unreadable (counted)."""
+    value = _object(OUTPUTS, payload)
+    if value is None:
+        return None
+    token = value.get("stream")
+    if not isinstance(token, str) or len(token) != 32:
+        ignored(OUTPUTS, "bad_stream")
+        return None
+    return token

@@ -7,7 +7,8 @@
 An async iterator of the rows of `runlane.outputs_since` (dicts: output_id, run_id,
 attempt, kind, body, created_at), visible kinds only, in output_id order. It LISTENs on
 `runlane_outputs` first, then pages with `outputs_since` (so nothing committed before the
-LISTEN is missed), then pages again after each notification for this run, and every
+LISTEN is missed), then pages again after each notification for this run (its payload
+carries the run's stream token from `runlane.stream_token`, never the run id), and every
 `poll` seconds anyway (notifications are hints; a finish sends none). Each output is
 yielded once (only ids above the last one yielded). The iterator ends when the run is in
 a terminal state (`run_timing`'s run.outcome) and everything visible has been yielded: the
@@ -16,7 +17,7 @@ A consumer that stops early and calls it again with its last output_id sees neit
 nor a repeat, across attempts and resumes of the run: within a run, output ids are taken
 and committed in order (each append holds the run's row lock until its commit).
 
-It needs only what `runlane_api` may execute (outputs_since, run_timing) and two
+It needs only what `runlane_api` may execute (stream_token, outputs_since, run_timing) and two
 connections: one that only listens, so no notification is lost while the other pages.
 """
 
@@ -39,13 +40,15 @@ from runlane.outputs_since(
 ) as o
 """
 OUTCOME = "select runlane.run_timing(p_run_id => %(run_id)s::bigint) ->> 'run.outcome' as outcome"
+TOKEN = "select runlane.stream_token(p_run_id => %(run_id)s::bigint) as token"
 
 
-def _for_run(payload: str, run_id: int) -> bool:
-    """Whether a `runlane_outputs` payload names this run. Payloads are untrusted hints
-    (runlane.hints): an unreadable or forged one is counted and ignored, never raised (the
-    `poll` interval pages anyway)."""
-    return hints.run_id_of(payload) == run_id
+def _for_stream(payload: str, token: str | None) -> bool:
+    """Whether a `runlane_outputs` payload names this run's stream (its token from
+    runlane.stream_token). Payloads are untrusted hints (runlane.hints): an unreadable or
+    forged one is counted and ignored, never raised (the `poll` interval pages anyway).
+    Before migration 0007 there is no token: every hint pages."""
+    return token is None or hints.stream_of(payload) == token
 
 
 async def stream(dsn: str, run_id: int, after: int = 0, *, page_size: int = 500,
@@ -60,6 +63,8 @@ async def stream(dsn: str, run_id: int, after: int = 0, *, page_size: int = 500,
                                                        row_factory=dict_row)
         try:
             await listener.execute("LISTEN runlane_outputs")
+            token = (await (await reader.execute(TOKEN, {"run_id": run_id}))
+                     .fetchone())["token"]
             while True:
                 outcome = (await (await reader.execute(OUTCOME, {"run_id": run_id}))
                            .fetchone())["outcome"]
@@ -76,7 +81,7 @@ async def stream(dsn: str, run_id: int, after: int = 0, *, page_size: int = 500,
                     return
                 # Wait for a hint about this run (or the poll interval), then page again.
                 async for note in listener.notifies(timeout=poll):
-                    if _for_run(note.payload, run_id):
+                    if _for_stream(note.payload, token):
                         break
         finally:
             with contextlib.suppress(psycopg.Error):

@@ -64,6 +64,8 @@ select * from runlane.claim_runs(
     p_worker => %(worker)s::text, p_lanes => %(lanes)s::text[],
     p_limit => %(limit)s::int, p_lease => %(lease)s::interval)
 """
+# The per-worker organization bound claim_runs reads (runlane._max_per_org).
+MAX_PER_ORG = "select set_config('runlane.max_per_org', %(bound)s::text, false)"
 HEARTBEAT = """
 select runlane.heartbeat(
     p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
@@ -252,6 +254,10 @@ class WorkerConfig:
     claim_batch_max: int = 0  # 0: 10 x claim_batch; pages grow while they come back full
     max_pages: int = 50
     pool_size: int = 10
+    # At most this many runs of one organization in flight on this worker (claim_runs
+    # reads it as the session setting runlane.max_per_org of the claim connections):
+    # one organization's burst leaves room for the others'. 0: no bound.
+    max_per_org: int = 100
     admission_retry: float = 0.5
     maintenance: MaintenanceConfig | None = field(default_factory=MaintenanceConfig)
     # False in embedded mode: no LISTEN connection; whoever commits a run in the same
@@ -442,6 +448,7 @@ class Worker:
         self.admission = Admission(probe, config.memory_buffer_mb * 1024 * 1024)
         self.wake = {lane: asyncio.Event() for lane in config.lanes}
         self.runs: dict[int, RunHandle] = {}
+        self.org_runs: dict[str, int] = {}  # runs in flight per organization
         self.stopping = False
         self.stopped = asyncio.Event()
         self.signals = 0
@@ -722,6 +729,7 @@ class Worker:
         if conn is None or conn.closed:
             conn = self.claim_conns[lane] = await psycopg.AsyncConnection.connect(
                 self.config.dsn, row_factory=dict_row, **self._conn_kwargs)
+            await conn.execute(MAX_PER_ORG, {"bound": str(max(0, self.config.max_per_org))})
         try:
             cur = await conn.execute(CLAIM, {
                 "worker": self.config.worker_id, "lanes": [lane],
@@ -762,6 +770,7 @@ class Worker:
     def _start(self, run: RunHandle) -> None:
         self.timing("run.execution_started", run.row_timing, **run.fields)
         self.runs[run.run_id] = run
+        self.org_runs[run.org_id] = self.org_runs.get(run.org_id, 0) + 1
         run.supervisor = asyncio.create_task(self._supervise(run), name=f"run-{run.run_id}")
 
     # -- one run -----------------------------------------------------------------------
@@ -797,7 +806,14 @@ class Worker:
             for beat in beats:
                 beat.cancel()
             self.runs.pop(run.run_id, None)
-            if not self.config.listen:
+            held = self.org_runs.pop(run.org_id, 1)
+            if held > 1:
+                self.org_runs[run.org_id] = held - 1
+            if 0 < self.config.max_per_org <= held:
+                # Its organization was at this worker's bound: claims skipped its queued
+                # runs, and no notification announces the room this run leaves.
+                self.notify()
+            elif not self.config.listen:
                 self.notify()  # no LISTEN hears the follow-up run or the freed computer
 
     async def _agent_loop(self, run: RunHandle) -> StepResult:

@@ -70,7 +70,7 @@ def test_follow_up_run_from_held_messages_is_announced(conn, listener, agent):
     assert {"run_id": follow_up, "lane": "interactive"} in runs_notes
 
 
-def test_append_output_announces_ids_never_text(conn, listener, agent):
+def test_append_output_announces_the_stream_token_never_ids_or_text(conn, listener, agent):
     _m, run_id, _d = submit(conn, "hello")
     (fence,) = conn.execute("select runlane_test.claimed(%s)", (run_id,)).fetchone()
     drain(listener)
@@ -83,7 +83,8 @@ def test_append_output_announces_ids_never_text(conn, listener, agent):
         "select output_id from runlane.run_outputs where run_id = %s order by output_id",
         (run_id,))]
     notes = drain(listener)
-    assert notes == [("runlane_outputs", {"run_id": run_id, "output_id": oid})
-                     for oid in outputs]
+    (token,) = conn.execute("select runlane.stream_token(%s)", (run_id,)).fetchone()
+    assert len(outputs) == 2
+    assert notes == [("runlane_outputs", {"stream": token}) for _oid in outputs]
     assert all("secret" not in json.dumps(p) and "private" not in json.dumps(p)
                for _c, p in notes)

@@ -64,8 +64,16 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.parse_schedule(text)": BOTH,
     "runlane.next_slot(text,text,timestamp with time zone)": BOTH,
     "runlane.weekly_spend(text,timestamp with time zone)": BOTH,
+    # tenants: the stream token readers match runlane_outputs hints with (scoped like
+    # every api function); scoping a login is the schema owner's, granted to nobody
+    "runlane.stream_token(bigint)": BOTH,
+    "runlane.scope_api_login(name,text)": NOBODY,
     # private helpers and triggers
     "runlane._agent_gates(text,boolean)": NOBODY,
+    "runlane._api_org()": NOBODY,
+    "runlane._in_scope(text)": NOBODY,
+    "runlane._stream_token(bigint)": NOBODY,
+    "runlane._max_per_org()": NOBODY,
     "runlane._budget_exhausted(text,text,timestamp with time zone)": NOBODY,
     "runlane._record_charge(runlane.runs,numeric,timestamp with time zone)": NOBODY,
     "runlane._require_amount(numeric,text)": NOBODY,

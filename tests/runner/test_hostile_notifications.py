@@ -114,9 +114,9 @@ def test_a_forged_output_notification_does_not_kill_a_stream(conn, db_dsn):
 def test_hint_parsers_never_raise_and_read_only_real_payloads():
     assert hints.lane_of('{"run_id": 7, "lane": "interactive"}') == "interactive"
     assert hints.lane_of(b'{"run_id": 7, "lane": "background"}') == "background"
-    assert hints.run_id_of(json.dumps({"run_id": 42, "output_id": 9})) == 42
+    assert hints.stream_of(json.dumps({"stream": "0f" * 16})) == "0f" * 16
     for payload in FORGED_RUNS:
         assert hints.lane_of(payload) is None, payload
     assert hints.lane_of(b"\xff\xfe") is None
     for payload in FORGED_OUTPUTS:
-        assert hints.run_id_of(payload) is None, payload
+        assert hints.stream_of(payload) is None, payload

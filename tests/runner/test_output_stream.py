@@ -113,7 +113,7 @@ def test_a_reconnecting_consumer_follows_a_run_across_a_worker_crash_and_resume(
     assert left >= 3
 
 
-def test_each_output_notifies_its_run_and_output_id_and_never_its_text(conn, db_dsn):
+def test_each_output_notifies_its_stream_token_never_its_ids_or_text(conn, db_dsn):
     conn.execute("select runlane_test.agent('agent-n')")
     run_id = conn.execute(
         "select runlane_test.queued_run('agent-n', 'interactive', 'interactive')").fetchone()[0]
@@ -128,11 +128,10 @@ def test_each_output_notifies_its_run_and_output_id_and_never_its_text(conn, db_
                 "select max(output_id) from runlane.run_outputs where run_id = %s",
                 (run_id,)).fetchone()[0])
         notes = list(listener.notifies(timeout=5, stop_after=2))
-    assert [json.loads(n.payload) for n in notes] == [
-        {"run_id": run_id, "output_id": output_ids[0]},
-        {"run_id": run_id, "output_id": output_ids[1]},
-    ]
-    assert all("secret" not in n.payload for n in notes)
+    (token,) = conn.execute("select runlane.stream_token(%s)", (run_id,)).fetchone()
+    assert len(set(output_ids)) == 2
+    assert [json.loads(n.payload) for n in notes] == [{"stream": token}, {"stream": token}]
+    assert all("secret" not in n.payload for n in notes)  # the token alone: no id, no text
 
 
 @pytest.fixture

@@ -5,7 +5,8 @@
 -- (users.timezone, else the organization's), with the wall-clock rules of
 -- runlane._wall_to_instant: whatever week the run was created in and whatever became of
 -- it (succeeded, failed, retried, reaped, canceled). 0 when nothing was charged. Raises
--- 22004 for a null argument and 22023 for an unknown owner.
+-- 22004 for a null argument and 22023 for an unknown owner, and for another
+-- organization's owner when the login is scoped to one (the same message).
 -- Flat in history: whole UTC quarter hours of the week are read from
 -- runlane.charge_buckets (at most 676 rows, a 169-hour week), and only a week boundary
 -- that is not on a quarter hour reads the ledger rows of its partial quarter.
@@ -18,6 +19,7 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_tz text;
+    v_org text;
     v_monday timestamp;
     v_start timestamptz;
     v_end timestamptz;
@@ -30,11 +32,11 @@ begin
             using errcode = '22004';
     end if;
     perform runlane._check_instant('now', p_now);
-    select coalesce(u.timezone, s.timezone, 'UTC') into v_tz
+    select coalesce(u.timezone, s.timezone, 'UTC'), u.org_id into v_tz, v_org
     from runlane.users as u
     left join runlane.platform_settings as s on s.org_id = u.org_id
     where u.user_id = p_owner_id;
-    if not found then
+    if not found or not runlane._in_scope(v_org) then
         raise exception 'unknown owner %', runlane._quote_for_error(p_owner_id)
             using errcode = '22023';
     end if;

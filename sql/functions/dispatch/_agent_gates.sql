@@ -1,10 +1,11 @@
 -- _agent_gates: the gate checks shared by run_now, create_run (and, as a filter, tick).
 --
 -- Guarantees: returns the agent row when its gates are open, else raises, writing
--- nothing: RL008 unknown agent, RL002 switched off by its owner, RL003 locked by an
--- admin, RL004 no model, and (only when p_budget_raises) RL005 when the owner's weekly
--- budget is exhausted. Callers that record a budget skip instead check
--- runlane._budget_exhausted themselves, after the overlap check.
+-- nothing: RL008 unknown agent (or another organization's, for a login scoped to one),
+-- RL002 switched off by its owner, RL003 locked by an admin, RL004 no model, and (only
+-- when p_budget_raises) RL005 when the owner's weekly budget is exhausted. Callers that
+-- record a budget skip instead check runlane._budget_exhausted themselves, after the
+-- overlap check.
 create or replace function runlane._agent_gates(p_agent_id text, p_budget_raises boolean)
 returns runlane.agents
 language plpgsql
@@ -20,7 +21,8 @@ begin
     end if;
     perform runlane._check_id('agent id', p_agent_id);
     select a.* into v_agent from runlane.agents as a where a.agent_id = p_agent_id;
-    if not found then
+    -- another organization's agent is unknown to a login scoped to one (no gate leaks it)
+    if not found or not runlane._in_scope(v_agent.org_id) then
         raise exception 'unknown agent %', runlane._quote_for_error(p_agent_id)
             using errcode = 'RL008';
     end if;

@@ -34,6 +34,8 @@
 --   share a computer, the computer lease only for computer-bound runs. Plans are
 --   generic (plan_cache_mode): re-planning the statements for one-element arrays cost
 --   more than the whole claim.
+-- * Per worker, at most runlane.max_per_org (a session setting; unset: no bound) running
+--   runs of one organization: locked runs over the bound are left queued.
 -- * Each claimed run gets fence + 1, attempts + 1, a lease of p_lease, its computer lease
 --   in the same transaction, and first_started_at once, after computer ownership.
 -- Returns, per claimed run, what the worker needs to execute it, its late notice (timer
@@ -97,6 +99,7 @@ declare
     v_computers_taken bigint[] := '{}';
     v_claimed bigint[];
     v_idle boolean := false;
+    v_max_per_org int := runlane._max_per_org();
 begin
     -- GUARD: arguments a person can get wrong
     if p_worker is null or btrim(p_worker) = '' then
@@ -473,6 +476,30 @@ begin
             where (k.lane <> 'background' or k.org_rank <= s.agent_max_concurrency - b.running)
               and (k.computer_id is null or k.computer_rank = 1);
         end if;
+    end if;
+
+    -- GUARD: the per-worker organization bound (session setting runlane.max_per_org, see
+    -- runlane._max_per_org): p_worker never holds more than that many running runs of one
+    -- organization, so one organization's burst leaves the worker room for the others'
+    -- (round robin put their runs early among the locked ones). Runs over the bound stay
+    -- queued, untouched; each organization's count is one probe of runs_worker_running_idx.
+    if v_max_per_org is not null then
+        select coalesce(array_agg(k.run_id order by k.position), '{}')
+        into v_accepted
+        from (
+            select
+                l.run_id,
+                l.position,
+                r.org_id,
+                row_number() over (partition by r.org_id order by l.position) as org_rank
+            from unnest(v_accepted) with ordinality as l (run_id, position)
+            join runlane.runs as r on r.run_id = l.run_id
+        ) as k
+        where k.org_rank <= v_max_per_org - (
+            select count(*)
+            from runlane.runs as mine
+            where mine.lease_owner = p_worker and mine.state = 'running' and mine.org_id = k.org_id
+        );
     end if;
 
     -- Computer ownership first: a lease that is live for another run is left alone, and

@@ -7,7 +7,8 @@
 --   this transaction commits. Call it in its own transaction AFTER the run committed:
 --   a failure here (or at its commit) loses nothing, the workers' periodic scan finds
 --   the run anyway.
--- * RL008 for an unknown run; 22004 for a null run id (a "held" submit has no run to
+-- * RL008 for an unknown run (or another organization's, for a login scoped to one:
+--   checked before anything is written); 22004 for a null run id (a "held" submit has no run to
 --   publish); 22023 for an infinite wake time.
 create or replace function runlane.publish_run(p_run_id bigint, p_wake_at timestamptz default null)
 returns void
@@ -17,6 +18,7 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_lane text;
+    v_org text;
 begin
     if p_run_id is null then
         raise exception 'run id is required (a held message has no run to publish)'
@@ -30,18 +32,18 @@ begin
 
     perform runlane._check_wake_at(p_wake_at);
 
+    select r.lane, r.org_id into v_lane, v_org
+    from runlane.runs as r
+    where r.run_id = publish_run.p_run_id;
+    if not found or not runlane._in_scope(v_org) then
+        raise exception 'unknown run %', p_run_id
+            using errcode = 'RL008';
+    end if;
+
     if p_wake_at is not null then
         update runlane.runs as r
         set wake_at = publish_run.p_wake_at
         where r.run_id = publish_run.p_run_id and r.state = 'queued';
-    end if;
-
-    select r.lane into v_lane
-    from runlane.runs as r
-    where r.run_id = publish_run.p_run_id;
-    if not found then
-        raise exception 'unknown run %', p_run_id
-            using errcode = 'RL008';
     end if;
 
     perform runlane._notify_run(p_run_id, v_lane);

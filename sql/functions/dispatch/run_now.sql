@@ -8,6 +8,9 @@
 -- trigger manual and the agent's prompt, thread and model. Manual runs carry no timer
 -- marker, so they are never coalesced. It does not notify: the caller publishes the new
 -- run with runlane.publish_run after commit.
+-- The returned row's prompt is always NULL (the run itself keeps the agent's prompt):
+-- runlane_api sees a run's state, never the agent's instructions. RL008 also for
+-- another organization's agent when the login is scoped to one (runlane._in_scope).
 create or replace function runlane.run_now(p_agent_id text)
 returns runlane.runs
 language plpgsql
@@ -16,18 +19,23 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_agent runlane.agents := runlane._agent_gates(p_agent_id, true);
+    v_run runlane.runs;
 begin
-    return runlane._new_background_run(
+    v_run := runlane._new_background_run(
         v_agent, 'manual', v_agent.prompt, null,
         case when runlane._lock_agent(v_agent.agent_id) then 'already_running' end,
         null, null
     );
+    -- The prompt is the agent's instructions, for its worker (claim_runs), not for the
+    -- application that pressed the button: the returned row never carries it.
+    v_run.prompt := null;
+    return v_run;
 end;
 $$;
 
 comment on function runlane.run_now(text) is
 'Manual run: RL002-RL005 when a gate is closed; a skipped already_running row when the agent is busy; '
-'else a queued background run (trigger manual).';
+'else a queued background run (trigger manual). The returned row''s prompt is always NULL.';
 
 revoke all on function runlane.run_now(text) from public;
 grant execute on function runlane.run_now(text) to runlane_api;

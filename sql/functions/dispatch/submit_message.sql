@@ -20,8 +20,9 @@
 --   the steering messages attached to it.
 -- * Interactive chat is NOT gated by agents.enabled / agents.admin_locked: those switches
 --   gate agent triggering (schedules, run now), not a person talking to the agent.
--- * Errors: RL008 unknown agent; 22004 null thread or body; 22023 blank thread or one
---   longer than 256 characters.
+-- * Errors: RL008 unknown agent (also another organization's agent for a login scoped to
+--   one, runlane._in_scope: the same message, nothing leaks by existence); 22004 null
+--   thread or body; 22023 blank thread or one longer than 256 characters.
 -- * Callers must use READ COMMITTED (the default): the decision re-reads the thread
 --   after taking the thread lock.
 create or replace function runlane.submit_message(p_agent_id text, p_thread_id text, p_body text)
@@ -61,7 +62,7 @@ begin
     select a.* into v_agent
     from runlane.agents as a
     where a.agent_id = submit_message.p_agent_id;
-    if not found then
+    if not found or not runlane._in_scope(v_agent.org_id) then
         raise exception 'unknown agent %', runlane._quote_for_error(p_agent_id)
             using errcode = 'RL008';
     end if;

@@ -1,7 +1,8 @@
 -- agent_journal: an agent's runs, skips and their reasons, newest first, for
 -- `runlane journal AGENT`.
 --
--- Guarantees: RL008 for an unknown agent. Otherwise at most p_limit of the agent's runs
+-- Guarantees: RL008 for an unknown agent (or another organization's, for a login scoped to
+-- one: runlane._in_scope). Otherwise at most p_limit of the agent's runs
 -- (every lane, every state, skipped ones included), newest first (created_at, run_id):
 -- lane, trigger, state, reason, attempts, the routine occurrence of timer runs (and the
 -- zone it was computed in), how many ticks were coalesced into the run
@@ -35,7 +36,10 @@ begin
         raise exception 'journal limit must be at least 1, not %', coalesce(p_limit::text, 'null')
             using errcode = '22023';
     end if;
-    if not exists (select 1 from runlane.agents as a where a.agent_id = agent_journal.p_agent_id) then
+    if not exists (
+        select 1 from runlane.agents as a
+        where a.agent_id = agent_journal.p_agent_id and runlane._in_scope(a.org_id)
+    ) then
         raise exception 'unknown agent %', runlane._quote_for_error(p_agent_id) using errcode = 'RL008';
     end if;
 

@@ -5,7 +5,8 @@
 -- UTC); next_run_at is the instant (UTC), next_run_local the same instant as wall time
 -- in that zone ('YYYY-MM-DD HH24:MI'), NULL when nothing is scheduled. status says why
 -- an agent does not run on schedule: 'off' (switched off by its owner), 'locked' (by an
--- admin), 'no_model', 'manual' (no schedule), else 'scheduled'. Read-only.
+-- admin), 'no_model', 'manual' (no schedule), else 'scheduled'. Read-only. A login scoped
+-- to an organization (runlane._api_org) sees that organization's agents only.
 create or replace function runlane.agent_schedules()
 returns table (
     agent_id text,
@@ -37,6 +38,8 @@ as $$
         to_char(a.next_run_at at time zone z.tz, 'YYYY-MM-DD HH24:MI')
     from runlane.agents as a
     cross join lateral (select runlane._agent_timezone(a.owner_id, a.org_id) as tz) as z
+    cross join (select runlane._api_org() as org_id) as scope
+    where scope.org_id is null or a.org_id = scope.org_id
     order by a.next_run_at nulls last, a.agent_id;
 $$;
 

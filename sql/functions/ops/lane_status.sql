@@ -8,7 +8,8 @@
 --   running             runs in state running;
 --   oldest_due_wait_ms  how long the oldest due run has waited, from the later of its
 --                       creation and its wake time (as queue_delay measures), or NULL.
--- Read-only; counts only, no text.
+-- Read-only; counts only, no text. A login scoped to an organization (runlane._api_org)
+-- counts that organization's runs only.
 create or replace function runlane.lane_status(p_now timestamptz default now())
 returns table (lane text, queued int, due int, running int, oldest_due_wait_ms bigint)
 language plpgsql
@@ -16,6 +17,8 @@ stable
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+declare
+    v_org text := runlane._api_org();  -- a scoped login counts its organization's runs only
 begin
     if p_now is null then
         raise exception 'lane_status needs an instant' using errcode = '22004';
@@ -39,6 +42,7 @@ begin
     from (values (1, 'interactive'), (2, 'background')) as l (ord, lane)
     left join runlane.runs as r
         on r.lane = l.lane and r.state in ('queued', 'running')
+        and (v_org is null or r.org_id = v_org)
     group by l.ord, l.lane
     order by l.ord;
 end;

@@ -2,7 +2,8 @@
 --
 -- Guarantees: one row per organization, ordered by org_id: its running and queued
 -- background runs against its agent_max_concurrency (the cap claim_runs enforces;
--- interactive runs never count against it). Read-only; counts only.
+-- interactive runs never count against it). Read-only; counts only. A login scoped to an
+-- organization (runlane._api_org) sees that organization's row only.
 create or replace function runlane.org_status()
 returns table (org_id text, running_background int, queued_background int, agent_max_concurrency int)
 language sql
@@ -22,6 +23,8 @@ as $$
         ),
         s.agent_max_concurrency
     from runlane.platform_settings as s
+    cross join (select runlane._api_org() as org_id) as scope
+    where scope.org_id is null or s.org_id = scope.org_id
     order by s.org_id;
 $$;
 

@@ -1,7 +1,8 @@
 -- timing_summary: latency distributions over a recent window, for `runlane timing`.
 --
 -- Guarantees: three rows, always, in this order, each over runs with p_trigger (all
--- triggers when NULL):
+-- triggers when NULL), of the login's organization when it is scoped to one
+-- (runlane._api_org):
 --   queue_wait      run.queue_wait_ms of each run whose first execution start lies in
 --                   the window (creation -> first_started_at);
 --   first_response  run.first_response_ms of each run whose first visible output lies
@@ -23,6 +24,8 @@ stable
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+declare
+    v_org text := runlane._api_org();  -- a scoped login summarizes its organization only
 begin
     if p_since is null or p_now is null then
         raise exception 'timing_summary needs a window and an instant' using errcode = '22004';
@@ -45,6 +48,7 @@ begin
         from runlane.runs as r
         left join runlane.messages as m on m.message_id = r.source_message_id
         where (p_trigger is null or r.trigger = p_trigger)
+          and (v_org is null or r.org_id = v_org)
           and (
               r.first_started_at > p_now - p_since
               or r.first_response_at > p_now - p_since

@@ -1,7 +1,10 @@
 -- _notify_output: a hint on channel runlane_outputs that a run has a new output.
 --
 -- Guarantees:
--- * Payload {"run_id": …, "output_id": …}: ids only, never the output's text.
+-- * Payload {"stream": "<token>"}: the run's stream token (runlane._stream_token), never
+--   its id, the output's id or text. Any login, runlane grant or not, may LISTEN on any
+--   channel: a stranger sees only that some stream got output. A reader of the run gets
+--   the token from runlane.stream_token and pages with outputs_since on a match.
 -- * Never the reason a write fails at COMMIT. A notification is queued in memory here and
 --   written to the server's notification queue at commit; the only commit-time failure is
 --   a full queue ("too many notifications in the NOTIFY queue", 8 GB in PostgreSQL 15,
@@ -22,13 +25,13 @@ begin
     end if;
     perform pg_notify(
         'runlane_outputs',
-        json_build_object('run_id', p_run_id, 'output_id', p_output_id)::text
+        json_build_object('stream', runlane._stream_token(p_run_id))::text
     );
 end;
 $$;
 
 comment on function runlane._notify_output(bigint, bigint) is
-'Publishes {run_id, output_id} on runlane_outputs (a hint; readers page with outputs_since), '
+'Publishes {stream: <run''s stream token>} on runlane_outputs (a hint; readers page with outputs_since), '
 'unless the notification queue is half full, so the notification can never fail a COMMIT.';
 
 revoke all on function runlane._notify_output(bigint, bigint) from public;

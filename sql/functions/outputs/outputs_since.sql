@@ -6,8 +6,8 @@
 --   in output_id order (across attempts: the order they were written), at most p_limit
 --   rows. Page by passing the last returned output_id.
 -- * Not fenced: any reader of the run may page; it never writes.
--- * RL008 for an unknown run; 22023 when p_limit is outside 1..10000; 22004 for null
---   arguments.
+-- * RL008 for an unknown run (or another organization's, for a login scoped to one);
+--   22023 when p_limit is outside 1..10000; 22004 for null arguments.
 create or replace function runlane.outputs_since(
     p_run_id bigint,
     p_after_output_id bigint default 0,
@@ -28,7 +28,10 @@ begin
         raise exception 'limit must be between 1 and 10000, got %', p_limit
             using errcode = '22023';
     end if;
-    if not exists (select 1 from runlane.runs as r where r.run_id = outputs_since.p_run_id) then
+    if not exists (
+        select 1 from runlane.runs as r
+        where r.run_id = outputs_since.p_run_id and runlane._in_scope(r.org_id)
+    ) then
         raise exception 'unknown run %', p_run_id
             using errcode = 'RL008';
     end if;

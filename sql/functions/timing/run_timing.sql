@@ -13,7 +13,8 @@
 -- * Also run.id, run.lane, run.trigger, run.attempt (= attempts) and, once the state is
 --   terminal (succeeded, failed, canceled, skipped), run.outcome (= state).
 -- * Nothing else: no message text, prompt, model, agent, owner or thread ids.
--- * RL008 for an unknown run. Reads only; safe for the api and the worker roles.
+-- * RL008 for an unknown run (or another organization's, for a login scoped to one).
+--   Reads only; safe for the api and the worker roles.
 create or replace function runlane.run_timing(p_run_id bigint)
 returns jsonb
 language plpgsql
@@ -34,7 +35,7 @@ begin
     from runlane.runs as r
     where r.run_id = run_timing.p_run_id;
 
-    if not found then
+    if not found or not runlane._in_scope(v_run.org_id) then
         raise exception 'unknown run %', p_run_id
             using errcode = 'RL008';
     end if;

@@ -10,8 +10,8 @@
 --   same transaction; it is never reset by later attempts, restarts or resumes. Only
 --   then the function returns the run.first_response timing row (run_timing plus
 --   "event"); otherwise NULL.
--- * Notifies runlane_outputs with {run_id, output_id} (never the text) at commit, through
---   runlane._notify_output.
+-- * Notifies runlane_outputs with the run's stream token (never its id or the text) at
+--   commit, through runlane._notify_output.
 -- * Neither the notification nor the timing computation can fail the write: each is
 --   guarded by its own exception block (timing NULL, notification skipped), and
 --   _notify_output queues nothing once the notification queue is half full, so the
@@ -77,7 +77,7 @@ $$;
 comment on function runlane.append_output(bigint, bigint, text, text) is
 'Persists an output for the run''s current owner; the first visible one sets first_response_at '
 'and returns the run.first_response timing row (else NULL). Notifies runlane_outputs '
-'{run_id, output_id}. RL001 fenced out, RL008 unknown run, 22023 unknown kind.';
+'{stream: token}. RL001 fenced out, RL008 unknown run, 22023 unknown kind.';
 
 revoke all on function runlane.append_output(bigint, bigint, text, text) from public;
 grant execute on function runlane.append_output(bigint, bigint, text, text) to runlane_worker;

@@ -1,7 +1,7 @@
 -- run_now: a queued manual background run when the agent is free; a journaled skipped
 -- run (already_running) when it has an unfinished run.
 begin;
-select plan(9);
+select plan(10);
 
 do $$ begin perform runlane_test.scheduled_agent('agent-r', 'daily at 09:00', null, 'UTC', 'org-r'); end $$;
 update runlane.agents set thread_id = 'thread-r' where agent_id = 'agent-r';
@@ -11,9 +11,14 @@ select * from runlane.run_now('agent-r');
 
 select results_eq(
     $$select lane, trigger, state, prompt, model, thread_id, timer_routine from first_run$$,
-    $$values ('background'::text, 'manual'::text, 'queued'::text, 'Summarize the day'::text,
+    $$values ('background'::text, 'manual'::text, 'queued'::text, null::text,
               'test-model'::text, 'thread-r'::text, null::text)$$,
-    'a free agent gets a queued, unmarked background run with trigger manual'
+    'a free agent gets a queued, unmarked background run with trigger manual (no prompt returned)'
+);
+select is(
+    (select r.prompt from runlane.runs as r inner join first_run as f on r.run_id = f.run_id),
+    'Summarize the day',
+    'the run itself carries the agent''s prompt for its worker'
 );
 
 create temporary table second_run on commit drop as

@@ -1,6 +1,6 @@
 -- Every function DESIGN.md fixes exists with exactly its name and parameter types.
 begin;
-select plan(22);
+select plan(24);
 
 select has_function('runlane', 'submit_message', array['text', 'text', 'text'], 'submit_message(agent, thread, body)');
 select has_function('runlane', 'publish_run', array['bigint', 'timestamp with time zone'], 'publish_run(run, wake_at)');
@@ -36,6 +36,9 @@ select has_function('runlane', 'reap_stale', array['timestamp with time zone', '
 select has_function('runlane', 'cancel_redundant_timer_runs', array['integer'], 'cancel_redundant_timer_runs(limit)');
 select has_function('runlane', 'queue_delay', array['interval', 'timestamp with time zone'], 'queue_delay(threshold, now)');
 select has_function('runlane', 'weekly_spend', array['text', 'timestamp with time zone'], 'weekly_spend(owner, now)');
+-- tenants (issue 11, item 12)
+select has_function('runlane', 'stream_token', array['bigint'], 'stream_token(run)');
+select has_function('runlane', 'scope_api_login', array['name', 'text'], 'scope_api_login(login, org)');
 
 select * from finish();
 rollback;

@@ -88,7 +88,8 @@ select is(
 
 -- The api role: exactly the client functions, nothing of the worker or maintenance.
 -- parse_schedule, next_slot and weekly_spend are read-only queries a product UI needs
--- (validate the schedule an owner types, show its next slot, show the week's spend).
+-- (validate the schedule an owner types, show its next slot, show the week's spend);
+-- stream_token names a run's runlane_outputs hints for a reader allowed to read the run.
 select set_eq(
     $$
         select p.proname::text
@@ -98,7 +99,7 @@ select set_eq(
     $$,
     array[
         'submit_message', 'publish_run', 'create_run', 'run_now', 'outputs_since', 'run_timing',
-        'parse_schedule', 'next_slot', 'weekly_spend'
+        'parse_schedule', 'next_slot', 'weekly_spend', 'stream_token'
     ],
     'the api role executes exactly the client functions'
 );

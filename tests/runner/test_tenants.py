@@ -1,0 +1,350 @@
+"""Tenants (issue 11, item 12), with real logins of the test cluster.
+
+A login limited to organization A (`runlane.scope_api_login`, `runlane grant-login --api
+--org`) gets, in every function runlane_api may execute, exactly the error an unknown
+object gets for organization B's agents, runs and owners, and works as before on its
+own; run_now returns no prompt; a login with no runlane grant that LISTENs on
+runlane_outputs learns no run id; claim_runs holds one worker to runlane.max_per_org
+running runs of one organization, and a real worker with --max-per-org stays within it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+
+import psycopg
+import pytest
+import worker_helpers
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from worker_helpers import wait_until
+
+workers = worker_helpers.workers  # the fixture: real worker processes, logs checked after
+
+# Every function runlane_api may execute, called on ORGANIZATION B's objects, and the
+# same call on an object that does not exist: both must fail alike for a login scoped
+# to organization A. {run} is org B's run, {missing} a run id nobody has.
+FOREIGN_CALLS = {
+    "submit_message": ("select * from runlane.submit_message(%(agent)s, 't-x', 'hi')", "RL008"),
+    "run_now": ("select * from runlane.run_now(%(agent)s)", "RL008"),
+    "create_run": ("select runlane.create_run(%(agent)s, 'reaction')", "RL008"),
+    "publish_run": ("select runlane.publish_run(%(run)s, now() + interval '1 day')", "RL008"),
+    "outputs_since": ("select * from runlane.outputs_since(%(run)s)", "RL008"),
+    "run_timing": ("select runlane.run_timing(%(run)s)", "RL008"),
+    "stream_token": ("select runlane.stream_token(%(run)s)", "RL008"),
+    "weekly_spend": ("select runlane.weekly_spend(%(owner)s)", "22023"),
+}
+# Pure functions of their arguments: no organization's object to protect.
+NO_OBJECTS = {"parse_schedule", "next_slot"}
+
+
+def _db(dsn: str) -> str:
+    return conninfo_to_dict(dsn)["dbname"]
+
+
+@pytest.fixture
+def login(conn, db_dsn):
+    """make(*roles, org=None) -> dsn of a new login in those roles, limited to `org`."""
+    made: list[str] = []
+
+    def make(*roles: str, org: str | None = None) -> str:
+        name = f"t12_{uuid.uuid4().hex[:10]}"
+        conn.execute(f'create role "{name}" login')
+        made.append(name)
+        for role in roles:
+            conn.execute(f'grant "{role}" to "{name}"')
+        if org is not None:
+            conn.execute("select runlane.scope_api_login(%s, %s)", (name, org))
+        return make_conninfo(db_dsn, user=name)
+
+    def group(*roles: str) -> str:
+        name = f"t12g_{uuid.uuid4().hex[:10]}"
+        conn.execute(f'create role "{name}" nologin')
+        made.append(name)
+        for role in roles:
+            conn.execute(f'grant "{role}" to "{name}"')
+        return name
+
+    make.group = group  # type: ignore[attr-defined]
+    yield make
+    conn.execute("delete from runlane.api_scopes")
+    for name in reversed(made):
+        conn.execute(f'drop role "{name}"')
+
+
+@pytest.fixture
+def tenants(conn):
+    """Organizations org-a and org-b, an agent each (with a prompt), and a run of org-b
+    with a visible output."""
+    conn.execute("select runlane_test.agent('agent-a', 'org-a')")
+    conn.execute("select runlane_test.agent('agent-b', 'org-b')")
+    run_b = conn.execute(
+        "select runlane_test.queued_run('agent-b', 'interactive', 'interactive')").fetchone()[0]
+    fence = conn.execute("select runlane_test.claimed(%s)", (run_b,)).fetchone()[0]
+    conn.execute("select runlane.append_output(%s, %s, 'text', 'b private reply')",
+                 (run_b, fence))
+    missing = conn.execute("select coalesce(max(run_id), 0) + 1000 from runlane.runs").fetchone()[0]
+    return {"run_b": run_b, "missing": missing}
+
+
+def _error(dsn: str, sql: str, params: dict) -> tuple[str, str]:
+    with psycopg.connect(dsn, autocommit=True) as c:
+        try:
+            c.execute(sql, params)
+        except psycopg.Error as exc:
+            return exc.sqlstate, exc.diag.message_primary
+    return "no error", ""
+
+
+def test_every_api_function_is_covered(conn):
+    api = {name for (name,) in conn.execute("""
+        select p.proname::text from pg_proc as p
+        where p.pronamespace = 'runlane'::regnamespace
+          and has_function_privilege('runlane_api', p.oid, 'execute')""")}
+    assert api - NO_OBJECTS == set(FOREIGN_CALLS), "classify every new api function here"
+
+
+@pytest.mark.parametrize("function", sorted(FOREIGN_CALLS))
+def test_a_scoped_login_sees_another_organization_as_unknown(conn, login, tenants, function):
+    scoped = login("runlane_api", org="org-a")
+    sql, code = FOREIGN_CALLS[function]
+    wake_before = conn.execute("select wake_at from runlane.runs where run_id = %s",
+                               (tenants["run_b"],)).fetchone()[0]
+    foreign = _error(scoped, sql, {"agent": "agent-b", "run": tenants["run_b"],
+                                   "owner": "owner-of-org-b"})
+    unknown = _error(scoped, sql, {"agent": "agent-zz", "run": tenants["missing"],
+                                   "owner": "owner-zz"})
+    assert foreign[0] == code
+    # word for word the unknown object's message, the id aside: nothing leaks by existence
+    assert foreign[1].replace("agent-b", "X").replace(str(tenants["run_b"]), "X") \
+        .replace("owner-of-org-b", "X") == unknown[1].replace("agent-zz", "X") \
+        .replace(str(tenants["missing"]), "X").replace("owner-zz", "X")
+    # nothing was written for organization B
+    assert conn.execute("select count(*) from runlane.runs where org_id = 'org-b'"
+                        ).fetchone()[0] == 1
+    assert conn.execute("select count(*) from runlane.messages where org_id = 'org-b'"
+                        ).fetchone()[0] == 0
+    assert conn.execute("select wake_at from runlane.runs where run_id = %s",
+                        (tenants["run_b"],)).fetchone()[0] == wake_before
+
+
+def test_a_scoped_login_works_on_its_own_organization(conn, login, tenants):
+    scoped = login("runlane_api", org="org-a")
+    with psycopg.connect(scoped, autocommit=True) as c:
+        _m, run_id, disposition = c.execute(
+            "select * from runlane.submit_message('agent-a', 't-1', 'hello')").fetchone()
+        assert disposition == "created"
+        c.execute("select runlane.publish_run(%s)", (run_id,))
+        assert c.execute("select count(*) from runlane.outputs_since(%s)", (run_id,)
+                         ).fetchone()[0] == 0
+        assert c.execute("select runlane.run_timing(%s) ->> 'run.id'", (run_id,)
+                         ).fetchone()[0] == str(run_id)
+        assert len(c.execute("select runlane.stream_token(%s)", (run_id,)).fetchone()[0]) == 32
+        assert c.execute("select runlane.weekly_spend('owner-of-org-a')").fetchone()[0] == 0
+        manual = c.execute("select run_id, state, prompt from runlane.run_now('agent-a')"
+                           ).fetchone()
+        assert manual[1:] == ("queued", None), "run_now returns no prompt"
+        assert c.execute("select runlane.create_run('agent-a', 'reaction')").fetchone()[0]
+    assert conn.execute("select prompt from runlane.runs where run_id = %s", (manual[0],)
+                        ).fetchone()[0] == "Summarize the day"
+
+
+def test_a_scope_cannot_be_shed_or_changed_by_its_login(conn, login, tenants):
+    scoped = login("runlane_api", org="org-a")
+    # through a group: the scope names the login, whatever path its grants take
+    via_group = login(login.group("runlane_api"), org="org-a")
+    for dsn in (scoped, via_group):
+        with psycopg.connect(dsn, autocommit=True) as c:
+            c.execute("set role runlane_api")  # current_user changes, session_user does not
+            with pytest.raises(psycopg.Error) as err:
+                c.execute("select * from runlane.submit_message('agent-b', 't-x', 'hi')")
+            assert err.value.sqlstate == "RL008"
+            c.execute("reset role")
+            for sql in ("select runlane.scope_api_login(session_user, null)",
+                        "delete from runlane.api_scopes"):
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    c.execute(sql)
+
+
+def test_an_unscoped_api_login_acts_on_every_organization_but_never_reads_prompts(
+        conn, login, tenants):
+    unscoped = login("runlane_api")
+    with psycopg.connect(unscoped, autocommit=True) as c:
+        assert c.execute("select count(*) from runlane.outputs_since(%s)",
+                         (tenants["run_b"],)).fetchone()[0] == 1
+        assert c.execute("select state, prompt from runlane.run_now('agent-b')"
+                         ).fetchone() == ("queued", None)
+
+
+def test_scope_api_login_refuses_workers_group_roles_and_unknown_organizations(
+        conn, login, tenants):
+    worker = conninfo_to_dict(login("runlane_worker"))["user"]
+    group = login.group("runlane_api")
+    plain = conninfo_to_dict(login())["user"]
+    cases = [((worker, "org-a"), "22023"), ((group, "org-a"), "22023"),
+             ((plain, "org-zz"), "RL008")]
+    for args, code in cases:
+        with pytest.raises(psycopg.Error) as err:
+            conn.execute("select runlane.scope_api_login(%s, %s)", args)
+        assert err.value.sqlstate == code, args
+    assert conn.execute("select runlane.scope_api_login(%s, 'org-a')", (plain,)
+                        ).fetchone()[0] == "org-a"
+    assert conn.execute("select runlane.scope_api_login(%s, null)", (plain,)).fetchone()[0] is None
+    assert conn.execute("select count(*) from runlane.api_scopes").fetchone()[0] == 0
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "runlane", *args], capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_grant_login_gives_the_role_and_records_or_lifts_the_scope(conn, db_dsn, login,
+                                                                   tenants):
+    name = conninfo_to_dict(login())["user"]
+    out = cli("grant-login", name, "--api", "--org", "org-a", "--dsn", db_dsn)
+    assert out.returncode == 0, out.stderr
+    assert conn.execute("select pg_has_role(%s, 'runlane_api', 'member')", (name,)
+                        ).fetchone()[0]
+    assert conn.execute("select org_id from runlane.api_scopes where login = %s", (name,)
+                        ).fetchone() == ("org-a",)
+    assert _error(make_conninfo(db_dsn, user=name), FOREIGN_CALLS["run_now"][0],
+                  {"agent": "agent-b"})[0] == "RL008"
+
+    refused = cli("grant-login", name, "--worker", "--dsn", db_dsn)
+    assert refused.returncode != 0 and "organization org-a" in refused.stderr
+    assert not conn.execute("select pg_has_role(%s, 'runlane_worker', 'member')", (name,)
+                            ).fetchone()[0]
+
+    out = cli("grant-login", name, "--api", "--dsn", db_dsn)
+    assert out.returncode == 0, out.stderr
+    assert conn.execute("select count(*) from runlane.api_scopes").fetchone()[0] == 0
+
+    worker = conninfo_to_dict(login())["user"]
+    out = cli("grant-login", worker, "--worker", "--dsn", db_dsn)
+    assert out.returncode == 0, out.stderr
+    assert conn.execute("select pg_has_role(%s, 'runlane_worker', 'member')", (worker,)
+                        ).fetchone()[0]
+    bad = cli("grant-login", worker, "--api", "--org", "org-a", "--dsn", db_dsn)
+    assert bad.returncode != 0 and "runlane_worker" in bad.stderr
+
+
+def test_a_login_with_no_grant_listening_on_outputs_learns_no_run_id(conn, login, tenants):
+    stranger = login()
+    run_ids = []
+    with psycopg.connect(stranger, autocommit=True) as spy:
+        spy.execute("LISTEN runlane_outputs")
+        for agent in ("agent-a", "agent-b"):
+            run_id = conn.execute("select runlane_test.queued_run(%s, 'interactive', "
+                                  "'interactive')", (agent,)).fetchone()[0]
+            fence = conn.execute("select runlane_test.claimed(%s)", (run_id,)).fetchone()[0]
+            for n in range(2):
+                conn.execute("select runlane.append_output(%s, %s, 'text', %s)",
+                             (run_id, fence, f"reply {n}"))
+            run_ids.append(run_id)
+        notes = [json.loads(n.payload) for n in spy.notifies(timeout=5, stop_after=4)]
+    assert len(notes) == 4
+    ids = {str(i) for i in run_ids}
+    for note in notes:
+        assert set(note) == {"stream"}
+        assert not ids & {str(v) for v in note.values()}
+    tokens = [conn.execute("select runlane.stream_token(%s)", (i,)).fetchone()[0]
+              for i in run_ids]
+    assert [n["stream"] for n in notes] == [tokens[0]] * 2 + [tokens[1]] * 2
+    assert tokens[0] != tokens[1]
+
+
+def _queue_chat(conn, agent: str, n: int) -> list[int]:
+    return [conn.execute("select runlane_test.queued_run(%s, 'interactive', 'interactive')",
+                         (agent,)).fetchone()[0] for _ in range(n)]
+
+
+def _claim(conn, worker: str, limit: int = 20) -> list[str]:
+    return [org for (org,) in conn.execute(
+        "select org_id from runlane.claim_runs(%s, array['interactive'], %s)",
+        (worker, limit)).fetchall()]
+
+
+def test_claim_runs_holds_a_worker_to_its_bound_per_organization(conn, tenants):
+    _queue_chat(conn, "agent-a", 30)
+    conn.execute("set runlane.max_per_org = 5")
+    first = _claim(conn, "w1")
+    assert first == ["org-a"] * 5
+    late_b = _queue_chat(conn, "agent-b", 2)
+    second = _claim(conn, "w1")
+    assert second == ["org-b", "org-b"], "the other organization still gets this worker"
+    assert _claim(conn, "w1") == [], "org-a stays at the bound of worker w1"
+    assert _claim(conn, "w2").count("org-a") == 5, "the bound is per worker"
+
+    (run, fence) = conn.execute(
+        "select run_id, fence from runlane.runs where lease_owner = 'w1' and org_id = 'org-a' "
+        "and state = 'running' limit 1").fetchone()
+    conn.execute("select runlane.finish_run(%s, %s, 'succeeded')", (run, fence))
+    assert _claim(conn, "w1") == ["org-a"], "a finished run makes room for one more"
+    assert all(conn.execute("select state from runlane.runs where run_id = %s", (r,)
+                            ).fetchone()[0] == "running" for r in late_b)
+
+    conn.execute("set runlane.max_per_org = 0")  # no bound
+    assert _claim(conn, "w1", limit=50) == ["org-a"] * 19, "unbounded: all the rest (30 - 11)"
+    conn.execute("set runlane.max_per_org = 'lots'")
+    with pytest.raises(psycopg.Error) as err:
+        _claim(conn, "w1")
+    assert err.value.sqlstate == "22023"
+
+
+def test_a_worker_with_max_per_org_keeps_that_many_of_one_organization_in_flight(
+        conn, workers):
+    conn.execute("select runlane_test.agent('agent-a', 'org-a')")
+    runs = _queue_chat(conn, "agent-a", 24)
+    worker = workers("--agent", "stream_agent:agent", "--max-per-org", "3", "--no-maintenance",
+                     env={"STREAM_AGENT_CHUNKS": "3", "STREAM_AGENT_DELAY": "0.05"})
+    most = 0
+
+    def all_done() -> bool:
+        nonlocal most
+        held, left = conn.execute(
+            "select count(*) filter (where state = 'running' and lease_owner = %s), "
+            "count(*) filter (where state in ('queued', 'running')) "
+            "from runlane.runs where run_id = any(%s)", (worker.worker_id, runs)).fetchone()
+        most = max(most, held)
+        return left == 0
+
+    wait_until(all_done, what="every run finished")
+    assert 1 <= most <= 3
+    assert conn.execute("select count(*) from runlane.runs where run_id = any(%s) "
+                        "and state = 'succeeded'", (runs,)).fetchone()[0] == 24
+
+
+def test_a_scoped_session_sees_only_its_organization_in_the_operator_views(conn, tenants):
+    """The operator views are runlane_worker's today (and a worker cannot be scoped), so
+    the filter is exercised by scoping this test's own superuser session: what an API
+    login will see once it may run them."""
+    conn.execute("select runlane_test.queued_run('agent-a', 'interactive', 'interactive')")
+    (run_a,) = conn.execute(
+        "select runlane_test.queued_run('agent-a', 'interactive', 'interactive')").fetchone()
+    fence = conn.execute("select runlane_test.claimed(%s)", (run_a,)).fetchone()[0]
+    conn.execute("select runlane.finish_run(%s, %s, 'succeeded')", (run_a, fence))
+
+    def views() -> dict:
+        return {
+            "lanes": conn.execute("select lane, queued, running from runlane.lane_status() "
+                                  "order by lane").fetchall(),
+            "orgs": [r[0] for r in conn.execute("select org_id from runlane.org_status()")],
+            "agents": [r[0] for r in conn.execute(
+                "select agent_id from runlane.agent_schedules() order by agent_id")],
+            "started": conn.execute("select samples from runlane.timing_summary() "
+                                    "where measure = 'queue_wait'").fetchone()[0],
+        }
+
+    everyone = views()
+    assert everyone == {"lanes": [("background", 0, 0), ("interactive", 1, 1)],
+                        "orgs": ["org-a", "org-b"], "agents": ["agent-a", "agent-b"],
+                        "started": 2}
+    conn.execute("insert into runlane.api_scopes (login, org_id) values (session_user, 'org-a')")
+    assert views() == {"lanes": [("background", 0, 0), ("interactive", 1, 0)],
+                       "orgs": ["org-a"], "agents": ["agent-a"], "started": 1}
+    assert len(conn.execute("select * from runlane.agent_journal('agent-a')").fetchall()) == 2
+    with pytest.raises(psycopg.Error) as err:
+        conn.execute("select * from runlane.agent_journal('agent-b')")
+    assert err.value.sqlstate == "RL008"
