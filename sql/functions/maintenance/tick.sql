@@ -21,6 +21,7 @@ returns table (event text, agent_id text, run_id bigint, occurrence timestamptz)
 language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
 as $$
 #variable_conflict use_column
 declare

@@ -1,6 +1,6 @@
 -- Every function DESIGN.md fixes exists with exactly its name and parameter types.
 begin;
-select plan(21);
+select plan(24);
 
 select has_function('runlane', 'submit_message', array['text', 'text', 'text'], 'submit_message(agent, thread, body)');
 select has_function('runlane', 'publish_run', array['bigint', 'timestamp with time zone'], 'publish_run(run, wake_at)');
@@ -35,6 +35,9 @@ select has_function('runlane', 'reap_stale', array['timestamp with time zone', '
 select has_function('runlane', 'cancel_redundant_timer_runs', array['integer'], 'cancel_redundant_timer_runs(limit)');
 select has_function('runlane', 'queue_delay', array['interval', 'timestamp with time zone'], 'queue_delay(threshold, now)');
 select has_function('runlane', 'weekly_spend', array['text', 'timestamp with time zone'], 'weekly_spend(owner, now)');
+select has_function('runlane', 'lead_maintenance', array['text', 'interval'], 'lead_maintenance(worker, ttl)');
+select has_function('runlane', 'resign_maintenance', array['text'], 'resign_maintenance(worker)');
+select has_function('runlane', 'notify_queue_usage', array[]::text[], 'notify_queue_usage()');
 
 select * from finish();
 rollback;
