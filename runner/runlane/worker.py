@@ -499,6 +499,8 @@ class Worker:
         await self.stopped.wait()
         await asyncio.gather(*lanes, return_exceptions=True)
         await self._drain()
+        if maintenance is not None:  # a leader hands its lease back (a few ms) before it ends
+            await asyncio.wait([maintenance], timeout=5.0)
         for task in (registry, listener, maintenance, metrics):
             if task is not None:
                 task.cancel()
