@@ -2,7 +2,7 @@
 --
 -- Guarantees, for at most p_limit gate-open agents with next_run_at <= p_now, taken in
 -- due order with `for no key update skip locked` (concurrent ticks split the work and
--- never fire one agent twice), each under the agent's advisory lock:
+-- never fire one agent twice), each under the agent's row lock (runlane._lock_agent):
 --   occurrence = the most recent slot due by p_now (never earlier than next_run_at);
 --   1. the agent's unfinished run is a pristine pending timer run of its routine (queued,
 --      no attempts, outputs, cost, steering, checkpoint or live computer lease) with the
