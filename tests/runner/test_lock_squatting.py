@@ -19,6 +19,7 @@ from psycopg.conninfo import make_conninfo
 
 from runlane.maintenance import one_pass
 from runlane.migrate import MIGRATION_LOCK, MigrationError, migrate
+from runlane.worker import is_resendable
 
 OLD_MAINTENANCE_KEY = 7_317_002  # the leader's advisory key before 0005
 
@@ -156,6 +157,9 @@ def test_a_call_waiting_on_a_lock_held_by_another_runlane_transaction_fails_with
         diag = results[name].diag
         assert "lock_timeout" in diag.message_primary
         assert "retry" in diag.message_hint
+    # Nothing was written, so a worker resends such a write (within half a lease) rather
+    # than give up its run.
+    assert is_resendable(results["finish_run (run row)"])
 
 
 def test_nothing_is_written_by_a_call_that_timed_out(conn, db_dsn):
