@@ -18,6 +18,9 @@
 --   then raises 55P03 (lock_not_available) with a hint, instead of hanging.
 -- * The common case (row exists, nobody holds it) is one index probe without a
 --   subtransaction; the exception block is entered only on contention or first use.
+-- * On a schema without 0005 (a rolling upgrade's expand stage, `migrate --to 2`, where
+--   HEAD functions already run) it takes the advisory lock of old instead, as the older
+--   functions did: squattable, and without lock_timeout's message, until 0005 applies.
 create or replace function runlane._thread_lock(p_agent_id text, p_thread_id text)
 returns void
 language plpgsql
@@ -25,6 +28,11 @@ set search_path = pg_catalog, pg_temp
 set lock_timeout = '5s'
 as $$
 begin
+    if to_regclass('runlane.threads') is null then  -- before 0005: the lock of old
+        perform pg_advisory_xact_lock(hashtextextended('runlane.thread:' || p_agent_id || '/' || p_thread_id, 0));
+        return;
+    end if;
+
     perform 1
     from runlane.threads as t
     where t.agent_id = _thread_lock.p_agent_id and t.thread_id = _thread_lock.p_thread_id

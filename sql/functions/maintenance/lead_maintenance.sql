@@ -12,6 +12,9 @@
 --   wins it. No session or advisory lock is involved, and the row can be written only
 --   through this function and resign_maintenance.
 -- * Waits at most lock_timeout (5 s) for a concurrent caller, then 55P03.
+-- * On a schema without 0005 (a rolling upgrade's expand stage, where HEAD functions
+--   already run) it falls back to the leadership of old: the session advisory lock
+--   7317002 of the caller's connection (true while that session holds it), until 0005.
 -- * Arguments: p_worker non-blank, at most 200 characters; p_ttl between 1 second and
 --   1 hour. NULL gives 22004, anything else out of range 22023.
 create or replace function runlane.lead_maintenance(p_worker text, p_ttl interval)
@@ -36,6 +39,10 @@ begin
     if p_ttl < interval '1 second' or p_ttl > interval '1 hour' then
         raise exception 'a leader lease ttl must be between 1 second and 1 hour, got %', p_ttl
             using errcode = '22023', hint = 'Keep it above the tick interval: the leader renews it every pass.';
+    end if;
+
+    if to_regclass('runlane.leader') is null then  -- before 0005: the leadership of old
+        return pg_try_advisory_lock(7317002);
     end if;
 
     insert into runlane.leader as l (role, leader, acquired_at, renewed_at, expires_at)
