@@ -80,10 +80,10 @@ def migrate_cmd(dsn: str, to: int | None, lock_timeout: float) -> None:
 @click.option("--queue-delay-threshold", type=float, default=30.0, show_default=True)
 @click.option("--leader-retry", type=float, default=3.0, show_default=True,
               help="Seconds between a follower's attempts to become maintenance leader.")
-@click.option("--leader-ttl", type=float, default=15.0, show_default=True,
+@click.option("--leader-ttl", type=float, default=None,
               help="Seconds the maintenance leader's lease lasts without renewal (1-3600, "
-                   "longer than --tick-interval); a paused leader is replaced within "
-                   "leader-ttl + leader-retry seconds.")
+                   "longer than --tick-interval; default 3 x --tick-interval = 15); a "
+                   "paused leader is replaced within leader-ttl + leader-retry seconds.")
 @click.option("--notify-queue-warn", type=float, default=0.25, show_default=True,
               help="Log notify.queue_usage (once per maintenance pass) while the server's "
                    "NOTIFY queue is at least this full (runlane stops notifying at 0.5).")
@@ -99,7 +99,7 @@ def worker_cmd(dsn: str, lanes: tuple[str, ...], agent_spec: str, worker_id: str
                shutdown_grace: float, memory_buffer_mb: int, memory_probe: str | None,
                lease: float, scan_interval: float, claim_batch: int, pool_size: int,
                maintenance: bool, tick_interval: float, queue_delay_interval: float,
-               queue_delay_threshold: float, leader_retry: float, leader_ttl: float,
+               queue_delay_threshold: float, leader_retry: float, leader_ttl: float | None,
                notify_queue_warn: float, deliveries: str,
                metrics_port: int | None, metrics_addr: str) -> None:
     """Listen, claim and execute runs until SIGTERM/SIGINT."""

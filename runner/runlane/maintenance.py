@@ -65,10 +65,14 @@ class MaintenanceConfig:
     queue_delay_interval: float = 30.0
     queue_delay_threshold: float = 30.0
     leader_retry: float = 3.0
-    leader_ttl: float = 15.0  # seconds a leader's lease lasts without renewal
+    # Seconds a leader's lease lasts without renewal; None: three tick intervals (at
+    # least 1 s), so a lost leader is replaced within a few passes at any tick rate.
+    leader_ttl: float | None = None
     notify_queue_warn: float = 0.25  # log notify.queue_usage from this fraction on
 
     def __post_init__(self) -> None:
+        if self.leader_ttl is None:
+            self.leader_ttl = min(max(3 * self.tick_interval, 1.0), 3600.0)
         if not 1.0 <= self.leader_ttl <= 3600.0:
             raise ValueError("leader_ttl must be between 1 and 3600 seconds")
         if self.leader_ttl <= self.tick_interval:
