@@ -176,3 +176,17 @@ def test_nothing_is_written_by_a_call_that_timed_out(conn, db_dsn):
     assert bodies == ["a"]
 
 
+
+
+def test_every_public_function_that_may_wait_for_a_lock_bounds_the_wait(conn):
+    """Every volatile function the api or worker role may call sets lock_timeout = 5s
+    itself (stable ones take no row locks)."""
+    rows = conn.execute("""
+        select p.oid::regprocedure::text, coalesce(p.proconfig, '{}')
+        from pg_proc as p
+        where p.pronamespace = 'runlane'::regnamespace and p.provolatile = 'v'
+          and (has_function_privilege('runlane_api', p.oid, 'execute')
+               or has_function_privilege('runlane_worker', p.oid, 'execute'))
+    """).fetchall()
+    assert len(rows) > 15
+    assert [sig for sig, config in rows if "lock_timeout=5s" not in config] == []

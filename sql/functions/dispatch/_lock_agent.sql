@@ -9,13 +9,13 @@
 --   run, whose foreign key takes a key-share lock, is not blocked by it). Only runlane's
 --   functions can lock it: no advisory key anyone can squat. An unknown agent has no row:
 --   nothing is locked and false is returned (callers have already refused it).
--- * It waits at most lock_timeout (5 s) for another transaction holding the agent, then
+-- * It waits at most lock_timeout (5 s, set by every public function that calls it) for
+--   another transaction holding the agent, then
 --   raises 55P03 (lock_not_available) with a hint, instead of hanging.
 create or replace function runlane._lock_agent(p_agent_id text)
 returns boolean
 language plpgsql
 set search_path = pg_catalog, pg_temp
-set lock_timeout = '5s'
 as $$
 begin
     perform 1 from runlane.agents as a

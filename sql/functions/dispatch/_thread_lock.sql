@@ -14,7 +14,8 @@
 -- * The lock is the thread's row in runlane.threads (created on first use), locked
 --   `for no key update` until the caller's transaction ends. Only runlane's functions can
 --   lock it: the table is closed to every other role (no advisory key anyone can squat).
--- * It waits at most lock_timeout (5 s) for another transaction holding the same thread,
+-- * It waits at most lock_timeout (5 s, set by every public function that calls it) for
+--   another transaction holding the same thread,
 --   then raises 55P03 (lock_not_available) with a hint, instead of hanging.
 -- * The common case (row exists, nobody holds it) is one index probe without a
 --   subtransaction; the exception block is entered only on contention or first use.
@@ -25,7 +26,6 @@ create or replace function runlane._thread_lock(p_agent_id text, p_thread_id tex
 returns void
 language plpgsql
 set search_path = pg_catalog, pg_temp
-set lock_timeout = '5s'
 as $$
 begin
     if to_regclass('runlane.threads') is null then  -- before 0005: the lock of old
