@@ -243,14 +243,23 @@ class Maintenance:
         """Renew (or try to win) the lease; lead a pass when it is ours, then wait a tick
         interval; follow (wait leader_retry) while another worker's lease runs."""
         while not stopped.is_set():
-            if await self.renew(conn):
-                now = time.monotonic()
-                queue_check = now >= self.next_queue_check
-                if queue_check:
-                    self.next_queue_check = now + self.config.queue_delay_interval
-                await self.pass_once(conn, queue_check)
-                wait = self.config.tick_interval
-            else:
+            try:
+                if await self.renew(conn):
+                    now = time.monotonic()
+                    queue_check = now >= self.next_queue_check
+                    if queue_check:
+                        self.next_queue_check = now + self.config.queue_delay_interval
+                    await self.pass_once(conn, queue_check)
+                    wait = self.config.tick_interval
+                else:
+                    wait = self.config.leader_retry
+            except psycopg.Error as exc:
+                if conn.closed or conn.broken:
+                    raise
+                # The lease could not be read or renewed (e.g. 55P03): whether it is still
+                # ours is unknown, so no step runs until a renewal says so.
+                self.leading = False
+                log.get().warning("maintenance.lease_check_failed", **log.error_fields(exc))
                 wait = self.config.leader_retry
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopped.wait(), wait)
