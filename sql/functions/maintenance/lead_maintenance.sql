@@ -15,7 +15,7 @@
 -- * On a schema without 0005 (a rolling upgrade's expand stage, where HEAD functions
 --   already run) it falls back to the leadership of old: the session advisory lock
 --   7317002 of the caller's connection (true while that session holds it), until 0005.
--- * Arguments: p_worker non-blank, at most 200 characters; p_ttl between 1 second and
+-- * Arguments: p_worker non-blank, at most 256 characters; p_ttl between 1 second and
 --   1 hour. NULL gives 22004, anything else out of range 22023.
 create or replace function runlane.lead_maintenance(p_worker text, p_ttl interval)
 returns boolean
@@ -32,8 +32,8 @@ begin
         raise exception 'lead_maintenance needs a worker id and a lease ttl'
             using errcode = '22004', hint = 'Pass p_worker (this worker''s id) and p_ttl (e.g. 15 seconds).';
     end if;
-    if p_worker ~ '^[\s\u3000]*$' or length(p_worker) > 200 then
-        raise exception 'a leader''s worker id must be non-blank and at most 200 characters'
+    if p_worker ~ '^[\s\u3000]*$' or length(p_worker) > 256 then
+        raise exception 'a leader''s worker id must be non-blank and at most 256 characters'
             using errcode = '22023', hint = 'Use the worker id the worker logs as worker.id.';
     end if;
     if p_ttl < interval '1 second' or p_ttl > interval '1 hour' then

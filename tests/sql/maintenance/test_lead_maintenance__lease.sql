@@ -53,8 +53,8 @@ select throws_ok(
     'a blank worker id (tab, ideographic space) is refused'
 );
 select throws_ok(
-    format('select runlane.lead_maintenance(%L, interval %L)', repeat('w', 201), '10 seconds'), '22023', null,
-    'a worker id over 200 characters is refused'
+    format('select runlane.lead_maintenance(%L, interval %L)', repeat('w', 257), '10 seconds'), '22023', null,
+    'a worker id over 256 characters is refused'
 );
 select throws_ok(
     $$select runlane.lead_maintenance('w1', interval '0.5 seconds')$$, '22023', null,
