@@ -43,7 +43,7 @@ def expired_run(conn, name: str) -> int:
 
 
 def test_exactly_one_maintenance_leader_and_a_takeover_when_it_dies(conn, workers):
-    fleet = [workers("--leader-retry", "0.2", "--tick-interval", "0.2", "--leader-ttl", "1")
+    fleet = [workers("--leader-retry", "0.2", "--tick-interval", "0.2", "--leader-ttl", "3")
              for _ in range(3)]
     for worker in fleet:
         worker.wait_for("dispatch.ready")
@@ -71,11 +71,14 @@ def test_a_paused_leader_is_replaced_and_does_not_lead_when_it_resumes(conn, wor
     """SIGSTOP keeps the leader's process and sessions alive (the advisory lock of old
     was never released): its lease lapses instead, the other worker takes over and reaps
     while the first is still stopped; resumed, the first finds its lease lost and follows."""
-    fleet = [workers("--leader-retry", "0.2", "--tick-interval", "0.2", "--leader-ttl", "1")
+    fleet = [workers("--leader-retry", "0.2", "--tick-interval", "0.2", "--leader-ttl", "2")
              for _ in range(2)]
     wait_until(lambda: leader_of(conn, fleet), what="a leader")
     paused = leader_of(conn, fleet)
     other = next(w for w in fleet if w is not paused)
+    # Its log line is written at the end of the loop iteration that won the lease: wait
+    # for it, so no line from before the pause is written after it.
+    paused.wait_for("maintenance.leader_acquired")
 
     paused.signal(signal.SIGSTOP)
     try:
@@ -85,12 +88,12 @@ def test_a_paused_leader_is_replaced_and_does_not_lead_when_it_resumes(conn, wor
         assert leader_of(conn, fleet) is other
         assert other.events("maintenance.leader_acquired")
         other.wait_for("run.reaped", where=lambda r: r["run.id"] == run_id)
-        resumed_at = len(paused.raw_lines())
+        resumed_at = len(paused.events())
     finally:
         paused.signal(signal.SIGCONT)
 
     lost = paused.wait_for("maintenance.leader_lost")
-    assert lost["maintenance.since_renewal_s"] >= 1.0  # the pause outlived the lease
+    assert lost["maintenance.since_renewal_s"] >= 2.0  # the pause outlived the lease
     # Through many of its attempts after the pause, the resumed worker stays a follower:
     # the lease stays with the other, and the resumed one neither wins it nor reaps.
     for _ in range(20):
