@@ -35,11 +35,13 @@ def fail(exc: BaseException) -> None:
 @dsn_option
 @click.option("--to", "to", type=int, default=None,
               help="Stop after this migration (e.g. --to 2 for a staged upgrade).")
-def migrate_cmd(dsn: str, to: int | None) -> None:
+@click.option("--lock-timeout", type=float, default=60.0, show_default=True,
+              help="Seconds to wait for another migrator's lock; then fail naming its pid.")
+def migrate_cmd(dsn: str, to: int | None, lock_timeout: float) -> None:
     """Apply pending migrations, then re-apply the functions."""
     try:
         with psycopg.connect(dsn) as conn:
-            applied = migrate(conn, to=to)
+            applied = migrate(conn, to=to, lock_timeout=lock_timeout)
     except (psycopg.Error, MigrationError) as exc:
         fail(exc)
     if applied:
@@ -81,6 +83,13 @@ def migrate_cmd(dsn: str, to: int | None) -> None:
 @click.option("--queue-delay-threshold", type=float, default=30.0, show_default=True)
 @click.option("--leader-retry", type=float, default=3.0, show_default=True,
               help="Seconds between a follower's attempts to become maintenance leader.")
+@click.option("--leader-ttl", type=float, default=None,
+              help="Seconds the maintenance leader's lease lasts without renewal (1-3600, "
+                   "longer than --tick-interval; default 3 x --tick-interval = 15); a "
+                   "paused leader is replaced within leader-ttl + leader-retry seconds.")
+@click.option("--notify-queue-warn", type=float, default=0.25, show_default=True,
+              help="Log notify.queue_usage (once per maintenance pass) while the server's "
+                   "NOTIFY queue is at least this full (runlane stops notifying at 0.5).")
 @click.option("--deliveries", type=click.Choice(["direct", "legacy"]), default="direct",
               show_default=True,
               help="legacy: take run deliveries from run_jobs with the older generation's "
@@ -94,7 +103,8 @@ def worker_cmd(dsn: str, lanes: tuple[str, ...], agent_spec: str, worker_id: str
                lease: float, scan_interval: float, claim_batch: int, pool_size: int,
                max_per_org: int, maintenance: bool, tick_interval: float,
                queue_delay_interval: float, queue_delay_threshold: float, leader_retry: float,
-               deliveries: str, metrics_port: int | None, metrics_addr: str) -> None:
+               leader_ttl: float | None, notify_queue_warn: float, deliveries: str,
+               metrics_port: int | None, metrics_addr: str) -> None:
     """Listen, claim and execute runs until SIGTERM/SIGINT."""
     from .agents import load_agent
     from .maintenance import MaintenanceConfig
@@ -109,14 +119,19 @@ def worker_cmd(dsn: str, lanes: tuple[str, ...], agent_spec: str, worker_id: str
     except (ImportError, AttributeError, TypeError) as exc:
         click.echo(f"error: cannot load agent {agent_spec}: {exc}", err=True)
         sys.exit(1)
+    try:
+        maintenance_config = MaintenanceConfig(
+            tick_interval, queue_delay_interval, queue_delay_threshold, leader_retry,
+            leader_ttl=leader_ttl, notify_queue_warn=notify_queue_warn)
+    except ValueError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
     config = WorkerConfig(
         dsn=dsn, lanes=list(dict.fromkeys(lanes)), agent=agent, worker_id=worker_id,
         shutdown_grace=shutdown_grace, memory_buffer_mb=memory_buffer_mb,
         memory_probe=memory_probe, lease=lease, scan_interval=scan_interval,
         claim_batch=claim_batch, pool_size=pool_size, max_per_org=max_per_org,
-        maintenance=MaintenanceConfig(tick_interval, queue_delay_interval,
-                                      queue_delay_threshold, leader_retry)
-        if maintenance else None)
+        maintenance=maintenance_config if maintenance else None)
     if metrics_port is not None:
         from .metrics import Metrics
 

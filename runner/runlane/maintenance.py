@@ -1,17 +1,30 @@
 """Maintenance passes, run by exactly one leader at a time.
 
-Leadership is a session advisory lock on a dedicated connection: the worker that holds
-it runs the passes on that same connection, so when its session dies (process killed,
-connection terminated) the lock goes with it and a follower, retrying every
-`leader_retry` seconds, takes over. Each pass:
+Leadership is a lease, the row of `runlane.leader`, won and renewed with
+`runlane.lead_maintenance(worker, ttl)`: won when it is free or has lapsed, renewed only by
+its holder. No session or advisory lock is involved, so a leader that is paused (SIGSTOP,
+a stalled VM) keeps nothing: its lease lapses `leader_ttl` seconds after its last renewal
+and a follower, trying every `leader_retry` seconds, takes over. Recovery therefore
+resumes at most `leader_ttl + leader_retry` seconds after the leader stopped renewing
+(its first pass starts at once). A leader renews at the start of every pass and again
+before any step once half the ttl has passed since its last renewal (measured on its
+monotonic clock, which counts a pause), so a leader that was paused past its lease finds
+out before its next step and runs no step after losing it: it logs
+`maintenance.leader_lost` and follows. A stopping worker hands its lease back
+(`runlane.resign_maintenance`). Each pass:
   1. `tick()` (commits new timer runs and advanced schedules), logging routine.fired,
      routine.coalesced and run.skipped;
   2. publication: `publish_run()` for each run the tick created, each in its own
      transaction; a failure is logged and loses nothing (the dispatchers' scan recovers);
   3. `reap_stale()`, then `cancel_redundant_timer_runs()` and `drain_legacy_deliveries()`;
+  4. the NOTIFY queue: `notify.queue_usage` (a warning, once per pass) while
+     `runlane.notify_queue_usage()` is at least `notify_queue_warn` (0.25 by default;
+     runlane stops sending notifications at 0.5, see sql/functions/notify/_notify.sql);
 and every `queue_delay_interval` seconds `queue_delay()`: `run.queue_delayed` while
 interactive runs wait too long, one `run.queue_recovered` when they no longer do.
-None of this runs on a dispatcher's connection, so it never blocks dispatch.
+None of this runs on a dispatcher's connection, so it never blocks dispatch. The
+maintenance functions lock the rows they change, so even two passes at once (a leader's
+step already running on the server when it was paused) change nothing twice.
 """
 
 from __future__ import annotations
@@ -19,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,8 +41,6 @@ import psycopg
 from psycopg.rows import dict_row
 
 from . import log
-
-MAINTENANCE_LOCK = 7_317_002  # pg_advisory_lock key of the maintenance leader
 
 TICK = "select event, run_id, occurrence from runlane.tick()"
 PUBLISH = "select runlane.publish_run(p_run_id => %(run_id)s::bigint)"
@@ -40,7 +52,11 @@ select delayed_runs, oldest_wait_ms
 from runlane.queue_delay(p_threshold => %(threshold)s::interval)
 """
 RUN_TIMING = "select runlane.run_timing(p_run_id => %(run_id)s::bigint) as timing"
-TRY_LOCK = "select pg_try_advisory_lock(%(key)s::bigint) as got"
+LEAD = """
+select runlane.lead_maintenance(p_worker => %(leader)s::text, p_ttl => %(ttl)s::interval) as won
+"""
+RESIGN = "select runlane.resign_maintenance(p_worker => %(leader)s::text) as resigned"
+NOTIFY_USAGE = "select runlane.notify_queue_usage() as usage"
 
 
 @dataclass
@@ -49,6 +65,19 @@ class MaintenanceConfig:
     queue_delay_interval: float = 30.0
     queue_delay_threshold: float = 30.0
     leader_retry: float = 3.0
+    # Seconds a leader's lease lasts without renewal; None: three tick intervals (at
+    # least 1 s), so a lost leader is replaced within a few passes at any tick rate.
+    leader_ttl: float | None = None
+    notify_queue_warn: float = 0.25  # log notify.queue_usage from this fraction on
+
+    def __post_init__(self) -> None:
+        if self.leader_ttl is None:
+            self.leader_ttl = min(max(3 * self.tick_interval, 1.0), 3600.0)
+        if not 1.0 <= self.leader_ttl <= 3600.0:
+            raise ValueError("leader_ttl must be between 1 and 3600 seconds")
+        if self.leader_ttl <= self.tick_interval:
+            raise ValueError("leader_ttl must be longer than tick_interval: "
+                             "the leader renews its lease once per pass")
 
 
 def _when(value: Any) -> Any:
@@ -56,12 +85,51 @@ def _when(value: Any) -> Any:
 
 
 class Maintenance:
-    def __init__(self, dsn: str, config: MaintenanceConfig, application_name: str):
+    def __init__(self, dsn: str, config: MaintenanceConfig, application_name: str,
+                 leader_id: str | None = None):
         self.dsn = dsn
         self.config = config
         self.application_name = f"{application_name}:maintenance"[:63]
+        # Unique per process even when two workers are started with one --worker-id.
+        self.leader_id = leader_id or f"{application_name}/{uuid.uuid4().hex[:8]}"[:200]
         self.delayed = False
         self.next_queue_check = 0.0
+        self.leading = False
+        self.renewed_at = 0.0  # monotonic time the last successful renewal was sent
+
+    async def renew(self, conn: psycopg.AsyncConnection) -> bool:
+        """Win or renew the lease; logs maintenance.leader_acquired / leader_lost on change."""
+        sent = time.monotonic()
+        won = bool((await self._rows(conn, LEAD, {
+            "leader": self.leader_id,
+            "ttl": timedelta(seconds=self.config.leader_ttl)}))[0]["won"])
+        if won:
+            self.renewed_at = sent
+            if not self.leading:
+                self.leading = True
+                self.next_queue_check = 0.0
+                log.get().info("maintenance.leader_acquired",
+                               **{"maintenance.leader_ttl_s": self.config.leader_ttl})
+        elif self.leading:
+            self.leading = False
+            log.get().warning("maintenance.leader_lost", **{
+                "maintenance.since_renewal_s": round(time.monotonic() - self.renewed_at, 3)})
+        return won
+
+    async def still_leading(self, conn: psycopg.AsyncConnection) -> bool:
+        """Before each step: renew once half the ttl has passed since the last renewal
+        (a pause shows on the monotonic clock), so no step starts after the lease lapsed."""
+        if not self.leading:
+            return False
+        if time.monotonic() - self.renewed_at < self.config.leader_ttl / 2:
+            return True
+        return await self.renew(conn)
+
+    async def resign(self, conn: psycopg.AsyncConnection) -> None:
+        if self.leading:
+            self.leading = False
+            await conn.execute(RESIGN, {"leader": self.leader_id})
+            log.get().info("maintenance.leader_resigned")
 
     async def _rows(self, conn: psycopg.AsyncConnection, sql: str,
                     params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
@@ -148,58 +216,82 @@ class Maintenance:
             self.delayed = False
             log.get().info("run.queue_recovered", **{"queue.delayed_runs": 0})
 
+    async def notify_queue(self, conn: psycopg.AsyncConnection) -> None:
+        usage = (await self._rows(conn, NOTIFY_USAGE))[0]["usage"]
+        if usage is not None and usage >= self.config.notify_queue_warn:
+            log.get().warning("notify.queue_usage", **{
+                "notify.queue_usage": usage,
+                "notify.queue_warn": self.config.notify_queue_warn})
+
     async def pass_once(self, conn: psycopg.AsyncConnection, queue_check: bool) -> bool:
-        """Every step, whatever happened to the others; True when all succeeded."""
-        ok = await self._step("tick", conn, self.tick_and_publish)
-        ok = await self._step("reap_stale", conn, self.reap) and ok
-        ok = await self._step("cancel_redundant_timer_runs", conn, self.cancel_redundant) and ok
-        ok = await self._step("drain_legacy_deliveries", conn, self.drain_legacy) and ok
+        """Every step, whatever happened to the others, while the lease is ours; True when
+        all succeeded. A lost lease ends the pass before its next step (False)."""
+        steps = [("tick", self.tick_and_publish), ("reap_stale", self.reap),
+                 ("cancel_redundant_timer_runs", self.cancel_redundant),
+                 ("drain_legacy_deliveries", self.drain_legacy),
+                 ("notify_queue", self.notify_queue)]
         if queue_check:
-            ok = await self._step("queue_delay", conn, self.queue_delay) and ok
+            steps.append(("queue_delay", self.queue_delay))
+        ok = True
+        for name, step in steps:
+            if not await self.still_leading(conn):
+                return False
+            ok = await self._step(name, conn, step) and ok
         return ok
 
     async def lead(self, conn: psycopg.AsyncConnection, stopped: asyncio.Event) -> None:
+        """Renew (or try to win) the lease; lead a pass when it is ours, then wait a tick
+        interval; follow (wait leader_retry) while another worker's lease runs."""
         while not stopped.is_set():
-            now = time.monotonic()
-            queue_check = now >= self.next_queue_check
-            if queue_check:
-                self.next_queue_check = now + self.config.queue_delay_interval
-            await self.pass_once(conn, queue_check)
+            try:
+                if await self.renew(conn):
+                    now = time.monotonic()
+                    queue_check = now >= self.next_queue_check
+                    if queue_check:
+                        self.next_queue_check = now + self.config.queue_delay_interval
+                    await self.pass_once(conn, queue_check)
+                    wait = self.config.tick_interval
+                else:
+                    wait = self.config.leader_retry
+            except psycopg.Error as exc:
+                if conn.closed or conn.broken:
+                    raise
+                # The lease could not be read or renewed (e.g. 55P03): whether it is still
+                # ours is unknown, so no step runs until a renewal says so.
+                self.leading = False
+                log.get().warning("maintenance.lease_check_failed", **log.error_fields(exc))
+                wait = self.config.leader_retry
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopped.wait(), self.config.tick_interval)
+                await asyncio.wait_for(stopped.wait(), wait)
 
     async def run_forever(self, stopped: asyncio.Event) -> None:
-        """Follow until the lock is ours, then lead until the session or process ends."""
+        """Follow or lead until the worker stops; then hand the lease back."""
         while not stopped.is_set():
             try:
                 async with await psycopg.AsyncConnection.connect(
                         self.dsn, autocommit=True,
                         application_name=self.application_name) as conn:
-                    while not stopped.is_set():
-                        got = (await self._rows(conn, TRY_LOCK, {"key": MAINTENANCE_LOCK}))
-                        if got[0]["got"]:
-                            break
-                        with contextlib.suppress(TimeoutError):
-                            await asyncio.wait_for(stopped.wait(), self.config.leader_retry)
-                    else:
-                        return
-                    log.get().info("maintenance.leader_acquired")
-                    self.next_queue_check = 0.0
                     await self.lead(conn, stopped)
+                    await self.resign(conn)
             except psycopg.Error as exc:
+                # Whether the lease is still ours is unknown: the next renewal says.
+                self.leading = False
                 log.get().warning("maintenance.connection_lost", **log.error_fields(exc))
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stopped.wait(), self.config.leader_retry)
 
 
 async def one_pass(dsn: str, config: MaintenanceConfig | None = None) -> bool:
-    """`runlane tick`: one pass (with the queue check) unless a leader holds the lock
-    (then nothing to do: True); False when a step failed (logged)."""
+    """`runlane tick`: one pass (with the queue check) unless a worker's lease runs
+    (then nothing to do: True); False when a step failed (logged). The lease is taken for
+    the pass and handed back after it."""
     maintenance = Maintenance(dsn, config or MaintenanceConfig(), "runlane-tick")
     async with await psycopg.AsyncConnection.connect(
             dsn, autocommit=True, application_name=maintenance.application_name) as conn:
-        got = await maintenance._rows(conn, TRY_LOCK, {"key": MAINTENANCE_LOCK})
-        if not got[0]["got"]:
+        if not await maintenance.renew(conn):
             log.get().info("maintenance.skipped", **{"maintenance.why": "leader_active"})
             return True
-        return await maintenance.pass_once(conn, queue_check=True)
+        try:
+            return await maintenance.pass_once(conn, queue_check=True)
+        finally:
+            await maintenance.resign(conn)

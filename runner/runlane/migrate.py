@@ -6,6 +6,14 @@ written first, so two concurrent migrators clash on the primary key instead of a
 a file twice), and an edited file is refused. Function files (`sql/functions/**.sql`)
 are `create or replace` and are re-applied on every run, so running twice changes
 nothing.
+
+Migrators exclude each other with a session advisory lock (MIGRATION_LOCK). It stays
+advisory on purpose: it must exist before the schema does (the first migrate creates it),
+and it protects nothing at run time. Any login can take that key too, which can only
+block `runlane migrate`, never a worker or the API: so the wait is bounded
+(`lock_timeout`, 60 s by default) and then fails with a MigrationError that names every
+session holding the key (pid, user, application), for an operator to end
+(`select pg_terminate_backend(pid)`).
 """
 
 from __future__ import annotations
@@ -21,6 +29,17 @@ import psycopg
 # Function files are HEAD code: they need at least the expand generation's columns.
 FUNCTIONS_NEED_VERSION = 2
 MIGRATION_LOCK = 7_317_001  # pg_advisory_lock key shared by all migrators
+LOCK_TIMEOUT = 60.0  # seconds a migrator waits for MIGRATION_LOCK
+
+HOLDERS = """
+select l.pid, a.usename, a.application_name
+from pg_locks as l
+left join pg_stat_activity as a on a.pid = l.pid
+where l.locktype = 'advisory' and l.granted and l.pid <> pg_backend_pid()
+  and l.database = (select oid from pg_database where datname = current_database())
+  and l.classid = 0 and l.objid = %s and l.objsubid = 1
+order by l.pid
+"""
 
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
@@ -86,14 +105,35 @@ def applied_versions(conn: psycopg.Connection) -> dict[int, str]:
         return dict(cur.fetchall())
 
 
-def migrate(conn: psycopg.Connection, to: int | None = None) -> list[Migration]:
-    """Apply pending migrations up to `to` (all when None); returns those applied."""
+def _take_migration_lock(conn: psycopg.Connection, lock_timeout: float) -> None:
+    """MIGRATION_LOCK, waiting at most lock_timeout seconds; then a MigrationError that
+    names the sessions holding it."""
+    conn.execute("select set_config('lock_timeout', %s, false)",
+                 (f"{max(1, int(lock_timeout * 1000))}ms",))
+    try:
+        conn.execute("select pg_advisory_lock(%s)", (MIGRATION_LOCK,))
+    except psycopg.errors.LockNotAvailable:
+        holders = conn.execute(HOLDERS, (MIGRATION_LOCK,)).fetchall()
+        who = ", ".join(f"pid {pid} (user {user!r}, application {app!r})"
+                        for pid, user, app in holders) or "a session that has since ended"
+        raise MigrationError(
+            f"the migration lock (advisory key {MIGRATION_LOCK}) is held by {who}; "
+            f"waited {lock_timeout:g} s. Another `runlane migrate` may be running; if not, "
+            "end the holder with select pg_terminate_backend(pid) and retry") from None
+    finally:
+        conn.execute("reset lock_timeout")
+
+
+def migrate(conn: psycopg.Connection, to: int | None = None,
+            lock_timeout: float = LOCK_TIMEOUT) -> list[Migration]:
+    """Apply pending migrations up to `to` (all when None); returns those applied.
+    MigrationError when another session holds the migration lock for lock_timeout s."""
     known = migrations()
     if to is not None and to not in {m.version for m in known}:
         raise MigrationError(f"there is no migration {to:04d}; known: "
                              + ", ".join(f"{m.version:04d}" for m in known))
     conn.autocommit = True
-    conn.execute("select pg_advisory_lock(%s)", (MIGRATION_LOCK,))
+    _take_migration_lock(conn, lock_timeout)
     try:
         conn.execute(BOOTSTRAP)
         done = applied_versions(conn)

@@ -171,8 +171,9 @@ REGISTRY_INTERVAL = 30.0  # seconds; the contract step treats 2 minutes of silen
 # SQLSTATEs after which the same statement may be sent again on a fresh connection:
 # the connection broke (class 08, or no SQLSTATE at all) or the server ended the session.
 _RECONNECT_STATES = {"57P01", "57P02", "57P03"}
-# SQLSTATEs of a transaction the server rolled back to break a conflict.
-_ROLLED_BACK_STATES = {"40001", "40P01"}
+# SQLSTATEs of a transaction the server rolled back to break a conflict, or because a
+# runlane function gave up waiting for a lock after its lock_timeout (55P03).
+_ROLLED_BACK_STATES = {"40001", "40P01", "55P03"}
 
 
 def _cached(probe: Callable[[], Any], ttl: float, max_age: float) -> Callable[[], Any]:
@@ -545,6 +546,8 @@ class Worker:
         await self.stopped.wait()
         await asyncio.gather(*lanes, return_exceptions=True)
         await self._drain()
+        if maintenance is not None:  # a leader hands its lease back (a few ms) before it ends
+            await asyncio.wait([maintenance], timeout=5.0)
         for task in (registry, listener, maintenance, metrics):
             if task is not None:
                 task.cancel()

@@ -53,6 +53,9 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.drain_legacy_deliveries(integer)": WORKER,
     "runlane.upgrade_status()": WORKER,
     "runlane.register_worker(text,text[],boolean)": WORKER,
+    "runlane.lead_maintenance(text,interval)": WORKER,
+    "runlane.resign_maintenance(text)": WORKER,
+    "runlane.notify_queue_usage()": WORKER,
     # operator views (runlane status, journal, timing summary)
     "runlane.agent_journal(text,integer)": WORKER,
     "runlane.agent_schedules()": WORKER,
@@ -81,6 +84,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane._lock_agent(text)": NOBODY,
     "runlane._new_background_run(runlane.agents,text,text,timestamp with time zone,text,"
     "timestamp with time zone,text)": NOBODY,
+    "runlane._notify(text,text)": NOBODY,
     "runlane._notify_run(bigint,text)": NOBODY,
     "runlane._notify_output(bigint,bigint)": NOBODY,
     "runlane._thread_lock(text,text)": NOBODY,

@@ -871,6 +871,7 @@ def _sample_values(conn, api, worker) -> dict[str, object]:
         "p_worker_id": "null-worker",
         "p_stopped": False,
         "p_since": timedelta(hours=1),
+        "p_ttl": timedelta(seconds=15),  # lead_maintenance
         # the batched worker calls (run_messages_many, finish_runs)
         "p_run_ids": [run_id],
         "p_fences": [fence],

@@ -83,3 +83,21 @@ def test_an_unknown_target_is_a_clear_error(empty_db_dsn):
     assert result.returncode == 1
     assert "there is no migration 0042" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_head_locks_and_leadership_work_in_the_expand_stage_before_0005(empty_db_dsn):
+    """HEAD functions run from `migrate --to 2` on (new workers of a rolling upgrade):
+    without 0005's tables the thread lock and the leadership fall back to the advisory
+    locks of old, and work."""
+    with psycopg.connect(empty_db_dsn, autocommit=True) as conn, \
+            psycopg.connect(empty_db_dsn, autocommit=True) as other:
+        migrate(conn, to=2)
+        assert conn.execute("select to_regclass('runlane.leader')").fetchone()[0] is None
+        with conn.transaction():
+            conn.execute("select runlane._thread_lock('agent-a', 'thread-1')")
+        won = "select runlane.lead_maintenance(%s, interval '10 seconds')"
+        assert conn.execute(won, ("w1",)).fetchone()[0] is True
+        assert conn.execute(won, ("w1",)).fetchone()[0] is True  # renewal
+        assert other.execute(won, ("w2",)).fetchone()[0] is False
+        assert conn.execute("select runlane.resign_maintenance('w1')").fetchone()[0] is True
+        assert other.execute(won, ("w2",)).fetchone()[0] is True

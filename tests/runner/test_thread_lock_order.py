@@ -36,7 +36,7 @@ def against_a_crossing_session(conn, db_dsn: str, agent: str,
         worker = threading.Thread(target=run)
         worker.start()
         wait_until(lambda: "pid" in result and conn.execute(
-            "select wait_event = 'advisory' from pg_stat_activity where pid = %s",
+            "select wait_event_type = 'Lock' from pg_stat_activity where pid = %s",
             (result["pid"],)).fetchone()[0], what="a wait for thread-a's lock")
         other.execute("select runlane._thread_lock(%s, 'thread-b')", (agent,))
         other.commit()

@@ -1,5 +1,5 @@
 -- _new_background_run: inserts one background-lane run of an agent (the caller holds the
--- agent's advisory lock and has checked its gates).
+-- agent's lock (runlane._lock_agent) and has checked its gates).
 --
 -- Guarantees: with p_skip_reason null, a queued run (trigger p_trigger, the given prompt
 -- and wake time, the agent's thread, model and computer); with a skip reason, a finished

@@ -18,6 +18,7 @@ returns bigint
 language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
 as $$
 declare
     v_agent runlane.agents;

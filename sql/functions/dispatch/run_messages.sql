@@ -12,6 +12,7 @@ returns table (message_id bigint, body text, created_at timestamptz)
 language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
 as $$
 begin
     perform runlane._require_owner(p_run_id, p_fence);

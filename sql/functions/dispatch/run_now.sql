@@ -16,6 +16,7 @@ returns runlane.runs
 language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
 as $$
 declare
     v_agent runlane.agents := runlane._agent_gates(p_agent_id, true);

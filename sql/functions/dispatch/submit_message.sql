@@ -30,6 +30,7 @@ returns table (message_id bigint, run_id bigint, disposition text)
 language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
 as $$
 declare
     v_agent runlane.agents;

@@ -12,6 +12,7 @@ returns int
 language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
 as $$
 declare
     v_run runlane.runs;

@@ -2,7 +2,7 @@
 --
 -- Guarantees, for at most p_limit gate-open agents with next_run_at <= p_now, taken in
 -- due order with `for no key update skip locked` (concurrent ticks split the work and
--- never fire one agent twice), each under the agent's advisory lock:
+-- never fire one agent twice), each under the agent's row lock (runlane._lock_agent):
 --   occurrence = the most recent slot due by p_now (never earlier than next_run_at);
 --   1. the agent's unfinished run is a pristine pending timer run of its routine (queued,
 --      no attempts, outputs, cost, steering, checkpoint or live computer lease) with the
@@ -29,6 +29,7 @@ returns table (event text, agent_id text, run_id bigint, occurrence timestamptz)
 language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
 as $$
 #variable_conflict use_column
 declare

@@ -5,13 +5,10 @@
 --   its id, the output's id or text. Any login, runlane grant or not, may LISTEN on any
 --   channel: a stranger sees only that some stream got output. A reader of the run gets
 --   the token from runlane.stream_token and pages with outputs_since on a match.
--- * Never the reason a write fails at COMMIT. A notification is queued in memory here and
---   written to the server's notification queue at commit; the only commit-time failure is
---   a full queue ("too many notifications in the NOTIFY queue", 8 GB in PostgreSQL 15,
---   filled only when a listener sits in one transaction for a very long time). So no
---   notification is queued once the queue is half full: the other half cannot fill up
---   between this check and our commit. Readers then find the outputs by paging with
---   outputs_since, as they do after any missed notification.
+-- * Never the reason a write fails at COMMIT: sent through runlane._notify, which queues
+--   nothing once the server's NOTIFY queue is half full (a full queue fails the COMMIT
+--   with 54000). Readers then find the outputs by paging with outputs_since, as they do
+--   after any missed notification.
 -- * Callers still call it inside an exception block (append_output): a failure here is
 --   swallowed there, and the output row stays.
 create or replace function runlane._notify_output(p_run_id bigint, p_output_id bigint)
@@ -20,10 +17,7 @@ language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
 begin
-    if pg_notification_queue_usage() >= 0.5 then
-        return;  -- GUARD: a nearly full queue would fail our COMMIT; skip the hint
-    end if;
-    perform pg_notify(
+    perform runlane._notify(
         'runlane_outputs',
         json_build_object('stream', runlane._stream_token(p_run_id))::text
     );

@@ -17,6 +17,7 @@ returns table (run_id bigint, message_id bigint, body text, created_at timestamp
 language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
 as $$
 begin
     -- GUARD: arguments.

@@ -13,6 +13,7 @@ returns void
 language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
 as $$
 begin
     if p_worker_id is null or btrim(p_worker_id) = '' then

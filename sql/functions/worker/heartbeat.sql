@@ -15,6 +15,7 @@ returns boolean
 language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
 as $$
 declare
     v_owned boolean;

@@ -22,6 +22,7 @@ returns boolean
 language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
 as $$
 declare
     v_run runlane.runs;

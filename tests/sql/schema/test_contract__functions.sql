@@ -1,6 +1,6 @@
 -- Every function DESIGN.md fixes exists with exactly its name and parameter types.
 begin;
-select plan(24);
+select plan(27);
 
 select has_function('runlane', 'submit_message', array['text', 'text', 'text'], 'submit_message(agent, thread, body)');
 select has_function('runlane', 'publish_run', array['bigint', 'timestamp with time zone'], 'publish_run(run, wake_at)');
@@ -39,6 +39,9 @@ select has_function('runlane', 'weekly_spend', array['text', 'timestamp with tim
 -- tenants (issue 11, item 12)
 select has_function('runlane', 'stream_token', array['bigint'], 'stream_token(run)');
 select has_function('runlane', 'scope_api_login', array['name', 'text'], 'scope_api_login(login, org)');
+select has_function('runlane', 'lead_maintenance', array['text', 'interval'], 'lead_maintenance(worker, ttl)');
+select has_function('runlane', 'resign_maintenance', array['text'], 'resign_maintenance(worker)');
+select has_function('runlane', 'notify_queue_usage', array[]::text[], 'notify_queue_usage()');
 
 select * from finish();
 rollback;
