@@ -123,8 +123,8 @@ def finish_runs_batch(conn):
         assert [r[1] for r in rows] == [True]
 
     def expected():
-        output = one(conn, "select output_id from runlane.run_outputs where run_id = %s", run_id)
-        return [("runlane_outputs", {"run_id": run_id, "output_id": output}),
+        token = one(conn, "select runlane.stream_token(%s)", run_id)
+        return [("runlane_outputs", {"stream": token}),
                 *follow_up(conn, held)]
     return act, Expect(expected)
 
@@ -134,8 +134,8 @@ def append_output(conn):
     fence = one(conn, "select runlane_test.claimed(%s)", run_id)
 
     def expected():
-        output = one(conn, "select output_id from runlane.run_outputs where run_id = %s", run_id)
-        return [("runlane_outputs", {"run_id": run_id, "output_id": output})]
+        token = one(conn, "select runlane.stream_token(%s)", run_id)
+        return [("runlane_outputs", {"stream": token})]
     return (lambda: conn.execute("select runlane.append_output(%s, %s, 'text', 'x')",
                                  (run_id, fence)),
             Expect(expected))
