@@ -12,11 +12,14 @@
 -- Setting lease_owner to null is what marks this as a new-generation requeue for the
 -- 0002 compatibility trigger: it stamps no legacy backoff, so the explicit wake_at wins
 -- even when it equals the old one. Returns true.
+-- Resends (p_seq, the attempt's write sequence number; the contract form passes none): a
+-- resend of an applied release (its reply was lost) changes nothing and returns true.
 create or replace function runlane.release_run(
     p_run_id bigint,
     p_fence bigint,
-    p_wake_at timestamptz default null,
-    p_reason text default null
+    p_wake_at timestamptz,
+    p_reason text,
+    p_seq bigint
 )
 returns boolean
 language plpgsql
@@ -33,14 +36,19 @@ begin
                   hint = 'Lower-case letters and underscores, at most 40 characters.';
     end if;
 
-    v_run := runlane._require_owner(p_run_id, p_fence);
+    v_run := runlane._require_owner(p_run_id, p_fence, p_seq);
+    if runlane._write_applied(v_run, p_fence, p_seq) then
+        return true;  -- a resend: released already
+    end if;
 
     update runlane.runs as r
     set state = 'queued',
         wake_at = release_run.p_wake_at,
         reason = v_reason,
         lease_owner = null,
-        lease_expires_at = null
+        lease_expires_at = null,
+        write_fence = case when release_run.p_seq is null then r.write_fence else release_run.p_fence end,
+        write_seq = coalesce(release_run.p_seq, r.write_seq)
     where r.run_id = release_run.p_run_id;
 
     delete from runlane.computer_leases as cl
@@ -66,6 +74,28 @@ begin
 
     return true;
 end;
+$$;
+
+comment on function runlane.release_run(bigint, bigint, timestamptz, text, bigint) is
+'Requeues an owned run without failing it (shutdown, computer retry delay) with an explicit '
+'wake time; RL001 when fenced out; true again for a resend of the applied p_seq.';
+
+revoke all on function runlane.release_run(bigint, bigint, timestamptz, text, bigint) from public;
+grant execute on function runlane.release_run(bigint, bigint, timestamptz, text, bigint) to runlane_worker;
+
+-- The contract form: no write sequence number (never deduplicated).
+create or replace function runlane.release_run(
+    p_run_id bigint,
+    p_fence bigint,
+    p_wake_at timestamptz default null,
+    p_reason text default null
+)
+returns boolean
+language sql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+    select runlane.release_run(p_run_id, p_fence, p_wake_at, p_reason, null);
 $$;
 
 comment on function runlane.release_run(bigint, bigint, timestamptz, text) is
