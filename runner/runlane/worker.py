@@ -59,10 +59,12 @@ from .maintenance import Maintenance, MaintenanceConfig
 CHANNEL = "runlane_runs"
 OUTPUT_KINDS = VISIBLE_KINDS | HIDDEN_KINDS
 
+# Keyed: a claim resent with its key after a lost reply returns what it claimed.
 CLAIM = """
 select * from runlane.claim_runs(
     p_worker => %(worker)s::text, p_lanes => %(lanes)s::text[],
-    p_limit => %(limit)s::int, p_lease => %(lease)s::interval)
+    p_limit => %(limit)s::int, p_lease => %(lease)s::interval,
+    p_claim_key => %(claim_key)s::uuid)
 """
 HEARTBEAT = """
 select runlane.heartbeat(
@@ -72,12 +74,12 @@ select runlane.heartbeat(
 APPEND_OUTPUT = """
 select runlane.append_output(
     p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
-    p_kind => %(kind)s::text, p_body => %(body)s::text) as timing
+    p_kind => %(kind)s::text, p_body => %(body)s::text, p_seq => %(seq)s::bigint) as timing
 """
 SAVE_CHECKPOINT = """
 select runlane.save_checkpoint(
     p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
-    p_checkpoint => %(checkpoint)s::jsonb)
+    p_checkpoint => %(checkpoint)s::jsonb, p_seq => %(seq)s::bigint)
 """
 TAKE_STEERING = """
 select message_id, body, created_at from runlane.take_steering(
@@ -91,17 +93,21 @@ FINISH_RUN = """
 select runlane.finish_run(
     p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
     p_outcome => %(outcome)s::text, p_error => %(error)s::text,
-    p_cost => %(cost)s::numeric) as timing
+    p_cost => %(cost)s::numeric, p_seq => %(last_seq)s::bigint) as timing
 """
 # A step's end as ONE statement (one round trip, one commit, no pipeline bookkeeping):
 # its outputs in order, then the finish or the checkpoint. The order is data flow, not
 # luck: the outer row (and with it the last call) exists only once the aggregate has
-# read every output row, each written when its unnest row was produced.
+# read every output row, each written when its unnest row was produced. Each call has its
+# own write sequence number (outputs seq, seq + 1, …, the last call last_seq), in that
+# same order; the statement is one transaction, so a resend finds all of them applied or
+# none.
 _STEP_OUTPUTS = """
 with o as materialized (
     select u.ord, runlane.append_output(
         p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
-        p_kind => u.kind, p_body => u.body) as timing
+        p_kind => u.kind, p_body => u.body,
+        p_seq => %(seq)s::bigint + u.ord - 1) as timing
     from unnest(%(kinds)s::text[], %(bodies)s::text[]) with ordinality as u (kind, body, ord)
 ),
 written as (
@@ -114,13 +120,13 @@ FINISH_WITH_OUTPUTS = _STEP_OUTPUTS + """
 select w.first_response, runlane.finish_run(
     p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
     p_outcome => %(outcome)s::text, p_error => %(error)s::text,
-    p_cost => %(cost)s::numeric) as timing
+    p_cost => %(cost)s::numeric, p_seq => %(last_seq)s::bigint) as timing
 from written as w
 """
 CHECKPOINT_WITH_OUTPUTS = _STEP_OUTPUTS + """
 select w.first_response, runlane.save_checkpoint(
     p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
-    p_checkpoint => %(checkpoint)s::jsonb)::text as saved
+    p_checkpoint => %(checkpoint)s::jsonb, p_seq => %(last_seq)s::bigint)::text as saved
 from written as w
 """
 # Batched forms (sql/functions/runner): a claimed batch's messages in one read, and the
@@ -134,17 +140,19 @@ select run_id, ok, first_response, timing, sqlstate from runlane.finish_runs(
     p_run_ids => %(run_ids)s::bigint[], p_fences => %(fences)s::bigint[],
     p_outcomes => %(outcomes)s::text[], p_errors => %(errors)s::text[],
     p_costs => %(costs)s::numeric[], p_output_counts => %(counts)s::int[],
-    p_output_kinds => %(kinds)s::text[], p_output_bodies => %(bodies)s::text[])
+    p_output_kinds => %(kinds)s::text[], p_output_bodies => %(bodies)s::text[],
+    p_seqs => %(seqs)s::bigint[])
 """
 RETRY_RUN = """
 select runlane.retry_run(
     p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
-    p_error => %(error)s::text, p_delay => %(delay)s::interval) as state
+    p_error => %(error)s::text, p_delay => %(delay)s::interval,
+    p_seq => %(seq)s::bigint) as state
 """
 RELEASE_RUN = """
 select runlane.release_run(
     p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
-    p_wake_at => null, p_reason => 'shutdown') as released
+    p_wake_at => null, p_reason => 'shutdown', p_seq => %(seq)s::bigint) as released
 """
 RUN_TIMING = "select runlane.run_timing(p_run_id => %(run_id)s::bigint) as timing"
 REGISTER = """
@@ -306,10 +314,19 @@ class RunHandle:
         self.releasing = False
         self.agent_task: asyncio.Task | None = None
         self.supervisor: asyncio.Task | None = None
+        # The attempt's write sequence: every write gets the next numbers, kept when
+        # Worker.db resends it, so the database applies a write whose reply was lost once.
+        self._seq = 0
 
     @property
     def _key(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "fence": self.fence}
+
+    def next_seq(self, count: int = 1) -> dict[str, int]:
+        """Numbers for the next write (`count` calls in one statement): seq .. last_seq."""
+        first = self._seq + 1
+        self._seq += count
+        return {"seq": first, "last_seq": self._seq}
 
     def lose(self, why: str) -> None:
         """Ownership is gone: stop the agent now; every later write is refused locally."""
@@ -335,12 +352,13 @@ class RunHandle:
 
     # -- the agent's context ---------------------------------------------------------
     async def emit(self, kind: str, body: str) -> None:
-        row = await self._call(APPEND_OUTPUT, {"kind": kind, "body": body})
+        row = await self._call(APPEND_OUTPUT, {"kind": kind, "body": body, **self.next_seq()})
         self._log_first_response(row and row["timing"])
 
     async def save_checkpoint(self, data: Any) -> None:
         wrapped = {"iteration": self.iteration + 1, "cost": self.cost, "state": data}
-        await self._call(SAVE_CHECKPOINT, {"checkpoint": json.dumps(wrapped)})
+        await self._call(SAVE_CHECKPOINT, {"checkpoint": json.dumps(wrapped),
+                                           **self.next_seq()})
         self.checkpoint = data
 
     async def take_steering(self) -> list[Message]:
@@ -376,7 +394,8 @@ class RunHandle:
         # self.iteration already counts the step that just ended.
         wrapped = {"iteration": self.iteration, "cost": self.cost, "state": result.checkpoint}
         row = await self._call(CHECKPOINT_WITH_OUTPUTS, {
-            **outputs_params(result.outputs), "checkpoint": json.dumps(wrapped)})
+            **outputs_params(result.outputs), "checkpoint": json.dumps(wrapped),
+            **self.next_seq(len(result.outputs) + 1)})
         self.checkpoint = result.checkpoint
         self._log_first_response(row and row["first_response"])
 
@@ -676,23 +695,35 @@ class Worker:
         self.wake[lane].set()  # the page budget ran out with work left: one more pass
 
     async def _claim(self, lane: str, limit: int) -> list[dict[str, Any]]:
-        """One claim_runs call on the lane's own connection. A broken connection fails
-        the pass (the lane loop tries again shortly) and is reopened by the next one."""
-        conn = self.claim_conns[lane]
-        if conn is None or conn.closed:
-            conn = self.claim_conns[lane] = await psycopg.AsyncConnection.connect(
-                self.config.dsn, row_factory=dict_row, **self._conn_kwargs)
-        try:
-            cur = await conn.execute(CLAIM, {
-                "worker": self.config.worker_id, "lanes": [lane],
-                "limit": limit, "lease": self.lease})
-            return await cur.fetchall()
-        except psycopg.Error as exc:
-            if is_connection_error(exc) or conn.broken:
-                self.claim_conns[lane] = None
-                with contextlib.suppress(Exception):
-                    await conn.close()
-            raise
+        """One keyed claim_runs call on the lane's own connection. When the connection
+        breaks (before or after the server committed the claim: the client cannot tell),
+        it is reopened and the claim resent with the SAME key, which returns the runs the
+        lost reply held instead of claiming others and leaving those to their lease; for
+        up to half a lease, then the pass fails (the lane loop tries again shortly)."""
+        params = {"worker": self.config.worker_id, "lanes": [lane], "limit": limit,
+                  "lease": self.lease, "claim_key": uuid.uuid4()}
+        deadline = time.monotonic() + self.config.lease / 2
+        backoff = 0.05
+        while True:
+            conn = self.claim_conns[lane]
+            try:
+                if conn is None or conn.closed:
+                    conn = self.claim_conns[lane] = await psycopg.AsyncConnection.connect(
+                        self.config.dsn, row_factory=dict_row, **self._conn_kwargs)
+                cur = await conn.execute(CLAIM, params)
+                return await cur.fetchall()
+            except psycopg.Error as exc:
+                broken = is_connection_error(exc) or (conn is not None and conn.broken)
+                if broken and conn is not None:
+                    self.claim_conns[lane] = None
+                    with contextlib.suppress(Exception):
+                        await conn.close()
+                if not broken or time.monotonic() + backoff > deadline or self.stopping:
+                    raise
+                log.get().info("dispatch.claim_resent", **{"run.lane": lane},
+                               **log.error_fields(exc))
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
 
     def _spawn(self, coro: Any) -> asyncio.Task:
         task = asyncio.create_task(coro)
@@ -854,9 +885,10 @@ class Worker:
                             batch: list[tuple[RunHandle, StepResult, asyncio.Future]]) -> None:
         params: dict[str, list[Any]] = {
             "run_ids": [], "fences": [], "outcomes": [], "errors": [], "costs": [],
-            "counts": [], "kinds": [], "bodies": []}
+            "counts": [], "kinds": [], "bodies": [], "seqs": []}
         for run, result, _ in batch:
             params["run_ids"].append(run.run_id)
+            params["seqs"].append(run.next_seq()["seq"])  # outputs and finish: one number
             params["fences"].append(run.fence)
             params["outcomes"].append(result.outcome)
             params["errors"].append(result.error)
@@ -889,7 +921,8 @@ class Worker:
     async def _finish_alone(self, run: RunHandle, result: StepResult) -> None:
         """The last step's outputs and the finish, in one statement (one commit)."""
         params = {"run_id": run.run_id, "fence": run.fence, "outcome": result.outcome,
-                  "error": result.error, "cost": run.cost}
+                  "error": result.error, "cost": run.cost,
+                  **run.next_seq(len(result.outputs) + 1)}
         sql = FINISH_RUN
         if result.outputs:
             sql = FINISH_WITH_OUTPUTS
@@ -909,7 +942,8 @@ class Worker:
         error = f"{type(exc).__name__}: {exc}"[:500]
         try:
             row = await self.db(run.lane, RETRY_RUN, {"run_id": run.run_id, "fence": run.fence,
-                                            "error": error, "delay": delay})
+                                            "error": error, "delay": delay,
+                                            **run.next_seq()})
         except psycopg.Error as db_exc:
             if db_exc.sqlstate == "RL001":
                 run.lose("fenced_out")
@@ -930,7 +964,8 @@ class Worker:
 
     async def _release(self, run: RunHandle) -> None:
         try:
-            await self.db(run.lane, RELEASE_RUN, {"run_id": run.run_id, "fence": run.fence})
+            await self.db(run.lane, RELEASE_RUN, {"run_id": run.run_id, "fence": run.fence,
+                                                  **run.next_seq()})
             log.get().info("run.released", **run.fields, **{"run.reason": "shutdown"})
         except psycopg.Error as exc:
             if exc.sqlstate == "RL001":
