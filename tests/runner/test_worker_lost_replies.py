@@ -6,7 +6,6 @@ connection instead of forwarding it); the worker resends on a fresh connection."
 from __future__ import annotations
 
 import pytest
-import worker_helpers
 from reply_dropping_proxy import ReplyDroppingProxy
 from stream_agent import chunk
 from worker_helpers import (

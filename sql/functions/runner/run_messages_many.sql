@@ -4,9 +4,10 @@
 -- Guarantees:
 -- * For each (p_run_ids[i], p_fences[i]) pair whose run is running under exactly that
 --   fence and, when bound to a computer, still holds it (runlane._require_owner's rule:
---   the computer lease row names the run and fence), returns the run's attached messages (its source message and every steering
---   message that joined it), ordered by run_id, then message_id (submission order):
---   the same rows runlane.run_messages returns for that run.
+--   the computer lease row names the run and fence), returns the run's attached
+--   messages (its source message and every steering message that joined it), ordered
+--   by run_id, then message_id (submission order): the same rows runlane.run_messages
+--   returns for that run.
 -- * Fenced per run: a pair the caller no longer owns (another fence, not running, an
 --   unknown run, a null element) yields no rows, never another owner's messages, and
 --   never fails the other runs. A run with no rows is therefore either fenced out or

@@ -34,8 +34,10 @@ select is(
     'the resend claimed nothing more'
 );
 select is(
-    (select count(*) from runlane.run_events as e join first_claim as f on f.run_id = e.run_id
-     where e.event = 'run.claimed'),
+    (
+        select count(*) from runlane.run_events as e
+        where e.run_id = (select f.run_id from first_claim as f) and e.event = 'run.claimed'
+    ),
     1::bigint,
     'one run.claimed journal row'
 );

@@ -58,8 +58,10 @@ select throws_ok(
     'RL001', null, 'run_messages is refused'
 );
 select is_empty(
-    format('select * from runlane.run_messages_many(array[%s]::bigint[], array[1]::bigint[])',
-           runlane_test.last_run('agent-slow')),
+    format(
+        'select * from runlane.run_messages_many(array[%s]::bigint[], array[1]::bigint[])',
+        runlane_test.last_run('agent-slow')
+    ),
     'run_messages_many returns nothing for it'
 );
 select throws_ok(
