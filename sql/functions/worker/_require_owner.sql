@@ -52,7 +52,7 @@ begin
     end if;
 
     -- GUARD: a resend of a write already applied under this fence is answered, not refused.
-    if runlane._write_applied(v_run, p_fence, p_seq) then
+    if p_seq is not null and runlane._write_applied(v_run, p_fence, p_seq) then
         return v_run;
     end if;
 

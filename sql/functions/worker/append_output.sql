@@ -51,7 +51,7 @@ begin
     end if;
 
     v_run := runlane._require_owner(p_run_id, p_fence, p_seq);
-    if runlane._write_applied(v_run, p_fence, p_seq) then
+    if p_seq is not null and runlane._write_applied(v_run, p_fence, p_seq) then
         return null;  -- a resend: applied once already
     end if;
 

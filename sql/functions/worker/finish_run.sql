@@ -47,7 +47,7 @@ begin
 
     -- GUARD: the caller still owns the run (row locked until commit).
     v_run := runlane._require_owner(p_run_id, p_fence, p_seq);
-    if runlane._write_applied(v_run, p_fence, p_seq) then
+    if p_seq is not null and runlane._write_applied(v_run, p_fence, p_seq) then
         return runlane._timing_row(p_run_id, 'run.finished');  -- a resend: finished already
     end if;
     if p_seq is not null then

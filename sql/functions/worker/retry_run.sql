@@ -38,7 +38,7 @@ begin
     end if;
 
     v_run := runlane._require_owner(p_run_id, p_fence, p_seq);
-    if runlane._write_applied(v_run, p_fence, p_seq) then
+    if p_seq is not null and runlane._write_applied(v_run, p_fence, p_seq) then
         return case when v_run.state = 'failed' then 'failed' else 'queued' end;  -- a resend
     end if;
     if p_seq is not null then

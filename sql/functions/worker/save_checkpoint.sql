@@ -15,8 +15,11 @@ language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+declare
+    v_run runlane.runs;
 begin
-    if runlane._write_applied(runlane._require_owner(p_run_id, p_fence, p_seq), p_fence, p_seq) then
+    v_run := runlane._require_owner(p_run_id, p_fence, p_seq);
+    if p_seq is not null and runlane._write_applied(v_run, p_fence, p_seq) then
         return;  -- a resend: applied once already
     end if;
 
