@@ -155,6 +155,15 @@ select runlane.release_run(
     p_wake_at => null, p_reason => 'shutdown', p_seq => %(seq)s::bigint) as released
 """
 RUN_TIMING = "select runlane.run_timing(p_run_id => %(run_id)s::bigint) as timing"
+# Write sequence numbers and claim keys need migration 0004 (runs.write_seq,
+# claim_receipts). Against an older schema (a rolling upgrade still at the expand step)
+# the worker passes NULL numbers and keys: the same calls, not deduplicated.
+WRITE_SEQS = """
+select exists (
+    select 1 from pg_catalog.pg_attribute
+    where attrelid = 'runlane.runs'::regclass and attname = 'write_seq' and not attisdropped
+) as ok
+"""
 REGISTER = """
 select runlane.register_worker(p_worker_id => %(worker)s::text, p_lanes => %(lanes)s::text[],
                                p_stopped => %(stopped)s::boolean)
@@ -322,8 +331,11 @@ class RunHandle:
     def _key(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "fence": self.fence}
 
-    def next_seq(self, count: int = 1) -> dict[str, int]:
-        """Numbers for the next write (`count` calls in one statement): seq .. last_seq."""
+    def next_seq(self, count: int = 1) -> dict[str, int | None]:
+        """Numbers for the next write (`count` calls in one statement): seq .. last_seq
+        (None before migration 0004: not deduplicated)."""
+        if not self._worker.write_seqs:
+            return {"seq": None, "last_seq": None}
         first = self._seq + 1
         self._seq += count
         return {"seq": first, "last_seq": self._seq}
@@ -449,6 +461,7 @@ class Worker:
         self.finish_timer: dict[str, asyncio.TimerHandle | None] = dict.fromkeys(config.lanes)
         self.finish_calls = dict.fromkeys(config.lanes, 0)  # finish_runs calls in flight
         self.background: set[asyncio.Task] = set()  # tasks nobody awaits, kept referenced
+        self.write_seqs = False  # migration 0004 applied: numbered writes, keyed claims
         self.maintenance = (Maintenance(config.dsn, config.maintenance,
                                         config.application_name)
                             if config.maintenance else None)
@@ -501,6 +514,7 @@ class Worker:
             loop.add_signal_handler(sig, self.request_stop)
         for pool in self.pools.values():
             await pool.open(wait=False)
+        await self._check_write_seqs()
         log.get().info("worker.started", **{
             "worker.id": self.config.worker_id, "worker.lanes": self.config.lanes,
             "worker.pid": os.getpid()})
@@ -547,7 +561,18 @@ class Worker:
     async def _keep_registered(self) -> None:
         while not self.stopping:
             await self._register()
+            if not self.write_seqs:
+                await self._check_write_seqs()
             await asyncio.sleep(REGISTRY_INTERVAL)
+
+    async def _check_write_seqs(self) -> None:
+        """Whether the schema has migration 0004 (asked at startup and, until it has, with
+        every registry refresh: a rolling upgrade may apply it while this worker runs)."""
+        try:
+            row = await self.db(self.config.lanes[0], WRITE_SEQS, retries=0)
+            self.write_seqs = bool(row and row["ok"])
+        except psycopg.Error as exc:
+            log.get().warning("worker.schema_check_failed", **log.error_fields(exc))
 
     def request_stop(self) -> None:
         self.signals += 1
@@ -701,7 +726,8 @@ class Worker:
         lost reply held instead of claiming others and leaving those to their lease; for
         up to half a lease, then the pass fails (the lane loop tries again shortly)."""
         params = {"worker": self.config.worker_id, "lanes": [lane], "limit": limit,
-                  "lease": self.lease, "claim_key": uuid.uuid4()}
+                  "lease": self.lease,
+                  "claim_key": uuid.uuid4() if self.write_seqs else None}
         deadline = time.monotonic() + self.config.lease / 2
         backoff = 0.05
         while True:

@@ -36,7 +36,8 @@
 --   one subtransaction, all or nothing; null = not sequenced, and the contract form passes
 --   none): ownership is checked first (runlane._require_owner with the number), and a
 --   run whose numbered write was already applied (the reply was lost) writes nothing and
---   answers ok with its run.finished timing row again, never RL001.
+--   answers ok with its run.finished timing row again, never RL001. Recording the number
+--   costs a sequenced run one more update of its row (in runlane._require_owner).
 create or replace function runlane.finish_runs(
     p_run_ids bigint[],
     p_fences bigint[],
@@ -127,8 +128,6 @@ begin
                     return next;
                     continue;
                 end if;
-                v_run.write_fence := p_fences[v_i];  -- written by the closing update
-                v_run.write_seq := p_seqs[v_i];
             end if;
             -- The outputs, as append_output: arguments, then ownership, then the row.
             for v_j in v_next .. v_last loop

@@ -6,9 +6,7 @@
 --   * ONE update of the run: state = p_outcome, reason = p_reason, last_error = p_error,
 --     finished_at = clock_timestamp(), lease owner and expiry cleared, cost increased by
 --     p_cost (>= 0, checked by the caller), and first_response_at set to
---     p_first_response_at only when it is still null (never reset), and write_fence /
---     write_seq as p_run carries them (a sequenced finish sets them on p_run first, so a
---     resend of it is recognised; for every other caller they are the row's own);
+--     p_first_response_at only when it is still null (never reset);
 --   * the computer lease held by this run (and only that row) is deleted, and the next
 --     awake queued run waiting on the freed computer is notified (skipped for a run
 --     without a computer: it holds no lease and frees none);
@@ -48,9 +46,7 @@ begin
         lease_owner = null,
         lease_expires_at = null,
         cost = r.cost + coalesce(_close_run_with.p_cost, 0),
-        first_response_at = coalesce(r.first_response_at, _close_run_with.p_first_response_at),
-        write_fence = (_close_run_with.p_run).write_fence,
-        write_seq = (_close_run_with.p_run).write_seq
+        first_response_at = coalesce(r.first_response_at, _close_run_with.p_first_response_at)
     where r.run_id = (_close_run_with.p_run).run_id
     returning r.* into v_closed;
 

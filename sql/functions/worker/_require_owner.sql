@@ -22,7 +22,11 @@
 -- its write_seq >= p_seq, the write was already applied, and the row is returned locked
 -- WITHOUT the ownership check (the run may have been finished by that very write); the
 -- caller tells the case with runlane._write_applied and answers without applying it
--- again. A null p_seq is the two-argument form.
+-- again. Otherwise, once ownership is checked, it records the write as applied (runs.
+-- write_fence = p_fence, write_seq = p_seq; migration 0004) and returns the row as it
+-- was before (so runlane._write_applied still reads false on it): the caller's write
+-- commits or rolls back with that record. A null p_seq is
+-- the two-argument form and touches no 0004 column.
 create or replace function runlane._require_owner(p_run_id bigint, p_fence bigint, p_seq bigint)
 returns runlane.runs
 language plpgsql
@@ -77,6 +81,15 @@ begin
                       hint = 'Another run took this computer over after the lease expired; '
                           || 'stop working on this run and write nothing more.';
         end if;
+    end if;
+
+    -- A sequenced write is recorded as applied here, in the write's own transaction (a
+    -- rolled-back write leaves no record). The write functions touch no sequence column,
+    -- so their unsequenced forms need no migration beyond 0002.
+    if p_seq is not null then
+        update runlane.runs as r
+        set write_fence = _require_owner.p_fence, write_seq = _require_owner.p_seq
+        where r.run_id = v_run.run_id;
     end if;
 
     return v_run;

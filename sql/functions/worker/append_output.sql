@@ -59,12 +59,6 @@ begin
     values (v_run.run_id, v_run.attempts, p_kind, p_body)
     returning o.output_id into v_output_id;
 
-    if p_seq is not null then
-        update runlane.runs as r
-        set write_fence = append_output.p_fence, write_seq = append_output.p_seq
-        where r.run_id = v_run.run_id;
-    end if;
-
     -- GUARD: the first visible output stamps the first response, once for the run's life.
     if v_visible and v_run.first_response_at is null then
         update runlane.runs as r

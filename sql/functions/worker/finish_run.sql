@@ -50,10 +50,6 @@ begin
     if p_seq is not null and runlane._write_applied(v_run, p_fence, p_seq) then
         return runlane._timing_row(p_run_id, 'run.finished');  -- a resend: finished already
     end if;
-    if p_seq is not null then
-        v_run.write_fence := p_fence;  -- written by the closing update
-        v_run.write_seq := p_seq;
-    end if;
 
     v_reason := case
         when p_error ~ '^[a-z][a-z_]{0,39}$' then p_error

@@ -46,9 +46,7 @@ begin
         wake_at = release_run.p_wake_at,
         reason = v_reason,
         lease_owner = null,
-        lease_expires_at = null,
-        write_fence = case when release_run.p_seq is null then r.write_fence else release_run.p_fence end,
-        write_seq = coalesce(release_run.p_seq, r.write_seq)
+        lease_expires_at = null
     where r.run_id = release_run.p_run_id;
 
     delete from runlane.computer_leases as cl

@@ -41,10 +41,6 @@ begin
     if p_seq is not null and runlane._write_applied(v_run, p_fence, p_seq) then
         return case when v_run.state = 'failed' then 'failed' else 'queued' end;  -- a resend
     end if;
-    if p_seq is not null then
-        v_run.write_fence := p_fence;  -- written by the closing update
-        v_run.write_seq := p_seq;
-    end if;
 
     if v_run.attempts >= v_run.max_attempts then
         perform runlane._close_run(v_run, 'failed', 'attempts_exhausted', p_error);
@@ -59,9 +55,7 @@ begin
         reason = 'retry_scheduled',
         last_error = retry_run.p_error,
         lease_owner = null,
-        lease_expires_at = null,
-        write_fence = v_run.write_fence,
-        write_seq = v_run.write_seq
+        lease_expires_at = null
     where r.run_id = retry_run.p_run_id;
 
     delete from runlane.computer_leases as cl

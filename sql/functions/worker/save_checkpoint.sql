@@ -24,11 +24,7 @@ begin
     end if;
 
     update runlane.runs as r
-    set checkpoint = save_checkpoint.p_checkpoint,
-        write_fence = case
-            when save_checkpoint.p_seq is null then r.write_fence else save_checkpoint.p_fence
-        end,
-        write_seq = coalesce(save_checkpoint.p_seq, r.write_seq)
+    set checkpoint = save_checkpoint.p_checkpoint
     where r.run_id = save_checkpoint.p_run_id;
 end;
 $$;
