@@ -41,18 +41,18 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.finish_run(bigint,bigint,text,text,numeric)": WORKER,
     "runlane.release_run(bigint,bigint,timestamp with time zone,text)": WORKER,
     "runlane.retry_run(bigint,bigint,text,interval)": WORKER,
-    # the same writes with a write sequence number: a resend of an applied write is a no-op
-    "runlane.append_output(bigint,bigint,text,text,bigint)": WORKER,
-    "runlane.save_checkpoint(bigint,bigint,jsonb,bigint)": WORKER,
-    "runlane.finish_run(bigint,bigint,text,text,numeric,bigint)": WORKER,
-    "runlane.release_run(bigint,bigint,timestamp with time zone,text,bigint)": WORKER,
-    "runlane.retry_run(bigint,bigint,text,interval,bigint)": WORKER,
     # the runner's batched forms of run_messages and append_output + finish_run
     "runlane.run_messages_many(bigint[],bigint[])": WORKER,
     "runlane.finish_runs(bigint[],bigint[],text[],text[],numeric[],integer[],text[],text[])":
         WORKER,
     "runlane.finish_runs(bigint[],bigint[],text[],text[],numeric[],integer[],text[],text[],"
     "bigint[])": WORKER,
+    # the same writes with a write sequence number: a resend of an applied write is a no-op
+    "runlane.append_output(bigint,bigint,text,text,bigint)": WORKER,
+    "runlane.save_checkpoint(bigint,bigint,jsonb,bigint)": WORKER,
+    "runlane.finish_run(bigint,bigint,text,text,numeric,bigint)": WORKER,
+    "runlane.release_run(bigint,bigint,timestamp with time zone,text,bigint)": WORKER,
+    "runlane.retry_run(bigint,bigint,text,interval,bigint)": WORKER,
     # maintenance and upgrade
     "runlane.tick(timestamp with time zone,integer)": WORKER,
     "runlane.reap_stale(timestamp with time zone,integer)": WORKER,
@@ -76,8 +76,6 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane._budget_exhausted(text,text,timestamp with time zone)": NOBODY,
     "runlane._dispatch_held_messages(text,text)": NOBODY,
     "runlane._lock_agent(text)": NOBODY,
-    "runlane._require_owner(bigint,bigint,bigint)": NOBODY,
-    "runlane._write_applied(runlane.runs,bigint,bigint)": NOBODY,
     "runlane._new_background_run(runlane.agents,text,text,timestamp with time zone,text,"
     "timestamp with time zone,text)": NOBODY,
     "runlane._notify_run(bigint,text)": NOBODY,
@@ -97,6 +95,8 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
         NOBODY,
     "runlane._notify_computer_waiter(text)": NOBODY,
     "runlane._require_owner(bigint,bigint)": NOBODY,
+    "runlane._require_owner(bigint,bigint,bigint)": NOBODY,
+    "runlane._write_applied(runlane.runs,bigint,bigint)": NOBODY,
     "runlane.tg_agents__schedule()": NOBODY,
     "runlane.tg_platform_settings__timezone()": NOBODY,
     "runlane.tg_users__timezone()": NOBODY,
