@@ -254,13 +254,16 @@ create or replace function runlane.finish_runs(
     p_output_bodies text[]
 )
 returns table (run_id bigint, ok boolean, first_response jsonb, timing jsonb, sqlstate text)
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+begin
+    return query
     select * from runlane.finish_runs(
         p_run_ids, p_fences, p_outcomes, p_errors, p_costs, p_output_counts, p_output_kinds,
         p_output_bodies, array_fill(null::bigint, array[coalesce(cardinality(p_run_ids), 0)]));
+end;
 $$;
 
 comment on function runlane.finish_runs(

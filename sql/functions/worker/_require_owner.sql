@@ -104,10 +104,12 @@ revoke all on function runlane._require_owner(bigint, bigint, bigint) from publi
 
 create or replace function runlane._require_owner(p_run_id bigint, p_fence bigint)
 returns runlane.runs
-language sql
+language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
-    select runlane._require_owner(p_run_id, p_fence, null);
+begin
+    return runlane._require_owner(p_run_id, p_fence, null);
+end;
 $$;
 
 comment on function runlane._require_owner(bigint, bigint) is

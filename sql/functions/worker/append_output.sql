@@ -94,11 +94,13 @@ grant execute on function runlane.append_output(bigint, bigint, text, text, bigi
 -- The contract form: no write sequence number (never deduplicated).
 create or replace function runlane.append_output(p_run_id bigint, p_fence bigint, p_kind text, p_body text)
 returns jsonb
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
-    select runlane.append_output(p_run_id, p_fence, p_kind, p_body, null);
+begin
+    return runlane.append_output(p_run_id, p_fence, p_kind, p_body, null);
+end;
 $$;
 
 comment on function runlane.append_output(bigint, bigint, text, text) is

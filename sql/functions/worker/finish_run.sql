@@ -81,11 +81,13 @@ create or replace function runlane.finish_run(
     p_cost numeric default 0
 )
 returns jsonb
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
-    select runlane.finish_run(p_run_id, p_fence, p_outcome, p_error, p_cost, null);
+begin
+    return runlane.finish_run(p_run_id, p_fence, p_outcome, p_error, p_cost, null);
+end;
 $$;
 
 comment on function runlane.finish_run(bigint, bigint, text, text, numeric) is

@@ -89,11 +89,13 @@ create or replace function runlane.release_run(
     p_reason text default null
 )
 returns boolean
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
-    select runlane.release_run(p_run_id, p_fence, p_wake_at, p_reason, null);
+begin
+    return runlane.release_run(p_run_id, p_fence, p_wake_at, p_reason, null);
+end;
 $$;
 
 comment on function runlane.release_run(bigint, bigint, timestamptz, text) is

@@ -98,11 +98,13 @@ create or replace function runlane.retry_run(
     p_delay interval
 )
 returns text
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
-    select runlane.retry_run(p_run_id, p_fence, p_error, p_delay, null);
+begin
+    return runlane.retry_run(p_run_id, p_fence, p_error, p_delay, null);
+end;
 $$;
 
 comment on function runlane.retry_run(bigint, bigint, text, interval) is

@@ -39,11 +39,13 @@ grant execute on function runlane.save_checkpoint(bigint, bigint, jsonb, bigint)
 -- The contract form: no write sequence number (never deduplicated).
 create or replace function runlane.save_checkpoint(p_run_id bigint, p_fence bigint, p_checkpoint jsonb)
 returns void
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
-    select runlane.save_checkpoint(p_run_id, p_fence, p_checkpoint, null);
+begin
+    perform runlane.save_checkpoint(p_run_id, p_fence, p_checkpoint, null);
+end;
 $$;
 
 comment on function runlane.save_checkpoint(bigint, bigint, jsonb) is
