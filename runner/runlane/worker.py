@@ -325,7 +325,9 @@ class RunHandle:
         self.supervisor: asyncio.Task | None = None
         # The attempt's write sequence: every write gets the next numbers, kept when
         # Worker.db resends it, so the database applies a write whose reply was lost once.
+        # The agent's numbered writes go one at a time, in number order (_call).
         self._seq = 0
+        self._write_lock = asyncio.Lock()
 
     @property
     def _key(self) -> dict[str, Any]:
@@ -351,9 +353,17 @@ class RunHandle:
         if task is not None and not task.done() and task is not asyncio.current_task():
             task.cancel()
 
-    async def _call(self, sql: str, params: dict[str, Any], fetch: str = "one") -> Any:
+    async def _call(self, sql: str, params: dict[str, Any], fetch: str = "one",
+                    seqs: int = 0) -> Any:
+        """One statement for this run. `seqs` > 0: a numbered write of that many calls; its
+        numbers are taken and the statement sent under the run's write lock, so numbered
+        writes reach the database in number order even when an agent writes concurrently
+        (a number below one already applied would be taken for a resend and dropped)."""
         if self.lost:
             raise LeaseLost(f"run {self.run_id} is owned by another worker now")
+        if seqs:
+            async with self._write_lock:
+                return await self._call(sql, {**params, **self.next_seq(seqs)}, fetch)
         try:
             return await self._worker.db(self.lane, sql, {**self._key, **params}, fetch)
         except psycopg.Error as exc:
@@ -364,13 +374,12 @@ class RunHandle:
 
     # -- the agent's context ---------------------------------------------------------
     async def emit(self, kind: str, body: str) -> None:
-        row = await self._call(APPEND_OUTPUT, {"kind": kind, "body": body, **self.next_seq()})
+        row = await self._call(APPEND_OUTPUT, {"kind": kind, "body": body}, seqs=1)
         self._log_first_response(row and row["timing"])
 
     async def save_checkpoint(self, data: Any) -> None:
         wrapped = {"iteration": self.iteration + 1, "cost": self.cost, "state": data}
-        await self._call(SAVE_CHECKPOINT, {"checkpoint": json.dumps(wrapped),
-                                           **self.next_seq()})
+        await self._call(SAVE_CHECKPOINT, {"checkpoint": json.dumps(wrapped)}, seqs=1)
         self.checkpoint = data
 
     async def take_steering(self) -> list[Message]:
@@ -406,8 +415,8 @@ class RunHandle:
         # self.iteration already counts the step that just ended.
         wrapped = {"iteration": self.iteration, "cost": self.cost, "state": result.checkpoint}
         row = await self._call(CHECKPOINT_WITH_OUTPUTS, {
-            **outputs_params(result.outputs), "checkpoint": json.dumps(wrapped),
-            **self.next_seq(len(result.outputs) + 1)})
+            **outputs_params(result.outputs), "checkpoint": json.dumps(wrapped)},
+            seqs=len(result.outputs) + 1)
         self.checkpoint = result.checkpoint
         self._log_first_response(row and row["first_response"])
 

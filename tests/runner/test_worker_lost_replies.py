@@ -6,6 +6,7 @@ connection instead of forwarding it); the worker resends on a fresh connection."
 from __future__ import annotations
 
 import pytest
+import worker_helpers
 from reply_dropping_proxy import ReplyDroppingProxy
 from stream_agent import chunk
 from worker_helpers import (
@@ -17,6 +18,9 @@ from worker_helpers import (
     submit,
     wait_until,
 )
+
+
+workers_direct = worker_helpers.workers  # real workers without the proxy
 
 
 @pytest.fixture
@@ -89,3 +93,17 @@ def test_a_lost_finish_reply_is_not_a_lost_lease(conn, proxy, proxied_workers):
     assert [r for r in worker.events("run.lease_lost") if r.get("run.id") == run_id] == []
     assert conn.execute("select count(*) from runlane.run_events where run_id = %s "
                         "and event = 'run.finished'", (run_id,)).fetchone()[0] == 1
+
+
+def test_outputs_an_agent_writes_concurrently_all_land(conn, workers_direct):
+    """Numbered writes sent at once by one run (asyncio.gather of emits on a pool of
+    connections) all land: a number is never overtaken by a higher one and then taken
+    for a resend."""
+    make_agent(conn, "agent-gather")
+    run_id = submit(conn, "agent-gather", "thread-1", "write thirty things at once")
+    workers_direct("--agent", "gather_agent:agent", "--pool-size", "10",
+                   env={"GATHER_AGENT_OUTPUTS": "30"})
+    wait_until(lambda: run_row(conn, run_id)["state"] == "succeeded", what="run succeeded")
+    bodies = [body for (body,) in conn.execute(
+        "select body from runlane.run_outputs where run_id = %s", (run_id,)).fetchall()]
+    assert sorted(bodies) == sorted(f"[{i}]" for i in range(30))
