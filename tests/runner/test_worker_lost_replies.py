@@ -19,7 +19,6 @@ from worker_helpers import (
     wait_until,
 )
 
-
 workers_direct = worker_helpers.workers  # real workers without the proxy
 
 
