@@ -83,7 +83,7 @@ select runlane.save_checkpoint(
 """
 TAKE_STEERING = """
 select message_id, body, created_at from runlane.take_steering(
-    p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint)
+    p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint, p_seq => %(seq)s::bigint)
 """
 RUN_MESSAGES = """
 select message_id, body, created_at from runlane.run_messages(
@@ -383,14 +383,16 @@ class RunHandle:
         self.checkpoint = data
 
     async def take_steering(self) -> list[Message]:
-        rows = await self._call(TAKE_STEERING, {}, fetch="all")
-        taken = [Message(r["message_id"], r["body"], r["created_at"]) for r in rows]
-        if taken and self._messages is not None:
+        # A resent take (its reply was lost) answers with every attached message: what
+        # this attempt already knows is dropped, the rest is what the lost reply held.
+        known_messages = await self.messages()
+        rows = await self._call(TAKE_STEERING, {}, fetch="all", seqs=1)
+        known = {m.message_id for m in known_messages}
+        taken = [Message(r["message_id"], r["body"], r["created_at"]) for r in rows
+                 if r["message_id"] not in known]
+        if taken:
             # Attached messages change only by this owner's take_steering: keep the copy.
-            known = {m.message_id for m in self._messages}
-            self._messages = sorted([*self._messages,
-                                     *(m for m in taken if m.message_id not in known)],
-                                    key=lambda m: m.message_id)
+            self._messages = sorted([*known_messages, *taken], key=lambda m: m.message_id)
         return taken
 
     async def messages(self) -> list[Message]:

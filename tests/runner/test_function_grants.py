@@ -53,6 +53,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.finish_run(bigint,bigint,text,text,numeric,bigint)": WORKER,
     "runlane.release_run(bigint,bigint,timestamp with time zone,text,bigint)": WORKER,
     "runlane.retry_run(bigint,bigint,text,interval,bigint)": WORKER,
+    "runlane.take_steering(bigint,bigint,bigint)": WORKER,
     # maintenance and upgrade
     "runlane.tick(timestamp with time zone,integer)": WORKER,
     "runlane.reap_stale(timestamp with time zone,integer)": WORKER,
