@@ -66,6 +66,7 @@ returns table (
 language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
 set plan_cache_mode = force_generic_plan
 as $$
 #variable_conflict use_column
@@ -599,6 +600,7 @@ returns table (
 language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
 as $$
 #variable_conflict use_column
 declare

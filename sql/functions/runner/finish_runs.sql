@@ -53,6 +53,7 @@ returns table (run_id bigint, ok boolean, first_response jsonb, timing jsonb, sq
 language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
 as $$
 declare
     v_runs integer;
@@ -257,6 +258,7 @@ returns table (run_id bigint, ok boolean, first_response jsonb, timing jsonb, sq
 language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
 as $$
 begin
     return query

@@ -24,6 +24,7 @@ returns jsonb
 language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
 as $$
 declare
     v_run runlane.runs;
@@ -84,6 +85,7 @@ returns jsonb
 language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
 as $$
 begin
     return runlane.finish_run(p_run_id, p_fence, p_outcome, p_error, p_cost, null);

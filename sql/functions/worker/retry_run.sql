@@ -22,6 +22,7 @@ returns text
 language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
 as $$
 declare
     v_run runlane.runs;
@@ -101,6 +102,7 @@ returns text
 language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
 as $$
 begin
     return runlane.retry_run(p_run_id, p_fence, p_error, p_delay, null);

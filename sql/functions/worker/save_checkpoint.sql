@@ -14,6 +14,7 @@ returns void
 language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
 as $$
 declare
     v_run runlane.runs;
@@ -42,6 +43,7 @@ returns void
 language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
 as $$
 begin
     perform runlane.save_checkpoint(p_run_id, p_fence, p_checkpoint, null);

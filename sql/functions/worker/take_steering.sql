@@ -18,6 +18,7 @@ returns table (message_id bigint, body text, created_at timestamptz)
 language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
 as $$
 declare
     v_run runlane.runs;
@@ -67,6 +68,7 @@ returns table (message_id bigint, body text, created_at timestamptz)
 language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
 as $$
 begin
     return query select * from runlane.take_steering(p_run_id, p_fence, null);
