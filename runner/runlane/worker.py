@@ -59,10 +59,12 @@ from .maintenance import Maintenance, MaintenanceConfig
 CHANNEL = "runlane_runs"
 OUTPUT_KINDS = VISIBLE_KINDS | HIDDEN_KINDS
 
+# Keyed: a claim resent with its key after a lost reply returns what it claimed.
 CLAIM = """
 select * from runlane.claim_runs(
     p_worker => %(worker)s::text, p_lanes => %(lanes)s::text[],
-    p_limit => %(limit)s::int, p_lease => %(lease)s::interval)
+    p_limit => %(limit)s::int, p_lease => %(lease)s::interval,
+    p_claim_key => %(claim_key)s::uuid)
 """
 # The per-worker organization bound claim_runs reads (runlane._max_per_org).
 MAX_PER_ORG = "select set_config('runlane.max_per_org', %(bound)s::text, false)"
@@ -74,16 +76,16 @@ select runlane.heartbeat(
 APPEND_OUTPUT = """
 select runlane.append_output(
     p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
-    p_kind => %(kind)s::text, p_body => %(body)s::text) as timing
+    p_kind => %(kind)s::text, p_body => %(body)s::text, p_seq => %(seq)s::bigint) as timing
 """
 SAVE_CHECKPOINT = """
 select runlane.save_checkpoint(
     p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
-    p_checkpoint => %(checkpoint)s::jsonb)
+    p_checkpoint => %(checkpoint)s::jsonb, p_seq => %(seq)s::bigint)
 """
 TAKE_STEERING = """
 select message_id, body, created_at from runlane.take_steering(
-    p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint)
+    p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint, p_seq => %(seq)s::bigint)
 """
 RUN_MESSAGES = """
 select message_id, body, created_at from runlane.run_messages(
@@ -93,17 +95,21 @@ FINISH_RUN = """
 select runlane.finish_run(
     p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
     p_outcome => %(outcome)s::text, p_error => %(error)s::text,
-    p_cost => %(cost)s::numeric) as timing
+    p_cost => %(cost)s::numeric, p_seq => %(last_seq)s::bigint) as timing
 """
 # A step's end as ONE statement (one round trip, one commit, no pipeline bookkeeping):
 # its outputs in order, then the finish or the checkpoint. The order is data flow, not
 # luck: the outer row (and with it the last call) exists only once the aggregate has
-# read every output row, each written when its unnest row was produced.
+# read every output row, each written when its unnest row was produced. Each call has its
+# own write sequence number (outputs seq, seq + 1, …, the last call last_seq), in that
+# same order; the statement is one transaction, so a resend finds all of them applied or
+# none.
 _STEP_OUTPUTS = """
 with o as materialized (
     select u.ord, runlane.append_output(
         p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
-        p_kind => u.kind, p_body => u.body) as timing
+        p_kind => u.kind, p_body => u.body,
+        p_seq => %(seq)s::bigint + u.ord - 1) as timing
     from unnest(%(kinds)s::text[], %(bodies)s::text[]) with ordinality as u (kind, body, ord)
 ),
 written as (
@@ -116,13 +122,13 @@ FINISH_WITH_OUTPUTS = _STEP_OUTPUTS + """
 select w.first_response, runlane.finish_run(
     p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
     p_outcome => %(outcome)s::text, p_error => %(error)s::text,
-    p_cost => %(cost)s::numeric) as timing
+    p_cost => %(cost)s::numeric, p_seq => %(last_seq)s::bigint) as timing
 from written as w
 """
 CHECKPOINT_WITH_OUTPUTS = _STEP_OUTPUTS + """
 select w.first_response, runlane.save_checkpoint(
     p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
-    p_checkpoint => %(checkpoint)s::jsonb)::text as saved
+    p_checkpoint => %(checkpoint)s::jsonb, p_seq => %(last_seq)s::bigint)::text as saved
 from written as w
 """
 # Batched forms (sql/functions/runner): a claimed batch's messages in one read, and the
@@ -136,7 +142,8 @@ select run_id, ok, first_response, timing, sqlstate from runlane.finish_runs(
     p_run_ids => %(run_ids)s::bigint[], p_fences => %(fences)s::bigint[],
     p_outcomes => %(outcomes)s::text[], p_errors => %(errors)s::text[],
     p_costs => %(costs)s::numeric[], p_output_counts => %(counts)s::int[],
-    p_output_kinds => %(kinds)s::text[], p_output_bodies => %(bodies)s::text[])
+    p_output_kinds => %(kinds)s::text[], p_output_bodies => %(bodies)s::text[],
+    p_seqs => %(seqs)s::bigint[])
 """
 # Spend is recorded the moment an agent charges it (its own commit), so a failed,
 # retried or reaped attempt keeps what it spent in the owner's weekly budget.
@@ -148,14 +155,24 @@ select runlane.charge(
 RETRY_RUN = """
 select runlane.retry_run(
     p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
-    p_error => %(error)s::text, p_delay => %(delay)s::interval) as state
+    p_error => %(error)s::text, p_delay => %(delay)s::interval,
+    p_seq => %(seq)s::bigint) as state
 """
 RELEASE_RUN = """
 select runlane.release_run(
     p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
-    p_wake_at => null, p_reason => 'shutdown') as released
+    p_wake_at => null, p_reason => 'shutdown', p_seq => %(seq)s::bigint) as released
 """
 RUN_TIMING = "select runlane.run_timing(p_run_id => %(run_id)s::bigint) as timing"
+# Write sequence numbers and claim keys need migration 0004 (runs.write_seq,
+# claim_receipts). Against an older schema (a rolling upgrade still at the expand step)
+# the worker passes NULL numbers and keys: the same calls, not deduplicated.
+WRITE_SEQS = """
+select exists (
+    select 1 from pg_catalog.pg_attribute
+    where attrelid = 'runlane.runs'::regclass and attname = 'write_seq' and not attisdropped
+) as ok
+"""
 REGISTER = """
 select runlane.register_worker(p_worker_id => %(worker)s::text, p_lanes => %(lanes)s::text[],
                                p_stopped => %(stopped)s::boolean)
@@ -324,10 +341,24 @@ class RunHandle:
         self.releasing = False
         self.agent_task: asyncio.Task | None = None
         self.supervisor: asyncio.Task | None = None
+        # The attempt's write sequence: every write gets the next numbers, kept when
+        # Worker.db resends it, so the database applies a write whose reply was lost once.
+        # The agent's numbered writes go one at a time, in number order (_call).
+        self._seq = 0
+        self._write_lock = asyncio.Lock()
 
     @property
     def _key(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "fence": self.fence}
+
+    def next_seq(self, count: int = 1) -> dict[str, int | None]:
+        """Numbers for the next write (`count` calls in one statement): seq .. last_seq
+        (None before migration 0004: not deduplicated)."""
+        if not self._worker.write_seqs:
+            return {"seq": None, "last_seq": None}
+        first = self._seq + 1
+        self._seq += count
+        return {"seq": first, "last_seq": self._seq}
 
     def lose(self, why: str) -> None:
         """Ownership is gone: stop the agent now; every later write is refused locally."""
@@ -340,9 +371,17 @@ class RunHandle:
         if task is not None and not task.done() and task is not asyncio.current_task():
             task.cancel()
 
-    async def _call(self, sql: str, params: dict[str, Any], fetch: str = "one") -> Any:
+    async def _call(self, sql: str, params: dict[str, Any], fetch: str = "one",
+                    seqs: int = 0) -> Any:
+        """One statement for this run. `seqs` > 0: a numbered write of that many calls; its
+        numbers are taken and the statement sent under the run's write lock, so numbered
+        writes reach the database in number order even when an agent writes concurrently
+        (a number below one already applied would be taken for a resend and dropped)."""
         if self.lost:
             raise LeaseLost(f"run {self.run_id} is owned by another worker now")
+        if seqs:
+            async with self._write_lock:
+                return await self._call(sql, {**params, **self.next_seq(seqs)}, fetch)
         try:
             return await self._worker.db(self.lane, sql, {**self._key, **params}, fetch)
         except psycopg.Error as exc:
@@ -353,23 +392,25 @@ class RunHandle:
 
     # -- the agent's context ---------------------------------------------------------
     async def emit(self, kind: str, body: str) -> None:
-        row = await self._call(APPEND_OUTPUT, {"kind": kind, "body": body})
+        row = await self._call(APPEND_OUTPUT, {"kind": kind, "body": body}, seqs=1)
         self._log_first_response(row and row["timing"])
 
     async def save_checkpoint(self, data: Any) -> None:
         wrapped = {"iteration": self.iteration + 1, "cost": self.cost, "state": data}
-        await self._call(SAVE_CHECKPOINT, {"checkpoint": json.dumps(wrapped)})
+        await self._call(SAVE_CHECKPOINT, {"checkpoint": json.dumps(wrapped)}, seqs=1)
         self.checkpoint = data
 
     async def take_steering(self) -> list[Message]:
-        rows = await self._call(TAKE_STEERING, {}, fetch="all")
-        taken = [Message(r["message_id"], r["body"], r["created_at"]) for r in rows]
-        if taken and self._messages is not None:
+        # A resent take (its reply was lost) answers with every attached message: what
+        # this attempt already knows is dropped, the rest is what the lost reply held.
+        known_messages = await self.messages()
+        rows = await self._call(TAKE_STEERING, {}, fetch="all", seqs=1)
+        known = {m.message_id for m in known_messages}
+        taken = [Message(r["message_id"], r["body"], r["created_at"]) for r in rows
+                 if r["message_id"] not in known]
+        if taken:
             # Attached messages change only by this owner's take_steering: keep the copy.
-            known = {m.message_id for m in self._messages}
-            self._messages = sorted([*self._messages,
-                                     *(m for m in taken if m.message_id not in known)],
-                                    key=lambda m: m.message_id)
+            self._messages = sorted([*known_messages, *taken], key=lambda m: m.message_id)
         return taken
 
     async def messages(self) -> list[Message]:
@@ -394,7 +435,8 @@ class RunHandle:
         # self.iteration already counts the step that just ended.
         wrapped = {"iteration": self.iteration, "cost": self.cost, "state": result.checkpoint}
         row = await self._call(CHECKPOINT_WITH_OUTPUTS, {
-            **outputs_params(result.outputs), "checkpoint": json.dumps(wrapped)})
+            **outputs_params(result.outputs), "checkpoint": json.dumps(wrapped)},
+            seqs=len(result.outputs) + 1)
         self.checkpoint = result.checkpoint
         self._log_first_response(row and row["first_response"])
 
@@ -477,6 +519,7 @@ class Worker:
         self.finish_timer: dict[str, asyncio.TimerHandle | None] = dict.fromkeys(config.lanes)
         self.finish_calls = dict.fromkeys(config.lanes, 0)  # finish_runs calls in flight
         self.background: set[asyncio.Task] = set()  # tasks nobody awaits, kept referenced
+        self.write_seqs = False  # migration 0004 applied: numbered writes, keyed claims
         self.maintenance = (Maintenance(config.dsn, config.maintenance,
                                         config.application_name)
                             if config.maintenance else None)
@@ -529,6 +572,7 @@ class Worker:
             loop.add_signal_handler(sig, self.request_stop)
         for pool in self.pools.values():
             await pool.open(wait=False)
+        await self._check_write_seqs()
         log.get().info("worker.started", **{
             "worker.id": self.config.worker_id, "worker.lanes": self.config.lanes,
             "worker.pid": os.getpid()})
@@ -577,7 +621,18 @@ class Worker:
     async def _keep_registered(self) -> None:
         while not self.stopping:
             await self._register()
+            if not self.write_seqs:
+                await self._check_write_seqs()
             await asyncio.sleep(REGISTRY_INTERVAL)
+
+    async def _check_write_seqs(self) -> None:
+        """Whether the schema has migration 0004 (asked at startup and, until it has, with
+        every registry refresh: a rolling upgrade may apply it while this worker runs)."""
+        try:
+            row = await self.db(self.config.lanes[0], WRITE_SEQS, retries=0)
+            self.write_seqs = bool(row and row["ok"])
+        except psycopg.Error as exc:
+            log.get().warning("worker.schema_check_failed", **log.error_fields(exc))
 
     def request_stop(self) -> None:
         self.signals += 1
@@ -726,24 +781,38 @@ class Worker:
         self.wake[lane].set()  # the page budget ran out with work left: one more pass
 
     async def _claim(self, lane: str, limit: int) -> list[dict[str, Any]]:
-        """One claim_runs call on the lane's own connection. A broken connection fails
-        the pass (the lane loop tries again shortly) and is reopened by the next one."""
-        conn = self.claim_conns[lane]
-        if conn is None or conn.closed:
-            conn = self.claim_conns[lane] = await psycopg.AsyncConnection.connect(
-                self.config.dsn, row_factory=dict_row, **self._conn_kwargs)
-            await conn.execute(MAX_PER_ORG, {"bound": str(max(0, self.config.max_per_org))})
-        try:
-            cur = await conn.execute(CLAIM, {
-                "worker": self.config.worker_id, "lanes": [lane],
-                "limit": limit, "lease": self.lease})
-            return await cur.fetchall()
-        except psycopg.Error as exc:
-            if is_connection_error(exc) or conn.broken:
-                self.claim_conns[lane] = None
-                with contextlib.suppress(Exception):
-                    await conn.close()
-            raise
+        """One keyed claim_runs call on the lane's own connection. When the connection
+        breaks (before or after the server committed the claim: the client cannot tell),
+        it is reopened and the claim resent with the SAME key, which returns the runs the
+        lost reply held instead of claiming others and leaving those to their lease; for
+        up to half a lease, then the pass fails (the lane loop tries again shortly)."""
+        params = {"worker": self.config.worker_id, "lanes": [lane], "limit": limit,
+                  "lease": self.lease,
+                  "claim_key": uuid.uuid4() if self.write_seqs else None}
+        deadline = time.monotonic() + self.config.lease / 2
+        backoff = 0.05
+        while True:
+            conn = self.claim_conns[lane]
+            try:
+                if conn is None or conn.closed:
+                    conn = self.claim_conns[lane] = await psycopg.AsyncConnection.connect(
+                        self.config.dsn, row_factory=dict_row, **self._conn_kwargs)
+                    await conn.execute(
+                        MAX_PER_ORG, {"bound": str(max(0, self.config.max_per_org))})
+                cur = await conn.execute(CLAIM, params)
+                return await cur.fetchall()
+            except psycopg.Error as exc:
+                broken = is_connection_error(exc) or (conn is not None and conn.broken)
+                if broken and conn is not None:
+                    self.claim_conns[lane] = None
+                    with contextlib.suppress(Exception):
+                        await conn.close()
+                if not broken or time.monotonic() + backoff > deadline or self.stopping:
+                    raise
+                log.get().info("dispatch.claim_resent", **{"run.lane": lane},
+                               **log.error_fields(exc))
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
 
     def _spawn(self, coro: Any) -> asyncio.Task:
         task = asyncio.create_task(coro)
@@ -914,9 +983,10 @@ class Worker:
                             batch: list[tuple[RunHandle, StepResult, asyncio.Future]]) -> None:
         params: dict[str, list[Any]] = {
             "run_ids": [], "fences": [], "outcomes": [], "errors": [], "costs": [],
-            "counts": [], "kinds": [], "bodies": []}
+            "counts": [], "kinds": [], "bodies": [], "seqs": []}
         for run, result, _ in batch:
             params["run_ids"].append(run.run_id)
+            params["seqs"].append(run.next_seq()["seq"])  # outputs and finish: one number
             params["fences"].append(run.fence)
             params["outcomes"].append(result.outcome)
             params["errors"].append(result.error)
@@ -949,7 +1019,8 @@ class Worker:
     async def _finish_alone(self, run: RunHandle, result: StepResult) -> None:
         """The last step's outputs and the finish, in one statement (one commit)."""
         params = {"run_id": run.run_id, "fence": run.fence, "outcome": result.outcome,
-                  "error": result.error, "cost": run.cost}
+                  "error": result.error, "cost": run.cost,
+                  **run.next_seq(len(result.outputs) + 1)}
         sql = FINISH_RUN
         if result.outputs:
             sql = FINISH_WITH_OUTPUTS
@@ -973,7 +1044,8 @@ class Worker:
         error = f"{type(exc).__name__}: {exc}"[:500]
         try:
             row = await self.db(run.lane, RETRY_RUN, {"run_id": run.run_id, "fence": run.fence,
-                                            "error": error, "delay": delay})
+                                            "error": error, "delay": delay,
+                                            **run.next_seq()})
         except psycopg.Error as db_exc:
             if db_exc.sqlstate == "RL001":
                 run.lose("fenced_out")
@@ -998,7 +1070,8 @@ class Worker:
         if run.lost:
             return
         try:
-            await self.db(run.lane, RELEASE_RUN, {"run_id": run.run_id, "fence": run.fence})
+            await self.db(run.lane, RELEASE_RUN, {"run_id": run.run_id, "fence": run.fence,
+                                                  **run.next_seq()})
             log.get().info("run.released", **run.fields, **{"run.reason": "shutdown"})
         except psycopg.Error as exc:
             if exc.sqlstate == "RL001":

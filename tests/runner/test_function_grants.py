@@ -28,6 +28,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.publish_run(bigint,timestamp with time zone)": BOTH,
     "runlane.create_run(text,text,text,timestamp with time zone)": BOTH,
     "runlane.claim_runs(text,text[],integer,interval)": WORKER,
+    "runlane.claim_runs(text,text[],integer,interval,uuid)": WORKER,  # keyed: resend-safe
     "runlane.run_messages(bigint,bigint)": WORKER,
     # outputs and timing
     "runlane.outputs_since(bigint,bigint,integer)": BOTH,
@@ -45,6 +46,15 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.run_messages_many(bigint[],bigint[])": WORKER,
     "runlane.finish_runs(bigint[],bigint[],text[],text[],numeric[],integer[],text[],text[])":
         WORKER,
+    "runlane.finish_runs(bigint[],bigint[],text[],text[],numeric[],integer[],text[],text[],"
+    "bigint[])": WORKER,
+    # the same writes with a write sequence number: a resend of an applied write is a no-op
+    "runlane.append_output(bigint,bigint,text,text,bigint)": WORKER,
+    "runlane.save_checkpoint(bigint,bigint,jsonb,bigint)": WORKER,
+    "runlane.finish_run(bigint,bigint,text,text,numeric,bigint)": WORKER,
+    "runlane.release_run(bigint,bigint,timestamp with time zone,text,bigint)": WORKER,
+    "runlane.retry_run(bigint,bigint,text,interval,bigint)": WORKER,
+    "runlane.take_steering(bigint,bigint,bigint)": WORKER,
     # maintenance and upgrade
     "runlane.tick(timestamp with time zone,integer)": WORKER,
     "runlane.reap_stale(timestamp with time zone,integer)": WORKER,
@@ -88,6 +98,8 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane._notify_run(bigint,text)": NOBODY,
     "runlane._notify_output(bigint,bigint)": NOBODY,
     "runlane._thread_lock(text,text)": NOBODY,
+    "runlane._require_owner(bigint,bigint,bigint)": NOBODY,
+    "runlane._write_applied(runlane.runs,bigint,bigint)": NOBODY,
     "runlane._agent_timezone(text,text)": NOBODY,
     "runlane._is_timezone(text)": NOBODY,
     "runlane._last_slot(jsonb,text,timestamp with time zone,timestamp with time zone)": NOBODY,

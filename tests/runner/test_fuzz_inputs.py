@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import random
 import string
+import uuid
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -881,6 +882,10 @@ def _sample_values(conn, api, worker) -> dict[str, object]:
         "p_output_counts": [1],
         "p_output_kinds": ["text"],
         "p_output_bodies": ["hi"],
+        # the resend-safe forms (write sequence numbers, claim keys)
+        "p_seq": 5,
+        "p_seqs": [5],
+        "p_claim_key": uuid.UUID("00000000-0000-4000-8000-000000000005"),
     }
 
 

@@ -116,7 +116,7 @@ def finish_runs_batch(conn):
     run_id, fence, held = held_messages(conn)
     params = {"run_ids": [run_id], "fences": [fence], "outcomes": ["succeeded"],
               "errors": [None], "costs": [0], "counts": [1], "kinds": ["text"],
-              "bodies": ["reply"]}
+              "bodies": ["reply"], "seqs": [None]}
 
     def act():
         rows = conn.execute(FINISH_RUNS, {k: pg_array(v) for k, v in params.items()}).fetchall()

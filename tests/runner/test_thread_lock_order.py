@@ -52,7 +52,7 @@ def test_a_finish_batch_takes_thread_locks_in_order_whatever_the_input_order(con
     params = {"run_ids": [run_b[0], run_a[0]], "fences": [run_b[1], run_a[1]],
               "outcomes": ["succeeded", "succeeded"], "errors": [None, None],
               "costs": [0, 0], "counts": [1, 1], "kinds": ["text", "text"],
-              "bodies": ["reply b", "reply a"]}
+              "bodies": ["reply b", "reply a"], "seqs": [1, 1]}
 
     rows = against_a_crossing_session(conn, db_dsn, agent, lambda mine: mine.execute(
         FINISH_RUNS, {k: pg_array(v) for k, v in params.items()}).fetchall())

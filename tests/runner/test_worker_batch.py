@@ -26,7 +26,8 @@ def test_array_literals_carry_any_text_and_cost_exactly_through_finish_runs(conn
         "outcomes": ["succeeded", "failed", "succeeded"],
         "errors": [None, 'a "quoted" error', None],
         "costs": costs, "counts": [len(b) for b in bodies],
-        "kinds": ["text" for b in bodies for _ in b], "bodies": [x for b in bodies for x in b]}
+        "kinds": ["text" for b in bodies for _ in b], "bodies": [x for b in bodies for x in b],
+        "seqs": [1, 1, 1]}
     rows = conn.execute(FINISH_RUNS, {k: pg_array(v) for k, v in params.items()}).fetchall()
     assert [(r[0], r[1], r[4]) for r in rows] == [(r, True, None) for r, _ in runs]
     for (run_id, _), want in zip(runs, bodies, strict=True):

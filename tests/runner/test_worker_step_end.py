@@ -20,7 +20,7 @@ def claimed_run(conn) -> tuple[int, int]:
 def finish(conn, run_id: int, fence: int, outputs) -> tuple:
     return conn.execute(FINISH_WITH_OUTPUTS, {
         "run_id": run_id, "fence": fence, "outcome": "succeeded", "error": None, "cost": 0,
-        **outputs_params(outputs)}).fetchone()
+        "seq": 1, "last_seq": len(outputs) + 1, **outputs_params(outputs)}).fetchone()
 
 
 def test_outputs_are_written_in_order_in_the_finishing_transaction(conn):
@@ -55,6 +55,7 @@ def test_a_bad_output_kind_rolls_back_the_whole_step(conn):
     with pytest.raises(psycopg.Error) as refused:
         conn.execute(CHECKPOINT_WITH_OUTPUTS, {
             "run_id": run_id, "fence": fence, "checkpoint": '{"step": 1}',
+            "seq": 1, "last_seq": 3,
             **outputs_params((("text", "kept?"), ("shout", "no such kind")))})
     assert refused.value.sqlstate == "22023"
     assert conn.execute("select count(*) from runlane.run_outputs where run_id = %s",

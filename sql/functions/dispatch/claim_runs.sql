@@ -38,8 +38,11 @@
 --   runs of one organization: locked runs over the bound are left queued.
 -- * Each claimed run gets fence + 1, attempts + 1, a lease of p_lease, its computer lease
 --   in the same transaction, and first_started_at once, after computer ownership.
+-- * A lane named twice is one lane (p_lanes is deduplicated): each run is returned once.
 -- Returns, per claimed run, what the worker needs to execute it, its late notice (timer
 -- runs started more than 15 minutes late) and its run.execution_started timing row.
+-- The five-argument form (below) adds a claim key, so a claim resent after a lost reply
+-- returns what it already claimed.
 create or replace function runlane.claim_runs(
     p_worker text,
     p_lanes text[],
@@ -119,6 +122,11 @@ begin
     if p_lease is null or p_lease <= interval '0' or p_lease > interval '1 hour' then
         raise exception 'claim_runs lease must be positive and at most 1 hour, got %', p_lease
             using errcode = '22023';
+    end if;
+    -- A lane named twice is one lane: the loose index scan below would otherwise read it,
+    -- and return its runs, twice. (Only interactive and background pass the check above.)
+    if cardinality(p_lanes) > 2 or p_lanes[1] = p_lanes[2] then
+        p_lanes := array(select distinct l.name from unnest(p_lanes) as l (name));
     end if;
     -- The cap is exact only if each statement sees what committed before it.
     if current_setting('transaction_isolation') <> 'read committed' then
@@ -578,3 +586,139 @@ comment on function runlane.claim_runs(text, text[], int, interval) is
 
 revoke all on function runlane.claim_runs(text, text[], int, interval) from public;
 grant execute on function runlane.claim_runs(text, text[], int, interval) to runlane_worker;
+
+-- claim_runs with a claim key: the worker's claim, safe to resend after a lost reply.
+--
+-- Guarantees, on top of the four-argument form (which does the claiming):
+-- * The caller picks a new p_claim_key (a uuid) for each claim and resends the SAME key
+--   when it could not read the reply (a broken connection). The first call that commits
+--   records its key and the runs and fences it returned in runlane.claim_receipts (one
+--   row per worker and lane set). A call whose key is the recorded one claims nothing:
+--   it returns those runs again, in the same order, those still running under the same
+--   fence (a run since finished, released or reclaimed is left out). So a lost claim
+--   reply costs a resend, never a run left claimed by nobody until its lease expires.
+-- * A resend racing the original (the original still executing when the resend arrives)
+--   waits for it: the receipt row is locked FOR UPDATE first, and a worker's first claim
+--   inserts it (a concurrent insert waits for the first to commit).
+-- * An empty claim records nothing (a resend of it simply claims again) unless it created
+--   the row. A null p_claim_key is the four-argument form.
+create or replace function runlane.claim_runs(
+    p_worker text,
+    p_lanes text[],
+    p_limit int,
+    p_lease interval,
+    p_claim_key uuid
+)
+returns table (
+    run_id bigint,
+    fence bigint,
+    attempt int,
+    lane text,
+    trigger text,
+    agent_id text,
+    org_id text,
+    thread_id text,
+    prompt text,
+    model text,
+    checkpoint jsonb,
+    iteration_cap int,
+    late_notice jsonb,
+    timing jsonb
+)
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
+as $$
+#variable_conflict use_column
+declare
+    v_lanes text[];
+    v_key uuid;
+    v_ids bigint[];
+    v_fences bigint[];
+    v_created boolean := false;
+    v_row record;
+begin
+    if p_claim_key is null then
+        return query select * from runlane.claim_runs(p_worker, p_lanes, p_limit, p_lease);
+        return;
+    end if;
+
+    -- GUARD: a resend of the last claim of this worker and lane set returns its runs.
+    v_lanes := array(select distinct l.name from unnest(p_lanes) as l (name) order by l.name);
+    select c.claim_key, c.run_ids, c.fences into v_key, v_ids, v_fences
+    from runlane.claim_receipts as c
+    where c.worker_id = p_worker and c.lanes = v_lanes
+    for update;
+    if not found and p_worker is not null then
+        insert into runlane.claim_receipts as c (worker_id, lanes, claim_key)
+        values (p_worker, v_lanes, p_claim_key)
+        on conflict (worker_id, lanes) do nothing;
+        v_created := found;
+        if not v_created then  -- a concurrent first claim created it and has committed
+            select c.claim_key, c.run_ids, c.fences into v_key, v_ids, v_fences
+            from runlane.claim_receipts as c
+            where c.worker_id = p_worker and c.lanes = v_lanes
+            for update;
+        end if;
+    end if;
+    if not v_created and v_key = p_claim_key then
+        return query
+        select
+            r.run_id,
+            r.fence,
+            r.attempts,
+            r.lane,
+            r.trigger,
+            r.agent_id,
+            r.org_id,
+            r.thread_id,
+            r.prompt,
+            r.model,
+            r.checkpoint,
+            s.agent_iteration_cap,
+            runlane._late_notice(r),
+            runlane._timing_row(r.run_id, 'run.execution_started')
+        from unnest(v_ids, v_fences) with ordinality as u (run_id, fence, position)
+        join runlane.runs as r on r.run_id = u.run_id and r.fence = u.fence and r.state = 'running'
+        join runlane.platform_settings as s on s.org_id = r.org_id
+        order by u.position;
+        return;
+    end if;
+
+    v_ids := '{}';
+    v_fences := '{}';
+    for v_row in select * from runlane.claim_runs(p_worker, p_lanes, p_limit, p_lease) loop
+        run_id := v_row.run_id;
+        fence := v_row.fence;
+        attempt := v_row.attempt;
+        lane := v_row.lane;
+        trigger := v_row.trigger;
+        agent_id := v_row.agent_id;
+        org_id := v_row.org_id;
+        thread_id := v_row.thread_id;
+        prompt := v_row.prompt;
+        model := v_row.model;
+        checkpoint := v_row.checkpoint;
+        iteration_cap := v_row.iteration_cap;
+        late_notice := v_row.late_notice;
+        timing := v_row.timing;
+        v_ids := v_ids || v_row.run_id;
+        v_fences := v_fences || v_row.fence;
+        return next;
+    end loop;
+
+    if v_created or cardinality(v_ids) > 0 then
+        update runlane.claim_receipts as c
+        set claim_key = p_claim_key, run_ids = v_ids, fences = v_fences, claimed_at = now()
+        where c.worker_id = p_worker and c.lanes = v_lanes;
+    end if;
+end;
+$$;
+
+comment on function runlane.claim_runs(text, text[], int, interval, uuid) is
+'claim_runs with a claim key: a resend with the key of the last claim of this worker and lane '
+'set returns the runs that claim took (still running under the same fence) instead of claiming anew.';
+
+revoke all on function runlane.claim_runs(text, text[], int, interval, uuid) from public;
+grant execute on function runlane.claim_runs(text, text[], int, interval, uuid) to runlane_worker;

@@ -33,6 +33,12 @@
 --   outputs given.
 -- * Each finished run uses one subtransaction id: keep batches under 64 runs so that
 --   other sessions' snapshots never overflow the subtransaction cache.
+-- * Resends (p_seqs[i], run i's write sequence number for its outputs and finish together,
+--   one subtransaction, all or nothing; null = not sequenced, and the contract form passes
+--   none): ownership is checked first (runlane._require_owner with the number), and a
+--   run whose numbered write was already applied (the reply was lost) writes nothing and
+--   answers ok with its run.finished timing row again, never RL001. Recording the number
+--   costs a sequenced run one more update of its row (in runlane._require_owner).
 create or replace function runlane.finish_runs(
     p_run_ids bigint[],
     p_fences bigint[],
@@ -41,7 +47,8 @@ create or replace function runlane.finish_runs(
     p_costs numeric[],
     p_output_counts integer[],
     p_output_kinds text[],
-    p_output_bodies text[]
+    p_output_bodies text[],
+    p_seqs bigint[]
 )
 returns table (run_id bigint, ok boolean, first_response jsonb, timing jsonb, sqlstate text)
 language plpgsql
@@ -68,17 +75,17 @@ begin
     -- GUARD: arguments, before any run is touched.
     if p_run_ids is null or p_fences is null or p_outcomes is null or p_errors is null
         or p_costs is null or p_output_counts is null or p_output_kinds is null
-        or p_output_bodies is null then
+        or p_output_bodies is null or p_seqs is null then
         raise exception 'every array is required (pass empty arrays for no outputs)'
             using errcode = '22004';
     end if;
     v_runs := cardinality(p_run_ids);
     if cardinality(p_fences) <> v_runs or cardinality(p_outcomes) <> v_runs
         or cardinality(p_errors) <> v_runs or cardinality(p_costs) <> v_runs
-        or cardinality(p_output_counts) <> v_runs then
+        or cardinality(p_output_counts) <> v_runs or cardinality(p_seqs) <> v_runs then
         raise exception 'the run arrays differ in length'
             using errcode = '22023',
-                  hint = 'Pass one fence, outcome, error, cost and output count per run id.';
+                  hint = 'Pass one fence, outcome, error, cost, output count and sequence number per run id.';
     end if;
     if exists (select from unnest(p_output_counts) as c (n) where c.n is null or c.n < 0)
         or cardinality(p_output_kinds) <> cardinality(p_output_bodies)
@@ -112,6 +119,18 @@ begin
         v_stamp := null;
         v_output_ids := '{}';
         begin
+            -- GUARD: a sequenced run is checked first, so a resend of its applied write is
+            -- answered without writing anything again.
+            if p_seqs[v_i] is not null then
+                v_run := runlane._require_owner(p_run_ids[v_i], p_fences[v_i], p_seqs[v_i]);
+                if runlane._write_applied(v_run, p_fences[v_i], p_seqs[v_i]) then
+                    timing := runlane._timing_row(v_run.run_id, 'run.finished');
+                    ok := true;
+                    finish_runs.sqlstate := null;
+                    return next;
+                    continue;
+                end if;
+            end if;
             -- The outputs, as append_output: arguments, then ownership, then the row.
             for v_j in v_next .. v_last loop
                 if p_output_kinds[v_j] is null or p_output_bodies[v_j] is null then
@@ -206,6 +225,46 @@ begin
         end;
         return next;
     end loop;
+end;
+$$;
+
+comment on function runlane.finish_runs(
+    bigint[], bigint[], text[], text[], numeric[], integer[], text[], text[], bigint[]
+) is
+'Writes each run''s outputs then finishes it (as append_output + finish_run), each run in its own '
+'subtransaction; one row per run: ok, first_response and run.finished timing rows, sqlstate '
+'(RL001 fenced out, …) of a run that was rolled back alone; a resend of a run''s applied '
+'sequence number is ok again and writes nothing.';
+
+revoke all on function runlane.finish_runs(
+    bigint[], bigint[], text[], text[], numeric[], integer[], text[], text[], bigint[]
+) from public;
+grant execute on function runlane.finish_runs(
+    bigint[], bigint[], text[], text[], numeric[], integer[], text[], text[], bigint[]
+) to runlane_worker;
+
+-- The form without write sequence numbers (never deduplicated).
+create or replace function runlane.finish_runs(
+    p_run_ids bigint[],
+    p_fences bigint[],
+    p_outcomes text[],
+    p_errors text[],
+    p_costs numeric[],
+    p_output_counts integer[],
+    p_output_kinds text[],
+    p_output_bodies text[]
+)
+returns table (run_id bigint, ok boolean, first_response jsonb, timing jsonb, sqlstate text)
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
+as $$
+begin
+    return query
+    select * from runlane.finish_runs(
+        p_run_ids, p_fences, p_outcomes, p_errors, p_costs, p_output_counts, p_output_kinds,
+        p_output_bodies, array_fill(null::bigint, array[coalesce(cardinality(p_run_ids), 0)]));
 end;
 $$;
 

@@ -3,9 +3,11 @@
 --
 -- Guarantees:
 -- * For each (p_run_ids[i], p_fences[i]) pair whose run is running under exactly that
---   fence, returns the run's attached messages (its source message and every steering
---   message that joined it), ordered by run_id, then message_id (submission order):
---   the same rows runlane.run_messages returns for that run.
+--   fence and, when bound to a computer, still holds it (runlane._require_owner's rule:
+--   the computer lease row names the run and fence), returns the run's attached
+--   messages (its source message and every steering message that joined it), ordered
+--   by run_id, then message_id (submission order): the same rows runlane.run_messages
+--   returns for that run.
 -- * Fenced per run: a pair the caller no longer owns (another fence, not running, an
 --   unknown run, a null element) yields no rows, never another owner's messages, and
 --   never fails the other runs. A run with no rows is therefore either fenced out or
@@ -37,6 +39,11 @@ begin
         as owned
     inner join runlane.runs as r
         on r.run_id = owned.run_id and r.fence = owned.fence and r.state = 'running'
+        and (r.computer_id is null or exists (
+            select 1
+            from runlane.computer_leases as cl
+            where cl.computer_id = r.computer_id and cl.run_id = r.run_id and cl.fence = r.fence
+        ))
     inner join runlane.messages as m on m.run_id = r.run_id
     order by r.run_id, m.message_id;
 end;

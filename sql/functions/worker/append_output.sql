@@ -16,7 +16,13 @@
 --   guarded by its own exception block (timing NULL, notification skipped), and
 --   _notify_output queues nothing once the notification queue is half full, so the
 --   notification cannot fail the COMMIT either (see its header).
-create or replace function runlane.append_output(p_run_id bigint, p_fence bigint, p_kind text, p_body text)
+-- * Resends (p_seq, the attempt's write sequence number; the four-argument form passes
+--   none): the write is recorded as the run's last applied one (write_fence, write_seq);
+--   a resend of an applied write (its reply was lost) writes nothing and returns NULL,
+--   even once the run has finished (runlane._require_owner, runlane._write_applied).
+create or replace function runlane.append_output(
+    p_run_id bigint, p_fence bigint, p_kind text, p_body text, p_seq bigint
+)
 returns jsonb
 language plpgsql
 security definer
@@ -46,7 +52,10 @@ begin
                       || 'Not visible: reasoning, placeholder, progress, metadata.';
     end if;
 
-    v_run := runlane._require_owner(p_run_id, p_fence);
+    v_run := runlane._require_owner(p_run_id, p_fence, p_seq);
+    if p_seq is not null and runlane._write_applied(v_run, p_fence, p_seq) then
+        return null;  -- a resend: applied once already
+    end if;
 
     insert into runlane.run_outputs as o (run_id, attempt, kind, body)
     values (v_run.run_id, v_run.attempts, p_kind, p_body)
@@ -72,6 +81,28 @@ begin
     end;
 
     return v_timing;
+end;
+$$;
+
+comment on function runlane.append_output(bigint, bigint, text, text, bigint) is
+'Persists an output for the run''s current owner; the first visible one sets first_response_at '
+'and returns the run.first_response timing row (else NULL). Notifies runlane_outputs '
+'{run_id, output_id}. RL001 fenced out, RL008 unknown run, 22023 unknown kind. '
+'A resend of an applied p_seq writes nothing and returns NULL.';
+
+revoke all on function runlane.append_output(bigint, bigint, text, text, bigint) from public;
+grant execute on function runlane.append_output(bigint, bigint, text, text, bigint) to runlane_worker;
+
+-- The contract form: no write sequence number (never deduplicated).
+create or replace function runlane.append_output(p_run_id bigint, p_fence bigint, p_kind text, p_body text)
+returns jsonb
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
+as $$
+begin
+    return runlane.append_output(p_run_id, p_fence, p_kind, p_body, null);
 end;
 $$;
 

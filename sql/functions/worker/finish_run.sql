@@ -12,12 +12,17 @@
 -- else 'error' for a failed run and null otherwise; last_error = p_error.
 -- Returns the run.finished timing row (runlane._timing_row); a failure computing it
 -- never fails the finish: the row reads null instead.
+-- Resends (p_seq, the attempt's write sequence number; the contract form passes none):
+-- the finish is recorded as the run's last applied write (write_fence, write_seq); a
+-- resend of an applied finish (its reply was lost) changes nothing and returns the
+-- run.finished timing row again, not RL001.
 create or replace function runlane.finish_run(
     p_run_id bigint,
     p_fence bigint,
     p_outcome text,
-    p_error text default null,
-    p_cost numeric default 0
+    p_error text,
+    p_cost numeric,
+    p_seq bigint
 )
 returns jsonb
 language plpgsql
@@ -45,7 +50,10 @@ begin
     end if;
     
     -- GUARD: the caller still owns the run (row locked until commit).
-    v_run := runlane._require_owner(p_run_id, p_fence);
+    v_run := runlane._require_owner(p_run_id, p_fence, p_seq);
+    if p_seq is not null and runlane._write_applied(v_run, p_fence, p_seq) then
+        return runlane._timing_row(p_run_id, 'run.finished');  -- a resend: finished already
+    end if;
 
     v_reason := case
         when p_error ~ '^[a-z][a-z_]{0,39}$' then p_error
@@ -59,6 +67,32 @@ begin
     -- Timing is a report on a finish already made: _timing_row answers null instead of
     -- raising (its own subtransaction), so it can never undo the finish.
     return runlane._timing_row(p_run_id, 'run.finished');
+end;
+$$;
+
+comment on function runlane.finish_run(bigint, bigint, text, text, numeric, bigint) is
+'Closes an owned run as succeeded, failed or canceled (RL001 when fenced out); returns the run.finished timing row, '
+'also to a resend of the applied p_seq.';
+
+revoke all on function runlane.finish_run(bigint, bigint, text, text, numeric, bigint) from public;
+grant execute on function runlane.finish_run(bigint, bigint, text, text, numeric, bigint) to runlane_worker;
+
+-- The contract form: no write sequence number (never deduplicated).
+create or replace function runlane.finish_run(
+    p_run_id bigint,
+    p_fence bigint,
+    p_outcome text,
+    p_error text default null,
+    p_cost numeric default 0
+)
+returns jsonb
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
+as $$
+begin
+    return runlane.finish_run(p_run_id, p_fence, p_outcome, p_error, p_cost, null);
 end;
 $$;
 

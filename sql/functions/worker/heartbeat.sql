@@ -2,8 +2,9 @@
 --
 -- Guarantees: in one statement, extends the run's lease (lease_expires_at = now() +
 -- p_lease, heartbeat_at = now()) and the computer lease this run holds, when the caller
--- still owns the run (running, same fence) and no other run has taken over its computer
--- after its computer lease expired. Returns true then, and false otherwise,
+-- still owns the run (running, same fence) and, for a computer-bound run, still holds
+-- its computer: the computer_leases row names this run and fence (expired or not; see
+-- runlane._require_owner, whose rule this is). Returns true then, and false otherwise,
 -- including for an unknown run: a heartbeat never raises over ownership, so the runner
 -- reads false as "stop working on this run". Bad arguments raise 22004 / 22023.
 create or replace function runlane.heartbeat(
@@ -38,14 +39,16 @@ begin
         where r.run_id = heartbeat.p_run_id
           and r.fence = heartbeat.p_fence
           and r.state = 'running'
-          -- a run whose expired computer lease another run has taken over lost the
-          -- computer: it must stop, not keep working beside the new owner
-          and not exists (
+          -- a run whose expired computer lease another run has taken over (or taken
+          -- and given back) lost the computer: it must stop, not keep working beside
+          -- the new owner (the rule of runlane._require_owner)
+          and (r.computer_id is null or exists (
               select 1
-              from runlane.computer_leases as other
-              where other.computer_id = r.computer_id
-                and other.run_id <> r.run_id
-          )
+              from runlane.computer_leases as own
+              where own.computer_id = r.computer_id
+                and own.run_id = r.run_id
+                and own.fence = r.fence
+          ))
         returning r.run_id, r.computer_id, r.lease_expires_at
     ),
     computer as (

@@ -12,11 +12,14 @@
 -- Setting lease_owner to null is what marks this as a new-generation requeue for the
 -- 0002 compatibility trigger: it stamps no legacy backoff, so the explicit wake_at wins
 -- even when it equals the old one. Returns true.
+-- Resends (p_seq, the attempt's write sequence number; the contract form passes none): a
+-- resend of an applied release (its reply was lost) changes nothing and returns true.
 create or replace function runlane.release_run(
     p_run_id bigint,
     p_fence bigint,
-    p_wake_at timestamptz default null,
-    p_reason text default null
+    p_wake_at timestamptz,
+    p_reason text,
+    p_seq bigint
 )
 returns boolean
 language plpgsql
@@ -36,7 +39,10 @@ begin
 
     perform runlane._check_wake_at(p_wake_at);
 
-    v_run := runlane._require_owner(p_run_id, p_fence);
+    v_run := runlane._require_owner(p_run_id, p_fence, p_seq);
+    if p_seq is not null and runlane._write_applied(v_run, p_fence, p_seq) then
+        return true;  -- a resend: released already
+    end if;
 
     update runlane.runs as r
     set state = 'queued',
@@ -68,6 +74,31 @@ begin
     end if;
 
     return true;
+end;
+$$;
+
+comment on function runlane.release_run(bigint, bigint, timestamptz, text, bigint) is
+'Requeues an owned run without failing it (shutdown, computer retry delay) with an explicit '
+'wake time; RL001 when fenced out; true again for a resend of the applied p_seq.';
+
+revoke all on function runlane.release_run(bigint, bigint, timestamptz, text, bigint) from public;
+grant execute on function runlane.release_run(bigint, bigint, timestamptz, text, bigint) to runlane_worker;
+
+-- The contract form: no write sequence number (never deduplicated).
+create or replace function runlane.release_run(
+    p_run_id bigint,
+    p_fence bigint,
+    p_wake_at timestamptz default null,
+    p_reason text default null
+)
+returns boolean
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
+as $$
+begin
+    return runlane.release_run(p_run_id, p_fence, p_wake_at, p_reason, null);
 end;
 $$;
 

@@ -8,11 +8,15 @@
 -- thread while it ran join it (runlane._dispatch_held_messages); returns 'queued'. Once attempts are spent
 -- the run closes through runlane._close_run as failed / attempts_exhausted; returns
 -- 'failed'. p_delay is 0 .. 7 days (22023).
+-- Resends (p_seq, the attempt's write sequence number; the contract form passes none): a
+-- resend of an applied retry (its reply was lost) changes nothing and returns what the
+-- retry left: 'failed' when it closed the run, else 'queued'.
 create or replace function runlane.retry_run(
     p_run_id bigint,
     p_fence bigint,
     p_error text,
-    p_delay interval
+    p_delay interval,
+    p_seq bigint
 )
 returns text
 language plpgsql
@@ -34,7 +38,10 @@ begin
                   hint = 'A retry delay is between 0 and 7 days.';
     end if;
 
-    v_run := runlane._require_owner(p_run_id, p_fence);
+    v_run := runlane._require_owner(p_run_id, p_fence, p_seq);
+    if p_seq is not null and runlane._write_applied(v_run, p_fence, p_seq) then
+        return case when v_run.state = 'failed' then 'failed' else 'queued' end;  -- a resend
+    end if;
 
     if v_run.attempts >= v_run.max_attempts then
         perform runlane._close_run(v_run, 'failed', 'attempts_exhausted', p_error);
@@ -74,6 +81,31 @@ begin
     end if;
 
     return 'queued';
+end;
+$$;
+
+comment on function runlane.retry_run(bigint, bigint, text, interval, bigint) is
+'A failed attempt: requeued after p_delay while attempts remain (returns queued), else failed/attempts_exhausted; '
+'a resend of the applied p_seq changes nothing and returns the same answer.';
+
+revoke all on function runlane.retry_run(bigint, bigint, text, interval, bigint) from public;
+grant execute on function runlane.retry_run(bigint, bigint, text, interval, bigint) to runlane_worker;
+
+-- The contract form: no write sequence number (never deduplicated).
+create or replace function runlane.retry_run(
+    p_run_id bigint,
+    p_fence bigint,
+    p_error text,
+    p_delay interval
+)
+returns text
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
+as $$
+begin
+    return runlane.retry_run(p_run_id, p_fence, p_error, p_delay, null);
 end;
 $$;
 

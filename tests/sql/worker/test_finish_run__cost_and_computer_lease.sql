@@ -1,5 +1,6 @@
 -- finish_run charges the cost, frees only this run's computer lease (the next waiter on
--- that computer can start) and never fails because timing could not be computed.
+-- that computer can start), never touches a lease another run took over (that run's
+-- finish is refused) and never fails because timing could not be computed.
 begin;
 select plan(12);
 
@@ -69,9 +70,10 @@ begin
     perform runlane_test.claimed_on_computer(runlane_test.last_run('agent-holder'), 'worker-2');
 end
 $$;
-select lives_ok(
+select throws_ok(
     format('select runlane.finish_run(%s, 1, ''failed'', ''timeout'', 0)', runlane_test.last_run('agent-late')),
-    'a run whose computer lease was taken over still finishes'
+    'RL001', null,
+    'a run whose computer lease was taken over is refused like a fenced-out run (issue 11)'
 );
 select is(
     (select cl.run_id from runlane.computer_leases as cl where cl.computer_id = 'computer-late'),
