@@ -17,7 +17,8 @@ until its `ReadyForQuery`; when that says the transaction is over (`I`, idle) an
 `ErrorResponse` came, the server committed: the proxy then closes both sides instead of
 forwarding the reply. That is a lost acknowledgement after commit, exactly what a network
 failure between the server's commit and the client's read produces. A unit that failed,
-or left a transaction open, is forwarded untouched and the kind stays armed.
+or left a transaction open, or a claim that claimed nothing, is forwarded untouched and
+the kind stays armed.
 
 From the lost reply (its `RowDescription`/`DataRow`s, text format) or the unit's `Bind`
 parameters (`p_run_id => $n`, `p_fence => $n`, text or binary) it records which runs the
@@ -242,7 +243,8 @@ class _Conn:
                 rows.append(_data_row(payload))
             elif mtype == b"Z":
                 self.units.popleft()
-                if not error and payload[:1] == b"I":
+                # A claim that took nothing is not worth losing: keep it armed.
+                if not error and payload[:1] == b"I" and (unit.kind != "claim" or rows):
                     self.proxy._record(unit, names, rows, self.application_name)
                     self.close()
                     return

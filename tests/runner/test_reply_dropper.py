@@ -86,3 +86,13 @@ def test_a_failed_statement_is_forwarded_and_the_kind_stays_armed(proxied):
         assert conn.execute("select 5").fetchone() == (5,)   # connection still fine
     assert dropper.drops == []
     assert dropper.armed() == {"claim": 1}
+
+
+def test_a_claim_that_claimed_nothing_is_forwarded_and_stays_armed(proxied):
+    dropper, dsn, direct = proxied
+    dropper.arm("claim")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert conn.execute("select run_id from soak_t where false "
+                            "-- runlane.claim_runs(").fetchall() == []
+    assert dropper.drops == []
+    assert dropper.armed() == {"claim": 1}
