@@ -238,12 +238,13 @@ class Report:
 
 def _leader_worker_id(db: Db) -> str | None:
     """The worker id of the current maintenance leader: from a leader lease row when the
-    schema has one (any runlane table named like '%leader%': the first soak worker id in
-    its rows), else from the session holding the maintenance advisory key (its
-    application_name is runlane-worker:<id>:maintenance)."""
+    schema has one (any runlane table named like '%leader%' or '%maintenance%': the first
+    soak worker id in its rows), else from the session holding the maintenance advisory
+    key (its application_name is runlane-worker:<id>:maintenance)."""
     tables = db.execute(
         "select format('%%I.%%I', table_schema, table_name) from information_schema.tables "
-        "where table_schema = 'runlane' and table_name like '%%leader%%' order by 1")
+        "where table_schema = 'runlane' and (table_name like '%%leader%%' "
+        "or table_name like '%%maintenance%%') order by 1")
     for (table,) in tables:
         for (row,) in db.execute(f"select row_to_json(l)::text from {table} as l"):
             found = WORKER_ID.search(row or "")
@@ -838,37 +839,56 @@ class Chaos:
         """A no-grant login takes the advisory locks runlane used: the keys of the
         recent chat threads and of every agent, and the maintenance leader's key (it
         cuts the leader's maintenance session so the key is up for grabs, then polls
-        for it). Submissions must not hang; maintenance must go on."""
+        for it). Submissions must not hang; maintenance must go on. A lost session (a
+        restart) squats again."""
         cfg = self.config
         window = self.rng.uniform(*cfg.squat_window)
-        conn = psycopg.connect(self.squat_dsn, autocommit=True, application_name="soak-squatter")
         db = Db(self.dsn, "squat")
+        keys = ([f"runlane.thread:{a}/{t}" for a, t in list(self.threads[-50:])]
+                + [f"runlane.agent:{a}" for a in self.chat_agents + self.background_agents])
+        fault.detail["keys_wanted"] = len(keys)
+        conn: psycopg.Connection | None = None
+        got = False
+        planted = False
         try:
-            keys = ([f"runlane.thread:{a}/{t}" for a, t in list(self.threads[-50:])]
-                    + [f"runlane.agent:{a}" for a in self.chat_agents + self.background_agents])
-            fault.detail["keys_held"] = conn.execute(
-                "select count(*) filter (where pg_try_advisory_lock(hashtextextended(k, 0))) "
-                "from unnest(%s::text[]) as k", (keys,)).fetchone()[0]
-            fault.detail["keys_wanted"] = len(keys)
-            leader = _leader_worker_id(db)
-            fault.detail["leader"] = leader
-            if leader:
-                fault.detail["leader_sessions_cut"] = db.execute(
-                    "select count(*) filter (where pg_terminate_backend(pid)) "
-                    "from pg_stat_activity where application_name = %s",
-                    (f"runlane-worker:{leader}:maintenance",), fetch="one")[0]
-            self._plant_orphan(db, fault)
-            got = False
             while time.time() < fault.at + window:
-                if not got:
-                    got = conn.execute("select pg_try_advisory_lock(%s)",
-                                       (MAINTENANCE_LOCK,)).fetchone()[0]
+                try:
+                    if conn is None or conn.closed:
+                        conn = psycopg.connect(self.squat_dsn, autocommit=True,
+                                               application_name="soak-squatter")
+                        fault.detail["keys_held"] = conn.execute(
+                            "select count(*) filter (where pg_try_advisory_lock("
+                            "hashtextextended(k, 0))) from unnest(%s::text[]) as k",
+                            (keys,)).fetchone()[0]
+                        fault.detail["squats"] = fault.detail.get("squats", 0) + 1
+                        got = False
+                    if "leader" not in fault.detail:
+                        leader = fault.detail["leader"] = _leader_worker_id(db)
+                        if leader:
+                            fault.detail["leader_sessions_cut"] = db.execute(
+                                "select count(*) filter (where pg_terminate_backend(pid)) "
+                                "from pg_stat_activity where application_name = %s",
+                                (f"runlane-worker:{leader}:maintenance",), fetch="one")[0]
+                    if not got:
+                        got = conn.execute("select pg_try_advisory_lock(%s)",
+                                           (MAINTENANCE_LOCK,)).fetchone()[0]
+                        fault.detail["maintenance_key_squatted"] = got or fault.detail.get(
+                            "maintenance_key_squatted", False)
+                    else:
+                        conn.execute("select 1")    # notice a lost session at once
+                    if not planted and (got or time.time() > fault.at + 2):
+                        planted = True
+                        self._plant_orphan(db, fault)
+                except psycopg.OperationalError:
+                    if conn is not None:
+                        conn.close()
+                    conn = None
                 time.sleep(0.02)
-            fault.detail["maintenance_key_squatted"] = got
         finally:
-            with contextlib.suppress(psycopg.Error):
-                conn.execute("select pg_advisory_unlock_all()")
-            conn.close()
+            if conn is not None and not conn.closed:
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute("select pg_advisory_unlock_all()")
+                conn.close()
             db.close()
 
     def _forge(self, fault: Fault) -> None:
@@ -1431,8 +1451,10 @@ class Checks:
                        for f in disturbing):
                     continue  # another fault hit that worker or the server meanwhile
                 if self._reaped(span[2]):
+                    how = span[2][0] + (f" {span[2][1].get('reason')}"
+                                        if span[2][1].get("reason") else "")
                     self.v.append(f"run {run_id} attempt {attempt} ended by its lease "
-                                  f"({span[2][0]}) after the reply to its {drop.kind} was "
+                                  f"({how}) after the reply to its {drop.kind} was "
                                   f"lost: a lost acknowledgement failed it")
                 elif self.lease_lost[(run_id, attempt)]:
                     self.v.append(f"run {run_id} attempt {attempt}: run.lease_lost logged "

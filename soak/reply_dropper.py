@@ -105,6 +105,7 @@ class _Unit:
     """One request unit and what the proxy does with its reply."""
     kind: str | None = None
     drop: bool = False
+    generation: int = 0             # of the arming it was taken from
     query: str = ""
     params: list[tuple[bytes | None, int]] = field(default_factory=list)
 
@@ -211,7 +212,7 @@ class _Conn:
             unit.query, _ = _cstring(payload, 0)
         if mtype in (b"S", b"Q"):
             unit.kind = classify(unit.query)
-            unit.drop = self.proxy._take(unit.kind)
+            unit.drop, unit.generation = self.proxy._take(unit.kind)
             self.units.append(unit)
             self.pending = _Unit()
 
@@ -249,7 +250,7 @@ class _Conn:
                     self.close()
                     return
                 # Not committed: hand it over as it is and keep the kind armed.
-                self.proxy._take_back(unit.kind)
+                self.proxy._take_back(unit.kind, unit.generation)
                 for message in held:
                     self.c_writer.write(message)
                 await self.c_writer.drain()
@@ -294,6 +295,7 @@ class ReplyDropper:
         self.drops: list[Drop] = []
         self.forwarded_units = 0
         self._armed: dict[str, int] = {}
+        self._generation = 0            # a disarm starts a new one
         self._lock = threading.Lock()
         self._conns: set[_Conn] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -321,6 +323,7 @@ class ReplyDropper:
         """Stop dropping; returns what was still armed (not yet met)."""
         with self._lock:
             left, self._armed = self._armed, {}
+            self._generation += 1
         return {k: v for k, v in left.items() if v > 0}
 
     def armed(self) -> dict[str, int]:
@@ -336,19 +339,18 @@ class ReplyDropper:
             self._thread.join(10)
 
     # -- the proxy's own thread --------------------------------------------------------
-    def _take(self, kind: str | None) -> bool:
-        if kind is None:
-            return False
+    def _take(self, kind: str | None) -> tuple[bool, int]:
         with self._lock:
-            if self._armed.get(kind, 0) > 0:
+            if kind is not None and self._armed.get(kind, 0) > 0:
                 self._armed[kind] -= 1
-                return True
+                return True, self._generation
             self.forwarded_units += 1
-            return False
+            return False, self._generation
 
-    def _take_back(self, kind: str | None) -> None:
-        if kind is not None:
-            with self._lock:
+    def _take_back(self, kind: str | None, generation: int) -> None:
+        """A unit taken but not lost (it failed): armed again, unless disarmed since."""
+        with self._lock:
+            if kind is not None and generation == self._generation:
                 self._armed[kind] = self._armed.get(kind, 0) + 1
 
     def _record(self, unit: _Unit, names: list[str], rows: list[list[bytes | None]],
