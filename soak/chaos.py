@@ -17,19 +17,53 @@ agents ('every hour') whose routine clock the driver moves one hour forward ever
 seconds (schedule_anchor and next_run_at), so the workers' maintenance leader fires a new
 occurrence each time through runlane.tick().
 
-Faults, at random intervals, each kind at least once: kill -9 of a worker (restarted),
-SIGTERM of a worker (restarted once it exits), pg_terminate_backend of every connection
-of a worker (application_name runlane-worker:<id>), a PostgreSQL restart in fast and in
-immediate mode, and a window in which submitted runs are not published (no NOTIFY).
+Faults, at random intervals, each kind at least once (`--faults` selects kinds): kill -9
+of a worker (restarted), SIGTERM of a worker (restarted once it exits),
+pg_terminate_backend of every connection of a worker (application_name
+runlane-worker:<id>), a PostgreSQL restart in fast and in immediate mode, and a window in
+which submitted runs are not published (no NOTIFY). And windows that run beside the
+others (the fault thread moves on; each ends on its own):
 
-Then the workers drain the queue, stop, and the database and the logs are checked:
-every run has exactly one terminal state and one terminal journal row; claims per run
-have fences 1, 2, 3… with one return to the queue between two claims (never two live
-owners); every output was committed inside the attempt it names; first_response_at never
-moved once seen; no organization ever ran more background runs than its cap and no
-computer had two owners (sweeps over the attempts' commit-time intervals); no routine
-occurrence fired twice; every interactive run started; no acknowledged message was lost;
-no attempt was started twice in the logs and no log line holds message text.
+  sigstop_worker[_computer]  SIGSTOP of a worker holding runs (without / with a
+                             computer-bound one) for lease + 0.3-1.5 s, then SIGCONT;
+  sigstop_leader             SIGSTOP of the maintenance leader (_leader_worker_id: a leader
+                             row if the schema has one, else the advisory-lock holder) for
+                             `leader_stop_leases` leases, with a planted orphan (a chat run
+                             claimed under a worker id nobody runs) that only a working
+                             maintenance leader can reap;
+  lost_ack                   the reply dropper (soak/reply_dropper.py), a loopback proxy in
+                             front of `proxied_workers` slots, loses the reply to one
+                             committed claim, one committed step write and one committed
+                             finish;
+  notify_queue               a login with no runlane grant LISTENs and holds a transaction
+                             open while another pushes `notify_fill_mb` MB of junk
+                             notifications (pg_notification_queue_usage() is recorded);
+  squat_locks                that login takes the advisory keys runlane used (recent
+                             threads, every agent) and, after cutting the leader's
+                             maintenance session, the maintenance key; an orphan is planted;
+  forged_notify              that login sends malformed and hostile payloads on
+                             runlane_runs and runlane_outputs.
+
+Stream readers (`runlane.stream`) follow fresh chat runs throughout, as a chat client.
+
+Then the workers drain the queue, stop, and the database and the logs are checked
+(`--checks` selects checks): every run has exactly one terminal state and one terminal
+journal row; claims per run have fences 1, 2, 3… with one return to the queue between two
+claims (never two live owners); every output was committed inside the attempt it names;
+first_response_at never moved once seen; no organization ever ran more background runs
+than its cap and no computer had two owners (sweeps over the attempts' commit-time
+intervals); no routine occurrence fired twice; every interactive run started; no
+acknowledged message was lost; no attempt was started twice in the logs and no log line
+holds message text. And: no write (output, finish, retry, release) of an attempt
+committed after another attempt claimed its computer (computer_fencing); no attempt wrote
+the same output twice in a row (duplicate_outputs); every stream reader got each output
+once, in the committed order, and none died (streams); no attempt whose claim, step or
+finish reply the proxy lost ended by its lease or logged run.lease_lost (lost_acks); the
+planted orphans were reaped before their window ended (maintenance_continues); no
+submission hung past the driver's statement_timeout or failed on a lock or a full queue
+(submissions); no worker write failed with 54000 (notify_queue); chat start under forged
+notifications stays near its median without them (forged_start); no Python traceback on
+a worker's stderr (worker_tracebacks).
 """
 
 from __future__ import annotations
@@ -86,7 +120,7 @@ WINDOW_KINDS = {"sigstop_worker", "sigstop_worker_computer", "sigstop_leader", "
 CHECKS = ("outputs_within_attempts", "first_response", "org_caps", "computers", "schedules",
           "interactive_started", "messages", "computer_fencing", "duplicate_outputs",
           "streams", "lost_acks", "maintenance_continues", "submissions", "notify_queue",
-          "forged_start")
+          "forged_start", "worker_tracebacks")
 # A login with no runlane grant at all: it squats locks, forges notifications, fills the
 # NOTIFY queue. Nothing it does may stop or mislead runlane.
 SQUATTER = "soak_squatter"
@@ -1524,6 +1558,12 @@ class Checks:
         if p50 > max(0.5, 10 * base):
             self.v.append(f"chat start under forged notifications: median {p50:.3f} s "
                           f"against {base:.3f} s without them")
+
+    def worker_tracebacks(self) -> None:
+        """A worker never lets an exception escape to its stderr (a forged payload that
+        raises in the listener's callback shows up here)."""
+        if self.report.worker_tracebacks:
+            self.v.append(f"{self.report.worker_tracebacks} tracebacks on worker stderr")
 
     def recovery_times(self) -> None:
         rep = self.report
