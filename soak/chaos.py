@@ -152,6 +152,7 @@ class SoakConfig:
     scan_interval: float = 1.0
     tick_interval: float = 1.0
     leader_retry: float = 1.0
+    leader_ttl: float = 4.0            # the leader lease, where the worker has --leader-ttl
     shutdown_grace: float = 2.0
     echo_delay: float = 0.05           # per chunk: runs are in flight when a fault hits
     echo_chunks: int = 3
@@ -381,6 +382,8 @@ class WorkerSlot:
                "--leader-retry", str(cfg.leader_retry),
                "--shutdown-grace", str(cfg.shutdown_grace),
                "--memory-buffer-mb", "1"]
+        if "--leader-ttl" in self.chaos.worker_help:   # leadership as a lease row
+            cmd += ["--leader-ttl", str(cfg.leader_ttl)]
         env = {**os.environ, "PYTHONUNBUFFERED": "1",
                "RUNLANE_ECHO_DELAY": str(cfg.echo_delay),
                "RUNLANE_ECHO_CHUNKS": str(cfg.echo_chunks)}
@@ -465,6 +468,7 @@ class Chaos:
         self.stream_queue: deque[int] = deque(maxlen=20)   # chat runs to follow next
         self.streams: dict[int, dict[str, Any]] = {}       # run id -> what a reader saw
         self.notify_usage_max = 0.0
+        self.worker_help = ""                        # `runlane worker --help`: its options
 
     # -- setup -----------------------------------------------------------------------
     def setup(self) -> None:
@@ -479,6 +483,9 @@ class Chaos:
             self._populate(conn)
             conn.execute(f"create role {SQUATTER} login")   # and no grant of any kind
         self.squat_dsn = f"postgresql://{SQUATTER}@127.0.0.1:{self.cluster.port}/soak"
+        self.worker_help = subprocess.run(
+            [sys.executable, "-m", "runlane", "worker", "--help"], capture_output=True,
+            text=True, check=False).stdout
         if "lost_ack" in self.config.faults and self.config.proxied_workers:
             cfg = self.config
             self.proxy = ReplyDropper(self.cluster.port, lifetime=(
