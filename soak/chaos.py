@@ -277,9 +277,9 @@ def _leader_worker_id(db: Db) -> str | None:
     soak worker id in its rows), else from the session holding the maintenance advisory
     key (its application_name is runlane-worker:<id>:maintenance)."""
     tables = db.execute(
-        "select format('%%I.%%I', table_schema, table_name) from information_schema.tables "
-        "where table_schema = 'runlane' and (table_name like '%%leader%%' "
-        "or table_name like '%%maintenance%%') order by 1")
+        "select format('%I.%I', table_schema, table_name) from information_schema.tables "
+        "where table_schema = 'runlane' and (table_name like '%leader%' "
+        "or table_name like '%maintenance%') order by 1")   # no parameters: % as it is
     for (table,) in tables:
         for (row,) in db.execute(f"select row_to_json(l)::text from {table} as l"):
             found = WORKER_ID.search(row or "")
