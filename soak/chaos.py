@@ -116,6 +116,11 @@ FAULT_KINDS = ("kill9", "sigterm", "terminate_backend", "restart_fast", "restart
 # Faults that run as a window beside the others (the fault thread moves on at once).
 WINDOW_KINDS = {"sigstop_worker", "sigstop_worker_computer", "sigstop_leader", "lost_ack",
                 "notify_queue", "squat_locks", "forged_notify"}
+# Windows that judge maintenance, and the faults that may not overlap them.
+JUDGED_KINDS = {"sigstop_leader", "squat_locks"}
+DISTURBING_KINDS = {"kill9", "sigterm", "terminate_backend", "restart_fast",
+                    "restart_immediate", "sigstop_worker", "sigstop_worker_computer",
+                    "sigstop_leader", "squat_locks"}
 # Every check by name; `attempts` and `logs` always run (the others read what they find).
 CHECKS = ("outputs_within_attempts", "first_response", "org_caps", "computers", "schedules",
           "interactive_started", "messages", "computer_fencing", "duplicate_outputs",
@@ -694,14 +699,17 @@ class Chaos:
         started = time.monotonic()
         try:
             while True:
-                pending = kinds.pop() if kinds else None
-                if pending is None and self.load_done.is_set() \
+                if not kinds and self.load_done.is_set() \
                         and time.monotonic() - started >= cfg.duration:
                     break
                 time.sleep(rng.uniform(*cfg.fault_gap))
-                kind = pending or rng.choice(cfg.faults)
-                if kind in self.active:   # one window of a kind at a time
-                    continue
+                allowed = [k for k in (reversed(kinds) if kinds else cfg.faults)
+                           if self._allowed(k)]
+                if not allowed:
+                    continue              # what is left waits for a window to end
+                kind = allowed[0] if kinds else rng.choice(allowed)
+                if kinds:
+                    kinds.remove(kind)
                 try:
                     self._inject(kind, db)
                 except psycopg.Error:
@@ -711,6 +719,14 @@ class Chaos:
             for t in self.windows:    # every window ends (stopped workers continue) first
                 t.join()
             self.faults_done.set()
+
+    def _allowed(self, kind: str) -> bool:
+        """One window of a kind at a time; while a window judges maintenance (a stopped
+        leader, squatted locks) nothing else that stops workers or the server starts,
+        so whether maintenance went on is down to that fault alone."""
+        if kind in self.active:
+            return False
+        return not (self.active & JUDGED_KINDS and kind in DISTURBING_KINDS)
 
     def _victims(self) -> list[WorkerSlot]:
         return [s for s in self.slots if s.alive() and not s.stopped]
