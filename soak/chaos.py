@@ -228,6 +228,7 @@ class Report:
     violations_by_check: dict[str, int] = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
     fault_log: list[dict[str, Any]] = field(default_factory=list)   # faults and recoveries, timed
+    lost_ack_log: list[dict[str, Any]] = field(default_factory=list)  # the proxy's drops
     settings: dict[str, Any] = field(default_factory=dict)
 
     def text(self) -> str:
@@ -1168,6 +1169,7 @@ class Checks:
         rep.recoveries = dict(self.chaos.recoveries)
         rep.fault_log = [{**asdict(f), "held_runs": f.held_runs} for f in self.chaos.faults]
         rep.lost_acks = dict(Counter(d.kind for d in self._drops()))
+        rep.lost_ack_log = [asdict(d) for d in self._drops()]
         rep.driver_errors = dict(self.chaos.errors)
         rep.max_submit_s = self.chaos.max_submit_s
         rep.notify_queue_usage_max = self.chaos.notify_usage_max
