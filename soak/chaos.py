@@ -727,10 +727,16 @@ class Chaos:
         so whether maintenance went on is down to that fault alone."""
         if kind in self.active:
             return False
+        if kind == "lost_ack" and not any(s.proxied for s in self._victims()):
+            return False                  # nobody behind the proxy is running now
         return not (self.active & JUDGED_KINDS and kind in DISTURBING_KINDS)
 
     def _victims(self) -> list[WorkerSlot]:
-        return [s for s in self.slots if s.alive() and not s.stopped]
+        """Slots a fault may hit now: running, not stopped, and not behind the proxy
+        while it is losing replies (a lost reply is judged on its own)."""
+        spare_proxied = "lost_ack" in self.active
+        return [s for s in self.slots if s.alive() and not s.stopped
+                and not (spare_proxied and s.proxied)]
 
     def _victim(self) -> WorkerSlot:
         alive = self._victims()
