@@ -705,7 +705,9 @@ class Chaos:
                     break
                 time.sleep(rng.uniform(*cfg.fault_gap))
                 allowed = [k for k in (reversed(kinds) if kinds else cfg.faults)
-                           if self._allowed(k)]
+                           if self._allowed(k)
+                           # the load is over: no new window to wait for at the end
+                           and (kinds or not self.load_done.is_set() or k not in WINDOW_KINDS)]
                 if not allowed:
                     continue              # what is left waits for a window to end
                 kind = allowed[0] if kinds else rng.choice(allowed)
