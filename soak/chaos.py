@@ -475,6 +475,7 @@ class Chaos:
         self.streams: dict[int, dict[str, Any]] = {}       # run id -> what a reader saw
         self.notify_usage_max = 0.0
         self.worker_help = ""                        # `runlane worker --help`: its options
+        self.load_seconds = 0.0
 
     # -- setup -----------------------------------------------------------------------
     def setup(self) -> None:
@@ -540,6 +541,7 @@ class Chaos:
         interval = 1.0 / cfg.rate
         next_at = time.monotonic()
         next_warp = time.monotonic() + cfg.warp_interval
+        load_started = time.monotonic()
         n = 0
         try:
             while self.created < cfg.runs:
@@ -571,6 +573,7 @@ class Chaos:
                     self.created = row[0]
         finally:
             db.close()
+            self.load_seconds = time.monotonic() - load_started
             self.load_done.set()
 
     def _publish(self, db: Db, run_id: int) -> None:
@@ -1072,6 +1075,7 @@ class Chaos:
             for slot in self.slots:
                 slot.cont()
             report.seconds["load_and_faults"] = time.monotonic() - t1
+            report.seconds["load"] = self.load_seconds
             t2 = time.monotonic()
             for slot in self.slots:      # every slot serves while the queue drains
                 if not slot.alive():
