@@ -17,45 +17,88 @@ agents ('every hour') whose routine clock the driver moves one hour forward ever
 seconds (schedule_anchor and next_run_at), so the workers' maintenance leader fires a new
 occurrence each time through runlane.tick().
 
-Faults, at random intervals, each kind at least once: kill -9 of a worker (restarted),
-SIGTERM of a worker (restarted once it exits), pg_terminate_backend of every connection
-of a worker (application_name runlane-worker:<id>), a PostgreSQL restart in fast and in
-immediate mode, and a window in which submitted runs are not published (no NOTIFY).
+Faults, at random intervals, each kind at least once (`--faults` selects kinds): kill -9
+of a worker (restarted), SIGTERM of a worker (restarted once it exits),
+pg_terminate_backend of every connection of a worker (application_name
+runlane-worker:<id>), a PostgreSQL restart in fast and in immediate mode, and a window in
+which submitted runs are not published (no NOTIFY). And windows that run beside the
+others (the fault thread moves on; each ends on its own):
 
-Then the workers drain the queue, stop, and the database and the logs are checked:
-every run has exactly one terminal state and one terminal journal row; claims per run
-have fences 1, 2, 3… with one return to the queue between two claims (never two live
-owners); every output was committed inside the attempt it names; first_response_at never
-moved once seen; no organization ever ran more background runs than its cap and no
-computer had two owners (sweeps over the attempts' commit-time intervals); no routine
-occurrence fired twice; every interactive run started; no acknowledged message was lost;
-no attempt was started twice in the logs and no log line holds message text.
+  sigstop_worker[_computer]  SIGSTOP of a worker holding runs (without / with a
+                             computer-bound one) for lease + 0.3-1.5 s, then SIGCONT;
+  sigstop_leader             SIGSTOP of the maintenance leader (_leader_worker_id: a leader
+                             row if the schema has one, else the advisory-lock holder) for
+                             `leader_stop_leases` leases, with a planted orphan (a chat run
+                             claimed under a worker id nobody runs) that only a working
+                             maintenance leader can reap;
+  lost_ack                   the reply dropper (soak/reply_dropper.py), a loopback proxy in
+                             front of `proxied_workers` slots, loses the reply to one
+                             committed claim, one committed step write and one committed
+                             finish;
+  notify_queue               a login with no runlane grant LISTENs and holds a transaction
+                             open while another pushes `notify_fill_mb` MB of junk
+                             notifications (pg_notification_queue_usage() is recorded);
+  squat_locks                that login takes the advisory keys runlane used (recent
+                             threads, every agent) and, after cutting the leader's
+                             maintenance session, the maintenance key; an orphan is planted;
+  forged_notify              that login sends malformed and hostile payloads on
+                             runlane_runs and runlane_outputs.
+
+Stream readers (`runlane.stream`) follow fresh chat runs throughout, as a chat client.
+
+Then the workers drain the queue, stop, and the database and the logs are checked
+(`--checks` selects checks): every run has exactly one terminal state and one terminal
+journal row; claims per run have fences 1, 2, 3… with one return to the queue between two
+claims (never two live owners); every output was committed inside the attempt it names;
+first_response_at never moved once seen; no organization ever ran more background runs
+than its cap and no computer had two owners (sweeps over the attempts' commit-time
+intervals); no routine occurrence fired twice; every interactive run started; no
+acknowledged message was lost; no attempt was started twice in the logs and no log line
+holds message text. And: no write (output, finish, retry, release) of an attempt
+committed after another attempt claimed its computer (computer_fencing); no attempt wrote
+the same output twice in a row (duplicate_outputs); every stream reader got each output
+once, in the committed order, and none died (streams); no attempt whose claim, step or
+finish reply the proxy lost ended by its lease or logged run.lease_lost (lost_acks); the
+planted orphans were reaped before their window ended (maintenance_continues); no
+submission hung past the driver's statement_timeout or failed on a lock or a full queue
+(submissions); no worker write failed with 54000 (notify_queue); chat start under forged
+notifications stays near its median without them (forged_start); no Python traceback on
+a worker's stderr (worker_tracebacks).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import bisect
+import contextlib
 import json
 import os
 import random
+import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from dataclasses import asdict, dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
+from runlane.agents import VISIBLE_KINDS
 from runlane.migrate import migrate
 from runlane.pgcluster import LocalCluster
+from runlane.stream import stream as follow_stream
+
+from .reply_dropper import ReplyDropper
 
 # Durability is what is being tested: an immediate-mode restart must lose nothing that
 # was acknowledged. Commit timestamps give the checks the order of visibility.
@@ -68,7 +111,29 @@ DURABLE_SETTINGS = {
 }
 
 FAULT_KINDS = ("kill9", "sigterm", "terminate_backend", "restart_fast", "restart_immediate",
-               "suppress_notify")
+               "suppress_notify", "sigstop_worker", "sigstop_worker_computer", "sigstop_leader",
+               "lost_ack", "notify_queue", "squat_locks", "forged_notify")
+# Faults that run as a window beside the others (the fault thread moves on at once).
+WINDOW_KINDS = {"sigstop_worker", "sigstop_worker_computer", "sigstop_leader", "lost_ack",
+                "notify_queue", "squat_locks", "forged_notify"}
+# Windows that judge maintenance, and the faults that may not overlap them.
+JUDGED_KINDS = {"sigstop_leader", "squat_locks"}
+DISTURBING_KINDS = {"kill9", "sigterm", "terminate_backend", "restart_fast",
+                    "restart_immediate", "sigstop_worker", "sigstop_worker_computer",
+                    "sigstop_leader", "squat_locks"}
+# Every check by name; `attempts` and `logs` always run (the others read what they find).
+CHECKS = ("outputs_within_attempts", "first_response", "org_caps", "computers", "schedules",
+          "interactive_started", "messages", "computer_fencing", "duplicate_outputs",
+          "streams", "lost_acks", "maintenance_continues", "submissions", "notify_queue",
+          "forged_start", "worker_tracebacks")
+# A login with no runlane grant at all: it squats locks, forges notifications, fills the
+# NOTIFY queue. Nothing it does may stop or mislead runlane.
+SQUATTER = "soak_squatter"
+MAINTENANCE_LOCK = 7_317_002   # the advisory key runlane's maintenance leader used to take
+FORGED_PAYLOADS = ('{"lane":[]}', '{"lane":{"a":1}}', '{"run_id":1e400}', "not json",
+                   '{"run_id":' + "9" * 400 + "}", '{"lane":5}', '{"run_id":"x"}', "[]",
+                   "null", '{"run_id":-1e400,"lane":null}')
+WORKER_ID = re.compile(r"soak-w\d+-g\d+")
 TERMINAL_STATES = {"succeeded", "failed", "canceled", "skipped"}
 REQUEUE_EVENTS = {"run.lease_expired", "run.retry_scheduled", "run.released"}
 # Placed in every message body and prompt: it must never reach a log line.
@@ -92,12 +157,25 @@ class SoakConfig:
     scan_interval: float = 1.0
     tick_interval: float = 1.0
     leader_retry: float = 1.0
+    leader_ttl: float = 4.0            # the leader lease, where the worker has --leader-ttl
     shutdown_grace: float = 2.0
     echo_delay: float = 0.05           # per chunk: runs are in flight when a fault hits
     echo_chunks: int = 3
     fault_gap: tuple[float, float] = (3.0, 7.0)
     suppress_window: tuple[float, float] = (2.0, 5.0)
     warp_interval: float = 3.0
+    faults: tuple[str, ...] = FAULT_KINDS   # the kinds to inject (each at least once)
+    checks: tuple[str, ...] = CHECKS         # the checks to run
+    stop_past_lease: tuple[float, float] = (0.3, 1.5)  # SIGSTOP of a worker: lease + this
+    leader_stop_leases: float = 3.0    # SIGSTOP of the maintenance leader: this many leases
+    lost_ack_window: float = 6.0       # the proxy loses one claim, step and finish reply
+    notify_fill_mb: int = 256          # junk pushed into the NOTIFY queue a listener pins
+    notify_window: tuple[float, float] = (3.0, 5.0)
+    squat_window: tuple[float, float] = (8.0, 10.0)
+    forge_window: tuple[float, float] = (3.0, 5.0)
+    submit_timeout: float = 3.0        # statement_timeout of the driver's submissions
+    stream_readers: int = 3            # runlane.stream followers of chat runs
+    proxied_workers: int = 1           # worker slots whose DSN is the reply dropper's
     drain_timeout: float = 240.0
     workdir: str | None = None
     keep: bool = False                 # keep the cluster and logs afterwards
@@ -137,9 +215,20 @@ class Report:
     computer_handovers_after_expiry: int = 0
     worker_tracebacks: int = 0
     max_org_running: dict[str, list[int]] = field(default_factory=dict)
+    lost_acks: dict[str, int] = field(default_factory=dict)          # replies lost, by kind
+    streams: dict[str, int] = field(default_factory=dict)            # stream readers' tally
+    duplicate_outputs: int = 0
+    writes_without_computer: int = 0
+    maintenance_reap_s: dict[str, float] = field(default_factory=dict)
+    max_submit_s: float = 0.0
+    driver_errors: dict[str, int] = field(default_factory=dict)
+    notify_queue_usage_max: float = 0.0
+    forged_start_s: dict[str, float] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    violations_by_check: dict[str, int] = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
     fault_log: list[dict[str, Any]] = field(default_factory=list)   # faults and recoveries, timed
+    lost_ack_log: list[dict[str, Any]] = field(default_factory=list)  # the proxy's drops
     settings: dict[str, Any] = field(default_factory=dict)
 
     def text(self) -> str:
@@ -164,11 +253,53 @@ class Report:
             "max running background runs per org (seen/cap): " + ", ".join(
                 f"{k} {v[0]}/{v[1]}" for k, v in sorted(self.max_org_running.items())),
             f"tracebacks on worker stderr: {self.worker_tracebacks}",
+            "replies lost after commit (proxy): " + ", ".join(
+                f"{k} {v}" for k, v in sorted(self.lost_acks.items())),
+            "stream readers: " + ", ".join(f"{k} {v}" for k, v in sorted(self.streams.items())),
+            f"repeated output chunks: {self.duplicate_outputs}, writes accepted after the "
+            f"computer changed hands: {self.writes_without_computer}",
+            "maintenance while its leader was stopped or its lock squatted "
+            "(planted orphan: lease expiry -> reaped), s: " + ", ".join(
+                f"{k} {v:.2f}" for k, v in sorted(self.maintenance_reap_s.items())),
+            f"max submission (submit_message/create_run/run_now), s: {self.max_submit_s:.2f}; "
+            "driver errors: " + (", ".join(f"{k} {v}" for k, v in sorted(
+                self.driver_errors.items())) or "none"),
+            f"max NOTIFY queue usage (pg_notification_queue_usage): "
+            f"{self.notify_queue_usage_max:.6f}",
+            "chat start (created -> first start) under forged notifications, s: " + ", ".join(
+                f"{k} {v:.3f}" for k, v in self.forged_start_s.items()),
             "phases, s: " + ", ".join(f"{k} {v:.1f}" for k, v in self.seconds.items()),
-            f"violations: {len(self.violations)}",
+            f"violations: {len(self.violations)}" + (" (" + ", ".join(
+                f"{k} {v}" for k, v in sorted(self.violations_by_check.items()) if v) + ")"
+                if any(self.violations_by_check.values()) else ""),
         ]
         lines += [f"  - {v}" for v in self.violations[:50]]
         return "\n".join(lines)
+
+
+def _leader_worker_id(db: Db) -> str | None:
+    """The worker id of the current maintenance leader: from a leader lease row when the
+    schema has one (any runlane table named like '%leader%' or '%maintenance%': the first
+    soak worker id in its rows), else from the session holding the maintenance advisory
+    key (its application_name is runlane-worker:<id>:maintenance)."""
+    tables = db.execute(
+        "select format('%I.%I', table_schema, table_name) from information_schema.tables "
+        "where table_schema = 'runlane' and (table_name like '%leader%' "
+        "or table_name like '%maintenance%') order by 1")   # no parameters: % as it is
+    for (table,) in tables:
+        for (row,) in db.execute(f"select row_to_json(l)::text from {table} as l"):
+            found = WORKER_ID.search(row or "")
+            if found:
+                return found.group(0)
+    rows = db.execute(
+        "select a.application_name from pg_locks as l join pg_stat_activity as a "
+        "on a.pid = l.pid where l.locktype = 'advisory' and l.granted and l.classid = 0 "
+        "and l.objid = %s and l.objsubid = 1", (MAINTENANCE_LOCK,))
+    for (name,) in rows:
+        found = WORKER_ID.search(name or "")
+        if found:
+            return found.group(0)
+    return None
 
 
 def _connection_error(exc: BaseException) -> bool:
@@ -178,16 +309,19 @@ def _connection_error(exc: BaseException) -> bool:
 class Db:
     """One autocommit connection that reconnects (the server restarts under us)."""
 
-    def __init__(self, dsn: str, name: str):
+    def __init__(self, dsn: str, name: str, statement_timeout: float | None = None):
         self.dsn = dsn
         self.name = name
         self.conn: psycopg.Connection | None = None
+        self.options = (f"-c statement_timeout={int(statement_timeout * 1000)}"
+                        if statement_timeout else "")
 
     def _connect(self, deadline: float) -> psycopg.Connection:
         while True:
             try:
                 return psycopg.connect(self.dsn, autocommit=True, connect_timeout=3,
-                                       application_name=f"soak-{self.name}")
+                                       application_name=f"soak-{self.name}",
+                                       options=self.options)
             except psycopg.OperationalError:
                 if time.monotonic() > deadline:
                     raise
@@ -224,9 +358,12 @@ class Db:
 class WorkerSlot:
     """One of the N worker processes; each restart is a new generation (a new worker id)."""
 
-    def __init__(self, chaos: Chaos, slot: int):
+    def __init__(self, chaos: Chaos, slot: int, dsn: str | None = None):
         self.chaos = chaos
         self.slot = slot
+        self.dsn = dsn or chaos.dsn       # the reply dropper's port for a proxied slot
+        self.proxied = dsn is not None
+        self.stopped = False              # SIGSTOPped now
         self.generation = 0
         self.proc: subprocess.Popen | None = None
         self.worker_id = ""
@@ -242,7 +379,8 @@ class WorkerSlot:
         log_path = self.chaos.workdir / "logs" / f"{self.worker_id}.log"
         self.logs.append(log_path)
         self.stderr_logs.append(log_path.with_suffix(".stderr"))
-        cmd = [sys.executable, "-m", "runlane", "worker", "--dsn", self.chaos.dsn,
+        self.stopped = False
+        cmd = [sys.executable, "-m", "runlane", "worker", "--dsn", self.dsn,
                "--worker-id", self.worker_id, "--lane", "interactive", "--lane", "background",
                "--agent", "runlane.agents.echo:agent", "--lease", str(cfg.lease),
                "--scan-interval", str(cfg.scan_interval),
@@ -250,6 +388,8 @@ class WorkerSlot:
                "--leader-retry", str(cfg.leader_retry),
                "--shutdown-grace", str(cfg.shutdown_grace),
                "--memory-buffer-mb", "1"]
+        if "--leader-ttl" in self.chaos.worker_help:   # leadership as a lease row
+            cmd += ["--leader-ttl", str(cfg.leader_ttl)]
         env = {**os.environ, "PYTHONUNBUFFERED": "1",
                "RUNLANE_ECHO_DELAY": str(cfg.echo_delay),
                "RUNLANE_ECHO_CHUNKS": str(cfg.echo_chunks)}
@@ -268,6 +408,17 @@ class WorkerSlot:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def stop(self) -> None:
+        """SIGSTOP: the process keeps its sessions, sockets and leases, and does nothing."""
+        if self.alive():
+            self.proc.send_signal(signal.SIGSTOP)
+            self.stopped = True
+
+    def cont(self) -> None:
+        if self.stopped and self.alive():
+            self.proc.send_signal(signal.SIGCONT)
+        self.stopped = False
+
     def signal(self, sig: int) -> None:
         if self.alive():
             self.proc.send_signal(sig)
@@ -280,6 +431,7 @@ class WorkerSlot:
             return False
 
     def close(self) -> None:
+        self.cont()
         if self.alive():
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(10)
@@ -309,8 +461,21 @@ class Chaos:
         self.chat_agents: list[str] = []
         self.background_agents: list[str] = []
         self.scheduled_agents: list[str] = []
+        self.plain_chat_agents: list[str] = []      # chat agents without a computer
+        self.threads: list[tuple[str, str]] = []    # chat threads the load used, in order
         self.created = 0
         self.errors: Counter[str] = Counter()
+        self.max_submit_s = 0.0
+        self.squat_dsn = ""                          # the no-grant login's DSN
+        self.proxy: ReplyDropper | None = None       # in front of the proxied slots
+        self.windows: list[threading.Thread] = []    # window faults in progress or done
+        self.active: set[str] = set()                # window kinds in progress
+        self.orphans = 0
+        self.stream_queue: deque[int] = deque(maxlen=20)   # chat runs to follow next
+        self.streams: dict[int, dict[str, Any]] = {}       # run id -> what a reader saw
+        self.notify_usage_max = 0.0
+        self.worker_help = ""                        # `runlane worker --help`: its options
+        self.load_seconds = 0.0
 
     # -- setup -----------------------------------------------------------------------
     def setup(self) -> None:
@@ -323,6 +488,16 @@ class Chaos:
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             migrate(conn)
             self._populate(conn)
+            conn.execute(f"create role {SQUATTER} login")   # and no grant of any kind
+        self.squat_dsn = f"postgresql://{SQUATTER}@127.0.0.1:{self.cluster.port}/soak"
+        self.worker_help = subprocess.run(
+            [sys.executable, "-m", "runlane", "worker", "--help"], capture_output=True,
+            text=True, check=False).stdout
+        if "lost_ack" in self.config.faults and self.config.proxied_workers:
+            cfg = self.config
+            self.proxy = ReplyDropper(self.cluster.port, lifetime=(
+                cfg.duration * 4 + cfg.drain_timeout + 600))
+            self.proxy.start()
 
     def _populate(self, conn: psycopg.Connection) -> None:
         cfg = self.config
@@ -349,6 +524,8 @@ class Chaos:
                      "every hour" if scheduled else ""))
                 if kind == "chat":
                     self.chat_agents.append(agent_id)
+                    if computer is None:
+                        self.plain_chat_agents.append(agent_id)
                 else:
                     self.background_agents.append(agent_id)
                 if scheduled:
@@ -358,11 +535,13 @@ class Chaos:
     def _load(self) -> None:
         cfg = self.config
         rng = random.Random(cfg.seed + 1)
-        db = Db(self.dsn, "load")
-        threads: list[tuple[str, str]] = []
+        # A submission that waits on a lock someone squats fails here instead of hanging
+        # the load (counted: "submissions").
+        db = Db(self.dsn, "load", statement_timeout=cfg.submit_timeout)
         interval = 1.0 / cfg.rate
         next_at = time.monotonic()
         next_warp = time.monotonic() + cfg.warp_interval
+        load_started = time.monotonic()
         n = 0
         try:
             while self.created < cfg.runs:
@@ -376,11 +555,15 @@ class Chaos:
                     next_warp = time.monotonic() + cfg.warp_interval
                     self._warp(db)
                 n += 1
+                began = time.monotonic()
                 try:
                     if rng.random() < cfg.background_share:
                         self._background(db, rng)
                     else:
-                        self._chat(db, rng, threads)
+                        self._chat(db, rng, self.threads)
+                    self.max_submit_s = max(self.max_submit_s, time.monotonic() - began)
+                except psycopg.errors.QueryCanceled:
+                    self.errors["load.57014"] += 1      # statement_timeout: a hang
                 except psycopg.OperationalError:
                     self.errors["load.connection"] += 1
                 except psycopg.Error as exc:
@@ -390,6 +573,7 @@ class Chaos:
                     self.created = row[0]
         finally:
             db.close()
+            self.load_seconds = time.monotonic() - load_started
             self.load_done.set()
 
     def _publish(self, db: Db, run_id: int) -> None:
@@ -418,6 +602,7 @@ class Chaos:
         if disposition == "created":
             self.created += 1
             self._publish(db, run_id)
+            self.stream_queue.append(run_id)
 
     def _background(self, db: Db, rng: random.Random) -> None:
         agent = rng.choice(self.background_agents)
@@ -466,33 +651,334 @@ class Chaos:
                     f"first_response_at of run {run_id} moved from {seen} to {value}")
                 self.first_response[run_id] = value
 
+    # -- stream readers ----------------------------------------------------------------
+    def _stream_readers(self) -> None:
+        """`runlane.stream` followers of fresh chat runs, as a chat client would run them;
+        what each yielded is checked against the committed rows ("streams")."""
+        async def reader() -> None:
+            while not self.stop_sampler.is_set():
+                try:
+                    run_id = self.stream_queue.pop()
+                except IndexError:
+                    await asyncio.sleep(0.1)
+                    continue
+                seen: dict[str, Any] = {"rows": [], "complete": False, "reconnects": 0,
+                                        "died": None}
+                self.streams[run_id] = seen
+                await self._follow(run_id, seen)
+
+        async def main() -> None:
+            await asyncio.gather(*(reader() for _ in range(self.config.stream_readers)))
+
+        asyncio.run(main())
+
+    async def _follow(self, run_id: int, seen: dict[str, Any]) -> None:
+        last = 0
+        while not self.stop_sampler.is_set():
+            try:
+                async with contextlib.aclosing(follow_stream(
+                        self.dsn, run_id, after=last, poll=self.config.scan_interval)) as rows:
+                    async for row in rows:
+                        seen["rows"].append((row["output_id"], row["attempt"], row["kind"],
+                                             row["body"]))
+                        last = row["output_id"]
+                        if self.stop_sampler.is_set():
+                            return
+                seen["complete"] = True
+                return
+            except psycopg.OperationalError:
+                seen["reconnects"] += 1      # a restart or a terminated backend: resume
+                await asyncio.sleep(0.2)
+            except Exception as exc:  # noqa: BLE001 - a reader that dies is the finding
+                seen["died"] = getattr(exc, "sqlstate", None) or type(exc).__name__
+                return
+
     # -- faults ----------------------------------------------------------------------
     def _faults(self) -> None:
         cfg = self.config
         rng = self.rng
         db = Db(self.dsn, "driver")
-        kinds = list(FAULT_KINDS)
+        kinds = list(cfg.faults)
         rng.shuffle(kinds)        # every kind once first, in a random order, then at random
         started = time.monotonic()
         try:
             while True:
-                pending = kinds.pop() if kinds else None
-                if pending is None and self.load_done.is_set() \
+                if not kinds and self.load_done.is_set() \
                         and time.monotonic() - started >= cfg.duration:
                     break
                 time.sleep(rng.uniform(*cfg.fault_gap))
-                kind = pending or rng.choice(FAULT_KINDS)
+                allowed = [k for k in (reversed(kinds) if kinds else cfg.faults)
+                           if self._allowed(k)
+                           # the load is over: no new window to wait for at the end
+                           and (kinds or not self.load_done.is_set() or k not in WINDOW_KINDS)]
+                if not allowed:
+                    continue              # what is left waits for a window to end
+                kind = allowed[0] if kinds else rng.choice(allowed)
+                if kinds:
+                    kinds.remove(kind)
                 try:
                     self._inject(kind, db)
                 except psycopg.Error:
                     self.errors[f"fault.{kind}"] += 1  # the server was away; try another
         finally:
             db.close()
+            for t in self.windows:    # every window ends (stopped workers continue) first
+                t.join()
             self.faults_done.set()
 
+    def _allowed(self, kind: str) -> bool:
+        """One window of a kind at a time; while a window judges maintenance (a stopped
+        leader, squatted locks) nothing else that stops workers or the server starts,
+        so whether maintenance went on is down to that fault alone."""
+        if kind in self.active:
+            return False
+        if kind == "lost_ack" and not any(s.proxied for s in self._victims()):
+            return False                  # nobody behind the proxy is running now
+        return not (self.active & JUDGED_KINDS and kind in DISTURBING_KINDS)
+
+    def _victims(self) -> list[WorkerSlot]:
+        """Slots a fault may hit now: running, not stopped, and not behind the proxy
+        while it is losing replies (a lost reply is judged on its own)."""
+        spare_proxied = "lost_ack" in self.active
+        return [s for s in self.slots if s.alive() and not s.stopped
+                and not (spare_proxied and s.proxied)]
+
     def _victim(self) -> WorkerSlot:
-        alive = [s for s in self.slots if s.alive()]
+        alive = self._victims()
         return self.rng.choice(alive or self.slots)
+
+    def _window(self, fault: Fault, body) -> None:
+        """A fault that lasts: `body(fault)` runs in its own thread (the fault thread
+        moves on); its end is the fault's ready_at."""
+        self.active.add(fault.kind)
+        self.faults.append(fault)
+
+        def run() -> None:
+            try:
+                body(fault)
+            except Exception as exc:  # noqa: BLE001 - recorded; the soak goes on
+                fault.detail["error"] = getattr(exc, "sqlstate", None) or type(exc).__name__
+            finally:
+                fault.ready_at = time.time()
+                fault.detail["window_s"] = round(fault.ready_at - fault.at, 2)
+                self.recoveries[f"{fault.kind}_ended"] += 1
+                self.active.discard(fault.kind)
+
+        t = threading.Thread(target=run, name=f"window-{fault.kind}", daemon=True)
+        self.windows.append(t)
+        t.start()
+
+    def _stop_worker(self, fault: Fault) -> None:
+        """SIGSTOP a worker past its lease (holding a computer-bound run, or runs without
+        one), then SIGCONT: what it writes afterwards must be refused."""
+        cfg = self.config
+        want_computer = fault.kind == "sigstop_worker_computer"
+        db = Db(self.dsn, "sigstop")
+        try:
+            deadline = time.monotonic() + 5
+            while True:
+                holders = dict(db.execute(
+                    "select lease_owner, bool_or(computer_id is not null) from runlane.runs "
+                    "where state = 'running' group by lease_owner"))
+                fits = [s for s in self._victims()
+                        if s.worker_id in holders and holders[s.worker_id] == want_computer]
+                if fits or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+            slot = self.rng.choice(fits) if fits else self._victim()
+            fault.detail["fallback"] = not fits
+            fault.target = slot.worker_id
+            fault.held_runs = self._held(db, slot.worker_id)
+            fault.detail["computer_runs"] = [r[0] for r in db.execute(
+                "select run_id from runlane.runs where state = 'running' and lease_owner = %s "
+                "and computer_id is not null", (slot.worker_id,))]
+        finally:
+            db.close()
+        fault.at = time.time()
+        slot.stop()
+        stopped = cfg.lease + self.rng.uniform(*cfg.stop_past_lease)
+        fault.detail["stopped_s"] = round(stopped, 2)
+        time.sleep(stopped)
+        slot.cont()
+
+    def _plant_orphan(self, db: Db, fault: Fault) -> None:
+        """Claim one chat run under a worker id nobody runs, with the soak's lease: once
+        that lease expires, only a working maintenance leader brings it back (checked:
+        "maintenance_continues")."""
+        cfg = self.config
+        self.orphans += 1
+        owner = f"soak-orphan-{self.orphans}"
+        for _ in range(20):
+            message_id, _run, _disp = db.execute(
+                "select * from runlane.submit_message(%s, %s, %s)",
+                (self.rng.choice(self.plain_chat_agents), f"th-orphan-{uuid.uuid4().hex[:8]}",
+                 f"orphan {MARKER}"), fetch="one", retry=False)
+            with self.lock:
+                self.acknowledged.append(message_id)
+            rows = db.execute(
+                "select c.run_id, c.attempt from runlane.claim_runs(%s, array['interactive'], "
+                "1, %s) as c", (owner, timedelta(seconds=cfg.lease)), retry=False)
+            if rows:
+                fault.detail["orphan"] = {"run_id": rows[0][0], "attempt": rows[0][1],
+                                          "owner": owner}
+                return
+            time.sleep(0.05)
+
+    def _stop_leader(self, fault: Fault) -> None:
+        """SIGSTOP the maintenance leader for several leases: its session (and whatever
+        it holds) stays, the process does nothing. Recovery must go on without it."""
+        cfg = self.config
+        db = Db(self.dsn, "leader")
+        try:
+            slot = None
+            deadline = time.monotonic() + 5
+            while slot is None and time.monotonic() < deadline:
+                leader = _leader_worker_id(db)
+                slot = next((s for s in self._victims() if s.worker_id == leader), None)
+                if slot is None:
+                    time.sleep(0.2)
+            if slot is None:
+                fault.detail["leader"] = None
+                return
+            fault.target = fault.detail["leader"] = slot.worker_id
+            fault.held_runs = self._held(db, slot.worker_id)
+            fault.at = time.time()
+            slot.stop()
+            self._plant_orphan(db, fault)
+            time.sleep(max(cfg.lease * cfg.leader_stop_leases - (time.time() - fault.at), 0))
+            slot.cont()
+        finally:
+            db.close()
+
+    def _lose_acks(self, fault: Fault) -> None:
+        """The proxy in front of the proxied slots loses the reply to one committed claim,
+        one committed step write and one committed finish (whichever come first)."""
+        proxy = self.proxy
+        before = len(proxy.drops)
+        for kind in ("claim", "step", "finish"):
+            proxy.arm(kind)
+        end = fault.at + self.config.lost_ack_window
+        while time.time() < end and proxy.armed():
+            time.sleep(0.05)
+        fault.detail["unmet"] = proxy.disarm()
+        fault.detail["lost"] = [d.kind for d in proxy.drops[before:]]
+
+    def _fill_notify_queue(self, fault: Fault) -> None:
+        """The feasible version of a full NOTIFY queue: a no-grant login LISTENs and
+        leaves a transaction open (so the queue cannot be truncated past it) while another
+        pushes `notify_fill_mb` MB of junk notifications; runlane must go on committing.
+        PostgreSQL 15's queue takes 8 GB before it refuses: this fills a bounded part."""
+        cfg = self.config
+        window = self.rng.uniform(*cfg.notify_window)
+        holder = psycopg.connect(self.squat_dsn, autocommit=True,
+                                 application_name="soak-notify-holder")
+        filler = psycopg.connect(self.squat_dsn, autocommit=True,
+                                 application_name="soak-notify-filler")
+        db = Db(self.dsn, "notify-usage")
+        usage = 0.0
+        try:
+            holder.execute("listen soak_junk")
+            holder.autocommit = False
+            holder.execute("select 1")       # idle in transaction from here on
+            filled = 0
+            for mb in range(cfg.notify_fill_mb):
+                # ~1 MB per statement: 132 distinct notifications of 7,900 bytes (a payload
+                # must stay under 8,000).
+                filler.execute("select count(pg_notify('soak_junk', lpad(%s || ':' || g, "
+                               "7900, 'x'))) from generate_series(1, 132) as g", (str(mb),))
+                filled += 1
+                if mb % 8 == 0:
+                    usage = max(usage, db.execute(
+                        "select pg_notification_queue_usage()", fetch="one")[0])
+            fault.detail["filled_mb"] = filled
+            while time.time() < fault.at + window:
+                usage = max(usage, db.execute(
+                    "select pg_notification_queue_usage()", fetch="one")[0])
+                time.sleep(0.25)
+        finally:
+            fault.detail["queue_usage_max"] = usage
+            self.notify_usage_max = max(self.notify_usage_max, usage)
+            with contextlib.suppress(psycopg.Error):
+                holder.rollback()             # the queue drains from here
+            for conn in (holder, filler):
+                conn.close()
+            db.close()
+
+    def _squat_locks(self, fault: Fault) -> None:
+        """A no-grant login takes the advisory locks runlane used: the keys of the
+        recent chat threads and of every agent, and the maintenance leader's key (it
+        cuts the leader's maintenance session so the key is up for grabs, then polls
+        for it). Submissions must not hang; maintenance must go on. A lost session (a
+        restart) squats again."""
+        cfg = self.config
+        window = self.rng.uniform(*cfg.squat_window)
+        db = Db(self.dsn, "squat")
+        keys = ([f"runlane.thread:{a}/{t}" for a, t in list(self.threads[-50:])]
+                + [f"runlane.agent:{a}" for a in self.chat_agents + self.background_agents])
+        fault.detail["keys_wanted"] = len(keys)
+        conn: psycopg.Connection | None = None
+        got = False
+        planted = False
+        try:
+            while time.time() < fault.at + window:
+                try:
+                    if conn is None or conn.closed:
+                        conn = psycopg.connect(self.squat_dsn, autocommit=True,
+                                               application_name="soak-squatter")
+                        fault.detail["keys_held"] = conn.execute(
+                            "select count(*) filter (where pg_try_advisory_lock("
+                            "hashtextextended(k, 0))) from unnest(%s::text[]) as k",
+                            (keys,)).fetchone()[0]
+                        fault.detail["squats"] = fault.detail.get("squats", 0) + 1
+                        got = False
+                    if "leader" not in fault.detail:
+                        leader = fault.detail["leader"] = _leader_worker_id(db)
+                        if leader:
+                            fault.detail["leader_sessions_cut"] = db.execute(
+                                "select count(*) filter (where pg_terminate_backend(pid)) "
+                                "from pg_stat_activity where application_name = %s",
+                                (f"runlane-worker:{leader}:maintenance",), fetch="one")[0]
+                    if not got:
+                        got = conn.execute("select pg_try_advisory_lock(%s)",
+                                           (MAINTENANCE_LOCK,)).fetchone()[0]
+                        fault.detail["maintenance_key_squatted"] = got or fault.detail.get(
+                            "maintenance_key_squatted", False)
+                    else:
+                        conn.execute("select 1")    # notice a lost session at once
+                    if not planted and (got or time.time() > fault.at + 2):
+                        planted = True
+                        self._plant_orphan(db, fault)
+                except psycopg.OperationalError:
+                    if conn is not None:
+                        conn.close()
+                    conn = None
+                time.sleep(0.02)
+        finally:
+            if conn is not None and not conn.closed:
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute("select pg_advisory_unlock_all()")
+                conn.close()
+            db.close()
+
+    def _forge(self, fault: Fault) -> None:
+        """A no-grant login sends malformed and hostile payloads on runlane's channels."""
+        window = self.rng.uniform(*self.config.forge_window)
+        fault.detail["until"] = fault.at + window
+        conn = psycopg.connect(self.squat_dsn, autocommit=True, application_name="soak-forger")
+        sent = 0
+        pairs = [(c, p) for c in ("runlane_runs", "runlane_outputs") for p in FORGED_PAYLOADS]
+        try:
+            while time.time() < fault.at + window:
+                # One notification per transaction, in a new order each round: a reader
+                # that gives up on the rest of a batch still meets every payload.
+                self.rng.shuffle(pairs)
+                for channel, payload in pairs:
+                    conn.execute("select pg_notify(%s, %s)", (channel, payload))
+                    sent += 1
+                time.sleep(0.05)
+        finally:
+            fault.detail["sent"] = sent
+            conn.close()
 
     def _held(self, db: Db, worker_id: str) -> list[int]:
         rows = db.execute("select run_id from runlane.runs where state = 'running' "
@@ -538,6 +1024,17 @@ class Chaos:
             self.cluster.restart(mode)
             fault.ready_at = time.time()
             self.recoveries["postgres_restarted"] += 1
+        elif kind in WINDOW_KINDS:
+            if kind == "lost_ack" and self.proxy is None:
+                return
+            body = {"sigstop_worker": self._stop_worker,
+                    "sigstop_worker_computer": self._stop_worker,
+                    "sigstop_leader": self._stop_leader,
+                    "lost_ack": self._lose_acks,
+                    "notify_queue": self._fill_notify_queue,
+                    "squat_locks": self._squat_locks,
+                    "forged_notify": self._forge}[kind]
+            self._window(Fault(kind, time.time()), body)
         elif kind == "suppress_notify":
             window = self.rng.uniform(*cfg.suppress_window)
             fault = Fault(kind, time.time(), detail={"window_s": round(window, 2)})
@@ -556,19 +1053,29 @@ class Chaos:
         try:
             self.setup()
             report.seconds["setup"] = time.monotonic() - t0
-            self.slots = [WorkerSlot(self, i) for i in range(self.config.workers)]
+            n = self.config.workers
+            proxied = min(self.config.proxied_workers, n) if self.proxy is not None else 0
+            proxy_dsn = (f"postgresql://postgres@127.0.0.1:{self.proxy.port}/soak"
+                         "?sslmode=disable&gssencmode=disable" if proxied else None)
+            self.slots = [WorkerSlot(self, i, proxy_dsn if i >= n - proxied else None)
+                          for i in range(n)]
             for slot in self.slots:
                 slot.start()
             self._wait_ready()
             t1 = time.monotonic()
             threads = [threading.Thread(target=self._load, name="load", daemon=True),
                        threading.Thread(target=self._faults, name="faults", daemon=True),
-                       threading.Thread(target=self._sample, name="sampler", daemon=True)]
+                       threading.Thread(target=self._sample, name="sampler", daemon=True),
+                       threading.Thread(target=self._stream_readers, name="streams",
+                                        daemon=True)]
             for t in threads:
                 t.start()
             threads[0].join()
             threads[1].join()
+            for slot in self.slots:
+                slot.cont()
             report.seconds["load_and_faults"] = time.monotonic() - t1
+            report.seconds["load"] = self.load_seconds
             t2 = time.monotonic()
             for slot in self.slots:      # every slot serves while the queue drains
                 if not slot.alive():
@@ -577,6 +1084,7 @@ class Chaos:
             drained = self._drain()
             self.stop_sampler.set()
             threads[2].join()
+            threads[3].join(30)
             report.seconds["drain"] = time.monotonic() - t2
             for slot in self.slots:
                 slot.signal(signal.SIGTERM)
@@ -592,8 +1100,11 @@ class Chaos:
             report.seconds["total"] = time.monotonic() - t0
             return report
         finally:
+            self.stop_sampler.set()
             for slot in self.slots:
                 slot.close()
+            if self.proxy is not None:
+                self.proxy.close()
             if self.cluster is not None:
                 if self.config.keep:
                     self.cluster.stop("fast")
@@ -656,6 +1167,9 @@ class Checks:
             "select o.run_id, o.attempt, "
             "extract(epoch from pg_xact_commit_timestamp(o.xmin))::float8 "
             "from runlane.run_outputs as o").fetchall()
+        self.output_rows = conn.execute(
+            "select o.output_id, o.run_id, o.attempt, o.kind, o.body from runlane.run_outputs "
+            "as o order by o.run_id, o.output_id").fetchall()
         self.caps = dict(conn.execute(
             "select org_id, agent_max_concurrency from runlane.platform_settings").fetchall())
         rep = self.report
@@ -666,21 +1180,29 @@ class Checks:
         rep.faults = dict(Counter(f.kind for f in self.chaos.faults))
         rep.recoveries = dict(self.chaos.recoveries)
         rep.fault_log = [{**asdict(f), "held_runs": f.held_runs} for f in self.chaos.faults]
+        rep.lost_acks = dict(Counter(d.kind for d in self._drops()))
+        rep.lost_ack_log = [asdict(d) for d in self._drops()]
+        rep.driver_errors = dict(self.chaos.errors)
+        rep.max_submit_s = self.chaos.max_submit_s
+        rep.notify_queue_usage_max = self.chaos.notify_usage_max
         self.attempts()
-        self.outputs_within_attempts()
-        self.first_response()
-        self.org_caps()
-        self.computers()
-        self.schedules()
-        self.interactive_started()
-        self.messages()
         self.logs()
+        for name in CHECKS:
+            if name in self.chaos.config.checks:
+                before = len(self.v)
+                getattr(self, name)()
+                rep.violations_by_check[name] = len(self.v) - before
         self.recovery_times()
         rep.violations = list(self.v)
+
+    def _drops(self) -> list[Any]:
+        proxy = self.chaos.proxy
+        return list(proxy.drops) if proxy is not None else []
 
     # exactly one terminal state; claims: fences 1, 2, 3… with one requeue between two
     def attempts(self) -> None:
         self.intervals: dict[tuple[int, int], list] = {}   # (run, attempt) -> [start, end, how]
+        self.fence_attempt: dict[tuple[int, int], int] = {}
         claims = 0
         for run_id, run in self.runs.items():
             state = run[4]
@@ -711,6 +1233,7 @@ class Checks:
                         self.v.append(f"run {run_id} fence {fence} after {last_fence}")
                     last_fence = fence
                     open_attempt = attempt
+                    self.fence_attempt[(run_id, fence)] = attempt
                     self.intervals[(run_id, attempt)] = [ts, None, None]
                 elif event in REQUEUE_EVENTS or event == "run.finished":
                     if open_attempt is not None:
@@ -835,6 +1358,8 @@ class Checks:
 
     def logs(self) -> None:
         started: Counter[tuple[int, int]] = Counter()
+        self.lease_lost: Counter[tuple[int, int]] = Counter()
+        self.log_sqlstates: Counter[str] = Counter()
         for slot in self.chaos.slots:
             for path in slot.logs:
                 lines = path.read_text(errors="replace").splitlines()
@@ -851,6 +1376,10 @@ class Checks:
                         continue
                     if record.get("message") == "run.execution_started":
                         started[(record.get("run.id"), record.get("run.attempt"))] += 1
+                    elif record.get("message") == "run.lease_lost":
+                        self.lease_lost[(record.get("run.id"), record.get("run.attempt"))] += 1
+                    if record.get("error.sqlstate"):
+                        self.log_sqlstates[record["error.sqlstate"]] += 1
             for path in slot.stderr_logs:
                 text = path.read_text(errors="replace") if path.exists() else ""
                 if MARKER in text:
@@ -861,6 +1390,217 @@ class Checks:
                 self.v.append(f"run {key[0]} attempt {key[1]} started {n} times in the logs")
             if key not in self.intervals:
                 self.v.append(f"run {key[0]} attempt {key[1]} started in a log, not in the journal")
+
+    # -- the faults of round two ------------------------------------------------------
+    @staticmethod
+    def _reaped(how: Any) -> bool:
+        return how is not None and (how[0] == "run.lease_expired" or (
+            how[0] == "run.finished" and how[1].get("reason") == "stale"))
+
+    @staticmethod
+    def _by_worker(how: Any) -> bool:
+        """The attempt's end was written by its own worker (not the reaper, not a
+        maintenance cancel): a write like its outputs."""
+        return how is not None and (how[0] in ("run.retry_scheduled", "run.released") or (
+            how[0] == "run.finished" and how[1].get("reason") not in ("stale", "redundant")))
+
+    def computer_fencing(self) -> None:
+        """No write accepted from a run that did not hold its computer at that moment: no
+        output, finish, retry or release of an attempt commits after another attempt
+        claimed the same computer."""
+        claims = defaultdict(list)
+        for (run_id, attempt), (start, _end, _how) in self.intervals.items():
+            computer = self.runs[run_id][6]
+            if computer is not None:
+                claims[computer].append((start, run_id, attempt))
+        writes = defaultdict(list)
+        for run_id, attempt, ts in self.outputs:
+            writes[(run_id, attempt)].append((ts, "output"))
+        for key, (_start, end, how) in self.intervals.items():
+            if self._by_worker(how):
+                writes[key].append((end, how[0]))
+        bad = 0
+        for computer, seq in claims.items():
+            seq.sort()
+            for i, (start, run_id, attempt) in enumerate(seq):
+                later = next((c for c in seq[i + 1:] if c[0] > start), None)
+                if later is None:
+                    continue
+                late = sorted(w for w in writes[(run_id, attempt)] if w[0] > later[0])
+                if late:
+                    bad += len(late)
+                    if bad - len(late) < 5:
+                        self.v.append(
+                            f"computer {computer}: run {run_id} attempt {attempt} wrote "
+                            f"{len(late)} times ({', '.join(sorted({w[1] for w in late}))}) "
+                            f"after run {later[1]} attempt {later[2]} claimed the computer")
+        self.report.writes_without_computer = bad
+        if bad > 5:
+            self.v.append(f"... {bad} writes accepted without the computer in all")
+
+    def duplicate_outputs(self) -> None:
+        """No output written twice: within one attempt, the echo agent never emits the
+        same chunk (or run of up to 3 chunks) twice in a row, so a repeat is a resent
+        write the database accepted again (a lost acknowledgement)."""
+        per_attempt = defaultdict(list)
+        for _oid, run_id, attempt, kind, body in self.output_rows:
+            per_attempt[(run_id, attempt)].append((kind, body))
+        bad = 0
+        for (run_id, attempt), seq in per_attempt.items():
+            for i in range(1, len(seq)):
+                if any(i >= k and seq[i - k:i] == seq[i:i + k] for k in (1, 2, 3)):
+                    bad += 1
+                    if bad <= 5:
+                        self.v.append(f"run {run_id} attempt {attempt}: output {i + 1} "
+                                      f"repeats what the attempt had just written")
+                    break
+        self.report.duplicate_outputs = bad
+        if bad > 5:
+            self.v.append(f"... {bad} attempts with repeated outputs in all")
+
+    def streams(self) -> None:
+        """No output delivered twice to a stream reader, none skipped, and no reader
+        killed by what it read (runlane.stream over chat runs during the soak)."""
+        visible = defaultdict(list)
+        for oid, run_id, _attempt, kind, body in self.output_rows:
+            if kind in VISIBLE_KINDS:
+                visible[run_id].append((oid, kind, body))
+        tally: Counter[str] = Counter()
+        for run_id, seen in self.chaos.streams.items():
+            tally["followed"] += 1
+            tally["complete"] += seen["complete"]
+            tally["reconnects"] += seen["reconnects"]
+            if seen["died"]:
+                tally["died"] += 1
+                if tally["died"] <= 5:
+                    self.v.append(f"a stream reader of run {run_id} died ({seen['died']})")
+            got = [(oid, kind, body) for oid, _a, kind, body in seen["rows"]]
+            ids = [g[0] for g in got]
+            if len(set(ids)) != len(ids):
+                tally["duplicated"] += 1
+                self.v.append(f"a stream reader got an output of run {run_id} twice")
+            want = visible.get(run_id, [])
+            if (seen["complete"] and got != want) or got != want[:len(got)]:
+                tally["mismatched"] += 1
+                if tally["mismatched"] <= 5:
+                    self.v.append(f"the stream of run {run_id} differs from its committed "
+                                  f"outputs ({len(got)} read, {len(want)} committed)")
+        if tally["died"] > 5:
+            self.v.append(f"... {tally['died']} stream readers died in all")
+        self.report.streams = dict(tally)
+
+    def _attempt_at(self, run_id: int, at: float) -> int | None:
+        found = None
+        for (rid, attempt), (start, _e, _h) in self.intervals.items():
+            if rid == run_id and start <= at + 1.0 and (found is None or attempt > found):
+                found = attempt
+        return found
+
+    def lost_acks(self) -> None:
+        """No run failed only because an acknowledgement was lost: for each reply the
+        proxy lost after commit, the attempt it concerned ends by its own worker (not by
+        its lease running out), and no `run.lease_lost` is logged for it."""
+        disturbing = [f for f in self.chaos.faults if f.kind in (
+            "kill9", "sigterm", "terminate_backend", "restart_fast", "restart_immediate",
+            "sigstop_worker", "sigstop_worker_computer", "sigstop_leader")]
+        for drop in self._drops():
+            worker = WORKER_ID.search(drop.client or "")
+            worker = worker.group(0) if worker else ""
+            for run_id, fence, attempt in zip(drop.run_ids, drop.fences, drop.attempts,
+                                              strict=True):
+                if run_id is None or run_id not in self.runs:
+                    continue
+                if attempt is None:
+                    attempt = (self.fence_attempt.get((run_id, fence)) if fence is not None
+                               else self._attempt_at(run_id, drop.at))
+                span = self.intervals.get((run_id, attempt))
+                if span is None:
+                    continue
+                end = span[1] if span[1] is not None else float("inf")
+                if any(drop.at - 1 <= f.at <= end and (f.target in ("", worker)
+                                                        or f.kind.startswith("restart"))
+                       for f in disturbing):
+                    continue  # another fault hit that worker or the server meanwhile
+                if self._reaped(span[2]):
+                    how = span[2][0] + (f" {span[2][1].get('reason')}"
+                                        if span[2][1].get("reason") else "")
+                    self.v.append(f"run {run_id} attempt {attempt} ended by its lease "
+                                  f"({how}) after the reply to its {drop.kind} was "
+                                  f"lost: a lost acknowledgement failed it")
+                elif self.lease_lost[(run_id, attempt)]:
+                    self.v.append(f"run {run_id} attempt {attempt}: run.lease_lost logged "
+                                  f"after the reply to its {drop.kind} was lost, though it "
+                                  f"ended {span[2][0] if span[2] else 'nowhere'}")
+
+    def maintenance_continues(self) -> None:
+        """While the leader is stopped or its lock is squatted, maintenance goes on: the
+        run planted with an expiring lease is reaped before the window ends."""
+        lease = self.chaos.config.lease
+        for fault in self.chaos.faults:
+            orphan = fault.detail.get("orphan")
+            if not orphan or fault.ready_at is None:
+                continue
+            span = self.intervals.get((orphan["run_id"], orphan["attempt"]))
+            if span is None:
+                continue
+            expiry = span[0] + lease
+            reaped = span[1] if self._reaped(span[2]) else None
+            if reaped is not None and reaped <= fault.ready_at:
+                self.report.maintenance_reap_s[fault.kind] = max(
+                    self.report.maintenance_reap_s.get(fault.kind, 0.0), reaped - expiry)
+            else:
+                self.v.append(
+                    f"{fault.kind}: maintenance stopped: run {orphan['run_id']} (lease "
+                    f"expired {expiry - fault.at:.1f} s in) was not reaped before the "
+                    f"window ended ({fault.ready_at - fault.at:.1f} s in)")
+
+    def submissions(self) -> None:
+        """No submission hangs on a lock (the driver's statement_timeout) or fails for a
+        lock or a full NOTIFY queue."""
+        errors = self.chaos.errors
+        for code, what in (("57014", "hung until the driver's statement_timeout"),
+                           ("55P03", "failed on a lock timeout"),
+                           ("54000", "failed on a full NOTIFY queue")):
+            n = errors.get(f"load.{code}", 0)
+            if n:
+                self.v.append(f"{n} submissions {what} ({code})")
+
+    def notify_queue(self) -> None:
+        """No runlane write failed because a notification could not be queued."""
+        n = self.log_sqlstates.get("54000", 0)
+        if n:
+            self.v.append(f"{n} worker log lines report 54000 (NOTIFY queue full)")
+
+    def forged_start(self) -> None:
+        """Forged notifications do not collapse chat first-start latency: the median of
+        chat runs (no computer, announced) created during forged windows against the
+        median of those created outside them."""
+        windows = [(f.at, f.ready_at) for f in self.chaos.faults
+                   if f.kind == "forged_notify" and f.ready_at is not None]
+        if not windows:
+            return
+        unpublished = set(self.chaos.unpublished)
+        inside, outside = [], []
+        for r in self.runs.values():
+            if r[2] != "interactive" or r[6] is not None or r[12] is None \
+                    or r[0] in unpublished:
+                continue
+            created, took = float(r[11]), float(r[12]) - float(r[11])
+            (inside if any(a <= created <= b for a, b in windows) else outside).append(took)
+        if not inside or not outside:
+            return
+        p50, base = statistics.median(inside), statistics.median(outside)
+        self.report.forged_start_s = {"p50": p50, "max": max(inside), "baseline_p50": base,
+                                      "runs": float(len(inside))}
+        if p50 > max(0.5, 10 * base):
+            self.v.append(f"chat start under forged notifications: median {p50:.3f} s "
+                          f"against {base:.3f} s without them")
+
+    def worker_tracebacks(self) -> None:
+        """A worker never lets an exception escape to its stderr (a forged payload that
+        raises in the listener's callback shows up here)."""
+        if self.report.worker_tracebacks:
+            self.v.append(f"{self.report.worker_tracebacks} tracebacks on worker stderr")
 
     def recovery_times(self) -> None:
         rep = self.report
@@ -901,9 +1641,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--json", dest="json_path", default=None, help="also write the report here")
     parser.add_argument("--keep", action="store_true", help="keep the cluster data and logs")
+    parser.add_argument("--faults", default=",".join(FAULT_KINDS),
+                        help="comma-separated fault kinds to inject (default: all): "
+                        + ", ".join(FAULT_KINDS))
+    parser.add_argument("--checks", default=",".join(CHECKS),
+                        help="comma-separated checks to run (default: all; attempts and "
+                        "logs always run): " + ", ".join(CHECKS))
     args = parser.parse_args(argv)
+    faults = tuple(k for k in args.faults.split(",") if k)
+    checks = tuple(k for k in args.checks.split(",") if k)
+    unknown = sorted((set(faults) - set(FAULT_KINDS)) | (set(checks) - set(CHECKS)))
+    if unknown:
+        parser.error(f"unknown fault kinds or checks: {', '.join(unknown)}")
     config = SoakConfig(runs=args.runs, workers=args.workers, duration=args.duration,
-                        seed=args.seed, keep=args.keep)
+                        seed=args.seed, keep=args.keep, faults=faults, checks=checks)
     chaos = Chaos(config)
     print(f"soak: {config.runs} runs, {config.workers} workers, >= {config.duration:.0f} s of "
           f"faults, seed {config.seed}, work dir {chaos.workdir}", flush=True)
