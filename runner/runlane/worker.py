@@ -150,7 +150,7 @@ select run_id, ok, first_response, timing, sqlstate from runlane.finish_runs(
 CHARGE = """
 select runlane.charge(
     p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
-    p_amount => %(amount)s::numeric) as total
+    p_amount => %(amount)s::numeric, p_seq => %(seq)s::bigint) as total
 """
 RETRY_RUN = """
 select runlane.retry_run(
@@ -462,7 +462,7 @@ class RunHandle:
             while self._unsent:  # no await between the last check and the end
                 amount = self._unsent.pop(0)
                 try:
-                    await self._call(CHARGE, {"amount": amount})
+                    await self._call(CHARGE, {"amount": amount}, seqs=1)
                 except psycopg.Error as exc:  # this charge refused: the others still go
                     refused = refused or exc
         finally:

@@ -42,6 +42,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.release_run(bigint,bigint,timestamp with time zone,text)": WORKER,
     "runlane.retry_run(bigint,bigint,text,interval)": WORKER,
     "runlane.charge(bigint,bigint,numeric)": WORKER,
+    "runlane.charge(bigint,bigint,numeric,bigint)": WORKER,
     # the runner's batched forms of run_messages and append_output + finish_run
     "runlane.run_messages_many(bigint[],bigint[])": WORKER,
     "runlane.finish_runs(bigint[],bigint[],text[],text[],numeric[],integer[],text[],text[])":
