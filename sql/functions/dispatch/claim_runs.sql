@@ -106,13 +106,14 @@ declare
     v_max_per_org int := runlane._max_per_org();
 begin
     -- GUARD: arguments a person can get wrong
-    if p_worker is null or btrim(p_worker) = '' then
+    if p_worker is null then
         raise exception 'claim_runs needs a worker name'
             using errcode = '22004';
     end if;
     if p_lanes is null or cardinality(p_lanes) = 0
        or not p_lanes <@ array['interactive', 'background'] then
-        raise exception 'claim_runs lanes must be interactive and/or background, got %', p_lanes
+        raise exception 'claim_runs lanes must be interactive and/or background, got %',
+            runlane._quote_for_error(p_lanes::text)
             using errcode = '22023';
     end if;
     if p_limit is null or p_limit < 1 or p_limit > 1000 then
