@@ -44,8 +44,8 @@ end;
 $$;
 
 comment on function runlane.queue_delay(interval, timestamptz) is
-'Interactive-class runs (chat, manual, test, retry; any lane) due and queued for at least p_threshold (from the later of creation '
-'and wake time): their count and the oldest wait in ms.';
+'Interactive-class runs (chat, manual, test, retry; any lane) due and queued for at least p_threshold '
+'(from the later of creation and wake time): their count and the oldest wait in ms.';
 
 revoke all on function runlane.queue_delay(interval, timestamptz) from public;
 grant execute on function runlane.queue_delay(interval, timestamptz) to runlane_worker;
