@@ -1,11 +1,16 @@
--- queue_delay: how many interactive runs have been due and still queued for at least
--- p_threshold, and how long the oldest of them has waited.
+-- queue_delay: how many interactive-class runs have been due and still queued for at
+-- least p_threshold, and how long the oldest of them has waited.
 --
--- The wait of a run is measured from the later of its creation and its wake time, so
--- normal retry backoff does not count, and runs whose wake time is still in the future
--- (future retries) and background work (scheduled or manual) never do. Always returns
--- exactly one row: (0, null) when nothing is delayed. Read-only; the runner's maintenance
--- leader calls it every 30 s to log run.queue_delayed / run.queue_recovered.
+-- Interactive-class work is what a person is waiting for, in whichever lane it runs:
+-- chat (trigger interactive), "Run now" (manual), test runs and due retries of them
+-- (runs.claim_class = 0, the class claim_runs takes first). A manual run held back by
+-- the organization's cap in the background lane counts like a chat run. Scheduled and
+-- reaction work (claim_class 1) never counts: nobody is watching it start. The wait of a
+-- run is measured from the later of its creation and its wake time, so normal retry
+-- backoff does not count, and runs whose wake time is still in the future (future
+-- retries) never do. Always returns exactly one row: (0, null) when nothing is delayed.
+-- Read-only; the runner's maintenance leader calls it every 30 s to log
+-- run.queue_delayed / run.queue_recovered.
 create or replace function runlane.queue_delay(
     p_threshold interval default '30 seconds',
     p_now timestamptz default now()
@@ -32,15 +37,15 @@ begin
         floor(extract(epoch from (p_now - min(greatest(r.created_at, r.wake_at)))) * 1000)::bigint
     from runlane.runs as r
     where r.state = 'queued'
-      and r.lane = 'interactive'
+      and r.claim_class = 0
       -- greatest() ignores a null wake_at: a run without one waits from its creation.
       and greatest(r.created_at, r.wake_at) <= p_now - p_threshold;
 end;
 $$;
 
 comment on function runlane.queue_delay(interval, timestamptz) is
-'Interactive runs due and queued for at least p_threshold (from the later of creation '
-'and wake time): their count and the oldest wait in ms.';
+'Interactive-class runs (chat, manual, test, retry; any lane) due and queued for at least p_threshold '
+'(from the later of creation and wake time): their count and the oldest wait in ms.';
 
 revoke all on function runlane.queue_delay(interval, timestamptz) from public;
 grant execute on function runlane.queue_delay(interval, timestamptz) to runlane_worker;

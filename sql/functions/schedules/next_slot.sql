@@ -5,6 +5,7 @@
 -- ambiguous one (fall back) fires once, at its first instance. Interval schedules are
 -- exact elapsed hours on a fixed grid (anchored at the Unix epoch here; agents use the
 -- anchor set with their schedule, see runlane._next_slot). Manual ('') -> null.
+-- "weekly at HH:MM" is read as if set at p_after: the weekday of p_after in p_timezone.
 -- Raises RL006 for an invalid schedule, RL007 for a zone that is not a name of
 -- pg_timezone_names (runlane._is_timezone, as the settings triggers: no abbreviations
 -- or POSIX strings), 22023 for an instant outside the years 1..9999. Security definer
@@ -17,7 +18,8 @@ security definer
 set search_path = pg_catalog, pg_temp
 as $$
 declare
-    v_spec jsonb := runlane.parse_schedule(p_schedule);
+    -- parsed first, so an invalid schedule is RL006 whatever the other arguments
+    v_spec jsonb := runlane._parse_schedule(p_schedule, 'UTC', now());
 begin
     if p_timezone is null or p_after is null then
         raise exception 'next_slot needs a time zone and an instant'
@@ -34,6 +36,9 @@ begin
         raise exception 'invalid time zone %', runlane._quote_for_error(p_timezone)
             using errcode = 'RL007',
                   hint = 'Use an IANA zone name such as Europe/Berlin (see pg_timezone_names).';
+    end if;
+    if v_spec ->> 'kind' = 'weekly' then  -- "weekly at HH:MM": p_after's weekday in the zone
+        v_spec := runlane._parse_schedule(p_schedule, p_timezone, p_after);
     end if;
     return runlane._next_slot(v_spec, p_timezone, p_after, null);
 end;

@@ -3,8 +3,10 @@
 --
 -- Guarantees, on insert and on any update of schedule, enabled, admin_locked, model,
 -- owner_id or org_id:
---   * the schedule is parsed (runlane.parse_schedule): invalid -> RL006 and nothing is
---     written; an accepted form is stored as its canonical text;
+--   * the schedule is parsed (runlane._parse_schedule) in the agent's zone (owner's, else
+--     organization's) at now(): invalid -> RL006 and nothing is written; an accepted form
+--     is stored as its canonical text, "weekly at HH:MM" as the weekly schedule on the
+--     weekday it is set on there ("weekly on thu at 09:00");
 --   * a really new interval schedule gets schedule_anchor = now() (the grid's origin);
 --   * a closed gate (switched off, admin-locked, no model) or a manual schedule clears
 --     next_run_at, writing no journal row;
@@ -17,7 +19,8 @@ language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
 declare
-    v_spec jsonb := runlane.parse_schedule(new.schedule);
+    v_tz text := runlane._agent_timezone(new.owner_id, new.org_id);
+    v_spec jsonb := runlane._parse_schedule(new.schedule, v_tz, now());
     v_changed boolean;
     v_was_open boolean;
 begin
@@ -40,7 +43,7 @@ begin
        or new.owner_id is distinct from old.owner_id or new.org_id is distinct from old.org_id then
         new.next_run_at := runlane._next_slot(
             v_spec,
-            runlane._agent_timezone(new.owner_id, new.org_id),
+            v_tz,
             now(),
             new.schedule_anchor
         );

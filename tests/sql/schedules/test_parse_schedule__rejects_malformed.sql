@@ -17,7 +17,7 @@ insert into malformed (schedule) values
 ('daily at 24:00'),
 ('daily at 9'),
 ('daily at 09:60'),
-('weekly at 09:00'),
+('weekly at 24:00'),
 ('weekly on funday at 09:00'),
 ('weekly on mon,,thu at 09:00'),
 ('*/5 * * * *'),
@@ -47,8 +47,8 @@ select results_eq(
 );
 
 select matches(
-    runlane_test.error_hint($$select runlane.parse_schedule('weekly at 09:00')$$),
-    'every N hours.*daily at HH:MM.*weekly on mon',
+    runlane_test.error_hint($$select runlane.parse_schedule('weekly at 9')$$),
+    'every N hours.*daily at HH:MM.*weekly on mon.*weekly at HH:MM',
     'the RL006 hint lists the accepted forms'
 );
 
