@@ -85,7 +85,9 @@ def test_a_lost_finish_reply_is_not_a_lost_lease(conn, proxy, proxied_workers):
     worker = proxied_workers("--lease", "30", "--no-maintenance", lanes=("background",))
     wait_until(lambda: run_row(conn, run_id)["state"] != "running"
                and run_row(conn, run_id)["state"] != "queued", what="run finished")
-    assert proxy.dropped.is_set(), "the proxy dropped the finish's reply"
+    # The finish's commit is visible before the proxy has closed the connection in place
+    # of its reply: wait for the drop, do not race it.
+    assert proxy.dropped.wait(DEADLINE), "the proxy dropped the finish's reply"
     assert run_row(conn, run_id)["state"] == "succeeded"
     # The resent finish was answered as applied: logged as finished, never as a loss.
     worker.wait_for("run.finished", where=lambda r: r.get("run.id") == run_id)
