@@ -33,6 +33,9 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     # outputs and timing
     "runlane.outputs_since(bigint,bigint,integer)": BOTH,
     "runlane.run_timing(bigint)": BOTH,
+    "runlane.run_status(bigint)": BOTH,
+    # the user's Stop
+    "runlane.cancel_run(bigint)": API,
     # fenced worker writes
     "runlane.heartbeat(bigint,bigint,interval)": WORKER,
     "runlane.append_output(bigint,bigint,text,text)": WORKER,

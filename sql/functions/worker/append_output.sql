@@ -56,6 +56,7 @@ begin
     if p_seq is not null and runlane._write_applied(v_run, p_fence, p_seq) then
         return null;  -- a resend: applied once already
     end if;
+    perform runlane._refuse_stopped(v_run);  -- GUARD: nothing more after a Stop
 
     insert into runlane.run_outputs as o (run_id, attempt, kind, body)
     values (v_run.run_id, v_run.attempts, p_kind, p_body)

@@ -23,6 +23,7 @@ begin
     if p_seq is not null and runlane._write_applied(v_run, p_fence, p_seq) then
         return;  -- a resend: applied once already
     end if;
+    perform runlane._refuse_stopped(v_run);  -- GUARD: nothing more after a Stop
 
     update runlane.runs as r
     set checkpoint = save_checkpoint.p_checkpoint

@@ -32,6 +32,7 @@ begin
         order by m.message_id;
         return;
     end if;
+    perform runlane._refuse_stopped(v_run);  -- GUARD: nothing more after a Stop
 
     if v_run.lane <> 'interactive' or v_run.thread_id is null then
         return;
