@@ -118,6 +118,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
         NOBODY,
     "runlane._notify_computer_waiter(text)": NOBODY,
     "runlane._require_owner(bigint,bigint)": NOBODY,
+    "runlane._refuse_stopped(runlane.runs)": NOBODY,
     # input validation (issue 11: hostile and malformed input)
     "runlane._quote_for_error(text)": NOBODY,
     "runlane._check_id(text,text)": NOBODY,
