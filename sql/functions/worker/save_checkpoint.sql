@@ -1,6 +1,7 @@
 -- save_checkpoint: persists the agent's resumable state for this run.
 --
 -- Guarantees:
+-- * Refused with RL001 once the run was stopped (runlane.cancel_run; runlane._refuse_stopped).
 -- * Fenced (runlane._require_owner): RL001 when fenced out or no longer running, RL008
 --   for an unknown run; a fenced-out worker never overwrites the new owner's state.
 -- * Replaces runs.checkpoint with p_checkpoint (NULL clears it). A run that goes back
