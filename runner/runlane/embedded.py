@@ -46,6 +46,7 @@ RUN_NOW = """
 select run_id, state, reason, lane from runlane.run_now(p_agent_id => %(agent_id)s::text)
 """
 PUBLISH = "select runlane.publish_run(p_run_id => %(run_id)s::bigint)"
+CANCEL = "select runlane.cancel_run(p_run_id => %(run_id)s::bigint) as state"
 TICK_AT = """
 select event, agent_id, run_id, occurrence
 from runlane.tick(p_now => %(now)s::timestamptz)
@@ -197,6 +198,14 @@ class Embedded:
         if row["state"] == "queued":
             await self._publish(row["run_id"], row["lane"])
         return row
+
+    async def cancel_run(self, run_id: int) -> str:
+        """The user's Stop (runlane.cancel_run); a running run's worker is told in-process
+        (the database's notification is unheard here; the heartbeat would find it too)."""
+        state = (await self._one(CANCEL, {"run_id": run_id}))["state"]
+        if state == "running" and self.worker is not None:
+            self.worker.stop_hint(run_id)
+        return state
 
     async def tick(self, now: Any) -> list[dict[str, Any]]:
         """One scheduler pass as of `now` (tests and the demo move time this way)."""

@@ -69,6 +69,21 @@ def lane_of(payload: str | bytes) -> str | None:
     return lane
 
 
+def stop_of(payload: str | bytes) -> int | None:
+    """The run a `runlane_runs` Stop hint names ({"cancel": run_id, "lane": …}, sent by
+    runlane.cancel_run), or None when the payload is no Stop hint or unreadable (counted
+    when it is a Stop hint with a bad run id). Only a hint: the worker asks the database
+    (a heartbeat) before it stops anything, so a forged one stops nothing."""
+    value = _object(RUNS, payload)
+    if value is None or "cancel" not in value:
+        return None
+    run_id = value.get("cancel")
+    if type(run_id) is not int or not 0 < run_id < 2**63:
+        ignored(RUNS, "bad_run_id")
+        return None
+    return run_id
+
+
 def run_id_of(payload: str | bytes) -> int | None:
     """The run id a `runlane_outputs` payload names, or None when it is unreadable
     (counted): only a JSON integer in the bigint range, never a float such as 1e400."""

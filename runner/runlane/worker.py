@@ -13,7 +13,11 @@ each page admitted by memory first; a full page doubles the next page's size (up
 
 Every claimed run gets a supervisor task: the claim is its durable ownership; it starts
 the run's heartbeat (every lease/3) and then the agent loop. A heartbeat returning false
-or any RL001 cancels the agent task at once and nothing more is written for the run.
+or any RL001 cancels the agent task at once and nothing more is written for the run but
+one finish as canceled, which the database accepts only for a run that was stopped
+(runlane.cancel_run) and is still owned by this attempt. A Stop reaches the worker as a
+`runlane_runs` hint ({"cancel": run_id, "lane": …}), confirmed by a heartbeat before
+anything is stopped, or, when the hint is lost, by the run's next heartbeat.
 There is no run-duration limit and no per-worker run cap. All rules about which run may
 run live in the database; this module only calls its functions.
 
@@ -222,6 +226,10 @@ def _cached(probe: Callable[[], Any], ttl: float, max_age: float) -> Callable[[]
     return cached
 
 
+def _as_bytes(payload: str | bytes) -> bytes:
+    return payload if isinstance(payload, bytes) else payload.encode(errors="replace")
+
+
 def pg_array(values: list[Any]) -> str:
     """An array literal for a `%s::type[]` parameter: psycopg adapts long lists element
     by element in Python (a regex per text element); this is string joins in C."""
@@ -338,6 +346,7 @@ class RunHandle:
         # The claimed batch's messages, read in one call right after the claim.
         self.prefetch: asyncio.Task | None = None
         self.lost = False
+        self.lost_why = ""
         self.releasing = False
         self.agent_task: asyncio.Task | None = None
         self.supervisor: asyncio.Task | None = None
@@ -361,12 +370,14 @@ class RunHandle:
         return {"seq": first, "last_seq": self._seq}
 
     def lose(self, why: str) -> None:
-        """Ownership is gone: stop the agent now; every later write is refused locally."""
+        """Ownership is gone, or the run was stopped (runlane.cancel_run: the database
+        refuses its writes and heartbeats the same way): stop the agent now; every later
+        write is refused locally. The supervisor then tries to finish it canceled, which
+        only a stopped run still owned by this attempt accepts (Worker._end_lost)."""
         if self.lost:
             return
         self.lost = True
-        log.get().warning("run.lease_lost", **{"run.id": self.run_id, "run.lane": self.lane,
-                                               "run.attempt": self.attempt, "lease.why": why})
+        self.lost_why = why
         task = self.agent_task
         if task is not None and not task.done() and task is not asyncio.current_task():
             task.cancel()
@@ -717,6 +728,17 @@ class Worker:
         lane = hints.lane_of(payload)
         if lane is not None:
             self.notify(lane)
+            stopped = hints.stop_of(payload) if b"cancel" in _as_bytes(payload) else None
+            if stopped is not None:
+                self.stop_hint(stopped)
+
+    def stop_hint(self, run_id: int) -> None:
+        """A Stop (runlane.cancel_run) may concern `run_id`: when this worker runs it, the
+        database is asked (a heartbeat) and a stopped run's agent is stopped at once.
+        Embedded mode calls it after its cancel_run commits; never raises."""
+        run = self.runs.get(run_id)
+        if run is not None:
+            self._spawn(self._check_stop(run))
 
     def notify(self, lane: str | None = None) -> None:
         """In-process notification: mark `lane` (every lane when None) for one more pass.
@@ -855,22 +877,9 @@ class Worker:
             lambda: beats.append(asyncio.create_task(self._heartbeat(run))))
         run.agent_task = asyncio.create_task(self._agent_loop(run))
         try:
-            try:
-                result = await run.agent_task
-            except asyncio.CancelledError:
-                if not run.agent_task.cancelled():
-                    raise  # the supervisor itself was cancelled
-                if run.releasing and not run.lost:
-                    await self._release(run)
-                return
-            except LeaseLost:
-                return
-            except Exception as exc:  # noqa: BLE001 - an agent failure fails the attempt
-                if not run.lost:
-                    await self._retry(run, exc)
-                return
-            if not run.lost:
-                await self._finish(run, result)
+            await self._run_to_end(run)
+            if run.lost:
+                await self._end_lost(run)
         except Exception as exc:  # noqa: BLE001 - never let one run take the worker down
             log.get().warning("run.supervisor_failed", **run.fields, **log.error_fields(exc))
         finally:
@@ -887,6 +896,61 @@ class Worker:
                 self.notify()
             elif not self.config.listen:
                 self.notify()  # no LISTEN hears the follow-up run or the freed computer
+
+    async def _run_to_end(self, run: RunHandle) -> None:
+        """Awaits the agent and writes how its attempt ended (finish, retry, release);
+        writes nothing once the run is lost."""
+        try:
+            result = await run.agent_task
+        except asyncio.CancelledError:
+            if not run.agent_task.cancelled():
+                raise  # the supervisor itself was cancelled
+            if run.releasing and not run.lost:
+                await self._release(run)
+            return
+        except LeaseLost:
+            return
+        except Exception as exc:  # noqa: BLE001 - an agent failure fails the attempt
+            if not run.lost:
+                await self._retry(run, exc)
+            return
+        if not run.lost:
+            await self._finish(run, result)
+
+    async def _end_lost(self, run: RunHandle) -> None:
+        """A run whose heartbeat or write was refused: either another owner has it (the
+        lease is lost: nothing more is written) or it was stopped (runlane.cancel_run),
+        and then its finish closes it canceled, freeing its computer. One finish call
+        tells the two apart: the database accepts it only from the attempt that still
+        owns the run, and refuses (RL001) every other. Its agent is stopped already."""
+        params = {"run_id": run.run_id, "fence": run.fence, "outcome": "canceled",
+                  "error": "canceled", "cost": run.cost, **run.next_seq()}
+        try:
+            row = await self.db(run.lane, FINISH_RUN, params)
+        except psycopg.Error as exc:
+            if exc.sqlstate == "RL001":
+                log.get().warning("run.lease_lost", **{
+                    "run.id": run.run_id, "run.lane": run.lane, "run.attempt": run.attempt,
+                    "lease.why": run.lost_why})
+            else:
+                log.get().warning("run.stop_failed", **run.fields, **log.error_fields(exc))
+            return
+        log.get().info("run.stopped", **run.fields, **{"lease.why": run.lost_why})
+        self.timing("run.finished", row["timing"] if row else None, **run.fields)
+
+    async def _check_stop(self, run: RunHandle) -> None:
+        """A Stop hint named this run: one heartbeat asks the database (it answers false
+        for a stopped run), so a forged hint costs a heartbeat and stops nothing."""
+        if run.lost:
+            return
+        try:
+            row = await self.db(run.lane, HEARTBEAT, {"run_id": run.run_id, "fence": run.fence,
+                                                      "lease": self.lease}, retries=0)
+        except psycopg.Error as exc:  # the heartbeat loop asks again within lease/3
+            log.get().warning("run.heartbeat_failed", **run.fields, **log.error_fields(exc))
+            return
+        if not (row and row["ok"]):
+            run.lose("stop_requested")
 
     async def _agent_loop(self, run: RunHandle) -> StepResult:
         """Steps until one is done (its outputs are written with the finish)."""
@@ -1054,7 +1118,7 @@ class Worker:
         state = row["state"] if row else None
         log.get().warning("run.attempt_failed",
                           **run.fields, **log.error_fields(exc), **{"run.state": state})
-        if state == "failed":
+        if state in ("failed", "canceled"):  # canceled: it was stopped, never retried
             await self._log_terminal(run)
 
     async def _log_terminal(self, run: RunHandle) -> None:
@@ -1070,9 +1134,13 @@ class Worker:
         if run.lost:
             return
         try:
-            await self.db(run.lane, RELEASE_RUN, {"run_id": run.run_id, "fence": run.fence,
-                                                  **run.next_seq()})
-            log.get().info("run.released", **run.fields, **{"run.reason": "shutdown"})
+            row = await self.db(run.lane, RELEASE_RUN, {"run_id": run.run_id, "fence": run.fence,
+                                                        **run.next_seq()})
+            if row and row["released"] is False:  # it was stopped: closed canceled instead
+                log.get().info("run.stopped", **run.fields, **{"lease.why": "shutdown"})
+                await self._log_terminal(run)
+            else:
+                log.get().info("run.released", **run.fields, **{"run.reason": "shutdown"})
         except psycopg.Error as exc:
             if exc.sqlstate == "RL001":
                 run.lose("fenced_out")

@@ -99,3 +99,31 @@ def test_a_data_directory_keeps_its_data_between_starts():
         asyncio.run(scenario())
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_stop_reaches_the_embedded_worker_in_process():
+    """Embedded mode hears no notification: cancel_run tells its worker in-process. The
+    lease is 300 s, so no heartbeat is due before the run ends."""
+    async def scenario() -> None:
+        async with Embedded(EchoAgent(chunks=1000, delay=5), scan_interval=0.3, lease=300,
+                            maintenance=None) as rl:
+            await _execute(rl.dsn, SETUP)
+            row = await rl.submit_message("agent-e", "t-1", "a long answer, please")
+            await _until_state(rl.dsn, row["run_id"], "running")
+            deadline = time.monotonic() + DEADLINE
+            while row["run_id"] not in rl.worker.runs:
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.05)
+            handle = rl.worker.runs[row["run_id"]]
+            assert await rl.cancel_run(row["run_id"]) == "running"
+            await _until_state(rl.dsn, row["run_id"], "canceled")
+            # Stopped by the in-process hint, not by a refused write (the agent sleeps 5 s
+            # between writes) nor a heartbeat (every 100 s).
+            assert handle.lost_why == "stop_requested"
+            assert await _execute(rl.dsn, f"""
+                select reason, (select count(*) from runlane.run_events as e
+                                where e.run_id = r.run_id and e.event = 'run.finished')
+                from runlane.runs as r where r.run_id = {int(row["run_id"])}
+            """) == [("canceled", 1)]
+            assert await rl.cancel_run(row["run_id"]) == "canceled"
+    asyncio.run(scenario())

@@ -33,6 +33,9 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     # outputs and timing
     "runlane.outputs_since(bigint,bigint,integer)": BOTH,
     "runlane.run_timing(bigint)": BOTH,
+    "runlane.run_status(bigint)": BOTH,
+    # the user's Stop
+    "runlane.cancel_run(bigint)": API,
     # fenced worker writes
     "runlane.heartbeat(bigint,bigint,interval)": WORKER,
     "runlane.append_output(bigint,bigint,text,text)": WORKER,
@@ -116,6 +119,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
         NOBODY,
     "runlane._notify_computer_waiter(text)": NOBODY,
     "runlane._require_owner(bigint,bigint)": NOBODY,
+    "runlane._refuse_stopped(runlane.runs)": NOBODY,
     # input validation (issue 11: hostile and malformed input)
     "runlane._quote_for_error(text)": NOBODY,
     "runlane._check_id(text,text)": NOBODY,

@@ -34,6 +34,8 @@ FOREIGN_CALLS = {
     "outputs_since": ("select * from runlane.outputs_since(%(run)s)", "RL008"),
     "run_timing": ("select runlane.run_timing(%(run)s)", "RL008"),
     "stream_token": ("select runlane.stream_token(%(run)s)", "RL008"),
+    "cancel_run": ("select runlane.cancel_run(%(run)s)", "RL008"),
+    "run_status": ("select * from runlane.run_status(%(run)s)", "RL008"),
     "weekly_spend": ("select runlane.weekly_spend(%(owner)s)", "22023"),
 }
 # Pure functions of their arguments: no organization's object to protect.

@@ -10,7 +10,9 @@
 --     lease cleared, computer lease deleted, 'run.lease_expired' journaled, the run and
 --     its computer's next waiter notified, messages held on its thread attached to it;
 --     it resumes from its checkpoint on the next claim;
---   * interactive with attempts spent → failed / stale.
+--   * interactive with attempts spent → failed / stale;
+--   * any run asked to stop (runlane.cancel_run, reason cancel_requested) → canceled /
+--     canceled: a stopped run is never requeued.
 -- Housekeeping: deletes up to p_limit expired computer_leases rows whose run is no
 -- longer running. Returns one row per reaped run: (run_id, new state, reason).
 create or replace function runlane.reap_stale(
@@ -52,7 +54,14 @@ begin
         ) as s
         order by s.agent_id, s.thread_id, s.run_id
     loop
-        if v_run.lane = 'interactive' and v_run.attempts < v_run.max_attempts then
+        if v_run.reason = 'cancel_requested' then
+            -- asked to stop (cancel_run) and its worker is gone: never requeued
+            perform runlane._close_run(v_run, 'canceled', 'canceled', null);
+
+            run_id := v_run.run_id;
+            state := 'canceled';
+            reason := 'canceled';
+        elsif v_run.lane = 'interactive' and v_run.attempts < v_run.max_attempts then
             update runlane.runs as r
             set state = 'queued',
                 reason = 'lease_expired',

@@ -24,6 +24,8 @@
 --   not input order: finishing a chat run takes its thread's lock until commit, so two
 --   batches holding several threads' locks would otherwise deadlock (each waiting for a
 --   thread the other finished first). runlane._thread_lock states the rule.
+-- * A run asked to stop (runlane.cancel_run) is refused its outputs (RL001, as
+--   append_output); one finished without outputs closes as canceled, as finish_run.
 -- * Returns one row per run, in the order they were finished: ok, the run.first_response
 --   timing row when one of its outputs stamped it (else null), the run.finished timing
 --   row (null when a timing computation failed: a finish never fails for its report),
@@ -152,6 +154,7 @@ begin
                 if v_run.run_id is null then
                     v_run := runlane._require_owner(p_run_ids[v_i], p_fences[v_i]);
                 end if;
+                perform runlane._refuse_stopped(v_run);  -- GUARD: nothing more after a Stop
 
                 insert into runlane.run_outputs as o (run_id, attempt, kind, body)
                 values (v_run.run_id, v_run.attempts, p_output_kinds[v_j], p_output_bodies[v_j])
@@ -191,11 +194,14 @@ begin
             end if;
 
             v_reason := case
+                when v_run.reason = 'cancel_requested' then 'canceled'
                 when p_errors[v_i] ~ '^[a-z][a-z_]{0,39}$' then p_errors[v_i]
                 when p_outcomes[v_i] = 'failed' then 'error'
             end;
             v_closed := runlane._close_run_with(
-                v_run, p_outcomes[v_i], v_reason, p_errors[v_i], p_costs[v_i], v_stamp);
+                v_run,
+                case when v_run.reason = 'cancel_requested' then 'canceled' else p_outcomes[v_i] end,
+                v_reason, p_errors[v_i], p_costs[v_i], v_stamp);
 
             -- Timing is a report on a finish already made: a failure here reads null and
             -- never undoes the run (its own subtransaction).

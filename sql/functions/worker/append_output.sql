@@ -1,6 +1,7 @@
 -- append_output: persists one output of a run and stamps its first visible response.
 --
 -- Guarantees:
+-- * Refused with RL001 once the run was stopped (runlane.cancel_run; runlane._refuse_stopped).
 -- * Fenced (runlane._require_owner): RL001 when fenced out or no longer running, RL008
 --   for an unknown run. 22023 for an unknown kind, 22004 for a null kind or body.
 -- * Kinds: text, final, message_tool, card are visible (they count as a response);
@@ -56,6 +57,7 @@ begin
     if p_seq is not null and runlane._write_applied(v_run, p_fence, p_seq) then
         return null;  -- a resend: applied once already
     end if;
+    perform runlane._refuse_stopped(v_run);  -- GUARD: nothing more after a Stop
 
     insert into runlane.run_outputs as o (run_id, attempt, kind, body)
     values (v_run.run_id, v_run.attempts, p_kind, p_body)

@@ -10,6 +10,8 @@
 -- as it went (runlane.charge) passes 0.
 -- reason = p_error when it is a reason code (^[a-z][a-z_]{0,39}$, e.g. 'iteration_cap'),
 -- else 'error' for a failed run and null otherwise; last_error = p_error.
+-- A run asked to stop (runlane.cancel_run: reason 'cancel_requested') closes as
+-- canceled with reason 'canceled', whatever p_outcome says.
 -- Returns the run.finished timing row (runlane._timing_row); a failure computing it
 -- never fails the finish: the row reads null instead.
 -- Resends (p_seq, the attempt's write sequence number; the contract form passes none):
@@ -56,13 +58,19 @@ begin
     end if;
 
     v_reason := case
+        when v_run.reason = 'cancel_requested' then 'canceled'
         when p_error ~ '^[a-z][a-z_]{0,39}$' then p_error
         when p_outcome = 'failed' then 'error'
     end;
 
     -- The charge goes in the closing update itself (and its ledger row beside it): one
-    -- update of the run per finish.
-    perform runlane._close_run_with(v_run, p_outcome, v_reason, p_error, p_cost, null);
+    -- update of the run per finish. A run asked to stop (cancel_run) ends canceled,
+    -- whatever its last step reported.
+    perform runlane._close_run_with(
+        v_run,
+        case when v_run.reason = 'cancel_requested' then 'canceled' else p_outcome end,
+        v_reason, p_error, p_cost, null
+    );
 
     -- Timing is a report on a finish already made: _timing_row answers null instead of
     -- raising (its own subtransaction), so it can never undo the finish.

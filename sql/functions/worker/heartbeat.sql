@@ -6,7 +6,11 @@
 -- its computer: the computer_leases row names this run and fence (expired or not; see
 -- runlane._require_owner, whose rule this is). Returns true then, and false otherwise,
 -- including for an unknown run: a heartbeat never raises over ownership, so the runner
--- reads false as "stop working on this run". Bad arguments raise 22004 / 22023.
+-- reads false as "stop working on this run". Also false, extending nothing, for a run
+-- asked to stop (runlane.cancel_run): a worker that missed the Stop notification learns
+-- it from its next beat, stops the agent and finishes the run (closed as canceled); an
+-- older worker that only stops leaves it to reap_stale, which closes it canceled too.
+-- Bad arguments raise 22004 / 22023.
 create or replace function runlane.heartbeat(
     p_run_id bigint,
     p_fence bigint,
@@ -39,6 +43,9 @@ begin
         where r.run_id = heartbeat.p_run_id
           and r.fence = heartbeat.p_fence
           and r.state = 'running'
+          -- a run asked to stop (cancel_run) is not kept alive: false tells its worker to
+          -- stop the agent (its finish then closes it canceled)
+          and r.reason is distinct from 'cancel_requested'
           -- a run whose expired computer lease another run has taken over (or taken
           -- and given back) lost the computer: it must stop, not keep working beside
           -- the new owner (the rule of runlane._require_owner)

@@ -11,7 +11,8 @@
 -- until the next claim.
 -- Setting lease_owner to null is what marks this as a new-generation requeue for the
 -- 0002 compatibility trigger: it stamps no legacy backoff, so the explicit wake_at wins
--- even when it equals the old one. Returns true.
+-- even when it equals the old one. Returns true. A run asked to stop (runlane.cancel_run)
+-- is not handed back: it closes as canceled / canceled and false is returned.
 -- Resends (p_seq, the attempt's write sequence number; the contract form passes none): a
 -- resend of an applied release (its reply was lost) changes nothing and returns true.
 create or replace function runlane.release_run(
@@ -42,6 +43,12 @@ begin
     v_run := runlane._require_owner(p_run_id, p_fence, p_seq);
     if p_seq is not null and runlane._write_applied(v_run, p_fence, p_seq) then
         return true;  -- a resend: released already
+    end if;
+
+    -- GUARD: a run asked to stop (cancel_run) is not handed back: it closes as canceled.
+    if v_run.reason = 'cancel_requested' then
+        perform runlane._close_run(v_run, 'canceled', 'canceled', null);
+        return false;
     end if;
 
     update runlane.runs as r

@@ -7,7 +7,8 @@
 -- the delay), 'run.retry_scheduled' journaled, messages held on an interactive run's
 -- thread while it ran join it (runlane._dispatch_held_messages); returns 'queued'. Once attempts are spent
 -- the run closes through runlane._close_run as failed / attempts_exhausted; returns
--- 'failed'. p_delay is 0 .. 7 days (22023).
+-- 'failed'. A run asked to stop (runlane.cancel_run) is never retried: it closes as
+-- canceled / canceled; returns 'canceled'. p_delay is 0 .. 7 days (22023).
 -- Resends (p_seq, the attempt's write sequence number; the contract form passes none): a
 -- resend of an applied retry (its reply was lost) changes nothing and returns what the
 -- retry left: 'failed' when it closed the run, else 'queued'.
@@ -40,7 +41,14 @@ begin
 
     v_run := runlane._require_owner(p_run_id, p_fence, p_seq);
     if p_seq is not null and runlane._write_applied(v_run, p_fence, p_seq) then
-        return case when v_run.state = 'failed' then 'failed' else 'queued' end;  -- a resend
+        -- a resend: what the retry left
+        return case when v_run.state in ('failed', 'canceled') then v_run.state else 'queued' end;
+    end if;
+
+    -- GUARD: a run asked to stop (cancel_run) is never retried: it closes as canceled.
+    if v_run.reason = 'cancel_requested' then
+        perform runlane._close_run(v_run, 'canceled', 'canceled', p_error);
+        return 'canceled';
     end if;
 
     if v_run.attempts >= v_run.max_attempts then

@@ -1,6 +1,7 @@
 -- save_checkpoint: persists the agent's resumable state for this run.
 --
 -- Guarantees:
+-- * Refused with RL001 once the run was stopped (runlane.cancel_run; runlane._refuse_stopped).
 -- * Fenced (runlane._require_owner): RL001 when fenced out or no longer running, RL008
 --   for an unknown run; a fenced-out worker never overwrites the new owner's state.
 -- * Replaces runs.checkpoint with p_checkpoint (NULL clears it). A run that goes back
@@ -23,6 +24,7 @@ begin
     if p_seq is not null and runlane._write_applied(v_run, p_fence, p_seq) then
         return;  -- a resend: applied once already
     end if;
+    perform runlane._refuse_stopped(v_run);  -- GUARD: nothing more after a Stop
 
     update runlane.runs as r
     set checkpoint = save_checkpoint.p_checkpoint

@@ -1,6 +1,7 @@
 -- take_steering: the running run takes the chat messages that arrived while it ran.
 --
 -- Guarantees:
+-- * Refused with RL001 once the run was stopped (runlane.cancel_run; runlane._refuse_stopped).
 -- * Fenced (runlane._require_owner): RL001 when fenced out or not running, RL008 for an
 --   unknown run. The run row is locked first, then the thread (the lock order of
 --   runlane._thread_lock).
@@ -32,6 +33,7 @@ begin
         order by m.message_id;
         return;
     end if;
+    perform runlane._refuse_stopped(v_run);  -- GUARD: nothing more after a Stop
 
     if v_run.lane <> 'interactive' or v_run.thread_id is null then
         return;

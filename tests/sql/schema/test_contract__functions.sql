@@ -1,6 +1,6 @@
 -- Every function DESIGN.md fixes exists with exactly its name and parameter types.
 begin;
-select plan(27);
+select plan(29);
 
 select has_function('runlane', 'submit_message', array['text', 'text', 'text'], 'submit_message(agent, thread, body)');
 select has_function('runlane', 'publish_run', array['bigint', 'timestamp with time zone'], 'publish_run(run, wake_at)');
@@ -26,6 +26,8 @@ select has_function(
 select has_function('runlane', 'charge', array['bigint', 'bigint', 'numeric'], 'charge(run, fence, amount)');
 select has_function('runlane', 'retry_run', array['bigint', 'bigint', 'text', 'interval'], 'retry_run(run, fence, error, delay)');
 select has_function('runlane', 'run_timing', array['bigint'], 'run_timing(run)');
+select has_function('runlane', 'cancel_run', array['bigint'], 'cancel_run(run)');
+select has_function('runlane', 'run_status', array['bigint'], 'run_status(run)');
 select has_function('runlane', 'parse_schedule', array['text'], 'parse_schedule(schedule)');
 select has_function(
     'runlane', 'next_slot', array['text', 'text', 'timestamp with time zone'],

@@ -99,7 +99,7 @@ select set_eq(
     $$,
     array[
         'submit_message', 'publish_run', 'create_run', 'run_now', 'outputs_since', 'run_timing',
-        'parse_schedule', 'next_slot', 'weekly_spend', 'stream_token'
+        'parse_schedule', 'next_slot', 'weekly_spend', 'stream_token', 'cancel_run', 'run_status'
     ],
     'the api role executes exactly the client functions'
 );
@@ -128,10 +128,10 @@ select is(
         where
             p.pronamespace = 'runlane'::regnamespace
             and has_function_privilege('runlane_worker', p.oid, 'execute')
-            and p.proname in ('submit_message', 'run_now')
+            and p.proname in ('submit_message', 'run_now', 'cancel_run')
     ),
     null,
-    'the worker role cannot submit a message as a user nor press Run now'
+    'the worker role cannot submit a message as a user nor press Run now or Stop'
 );
 
 select is(
