@@ -430,7 +430,7 @@ begin
             -- GUARD: the gates of seed 001 ("the run starts if" its agent is switched on, not
             -- locked, has a model and its owner is within budget) are read with the lock, for
             -- background runs only: the agent row and the organization's budget setting are
-            -- two primary-key probes per locked background run, no extra statement. A run
+            -- two primary-key probes per background row, no extra statement. A run
             -- whose gate is closed is ended skipped (runlane._skip_gated_runs) and the claim
             -- locks on through the same candidates, so the page stays as full as the queue
             -- allows. The budget needs weekly_spend: only for organizations with a budget.
@@ -455,19 +455,21 @@ begin
                         r.lane,
                         r.computer_id,
                         w.position,
-                        case
-                            when r.lane <> 'background' then null
-                            when not a.enabled then 'agent_off'
-                            when a.admin_locked then 'agent_locked'
-                            when coalesce(a.model, '') = '' then 'no_model'
-                            when s.agent_weekly_budget is not null then 'budget'  -- checked below
-                        end as gate
+                        -- (a CASE, so an interactive run never reads the agent row)
+                        case when r.lane = 'background' then (
+                            select
+                                case
+                                    when not a.enabled then 'agent_off'
+                                    when a.admin_locked then 'agent_locked'
+                                    when coalesce(a.model, '') = '' then 'no_model'
+                                    when s.agent_weekly_budget is not null then 'budget'  -- checked below
+                                end
+                            from runlane.agents as a
+                            cross join runlane.platform_settings as s
+                            where a.agent_id = r.agent_id and s.org_id = r.org_id
+                        ) end as gate
                     from unnest(v_candidates) with ordinality as w (run_id, position)
                     join runlane.runs as r on r.run_id = w.run_id
-                    left join runlane.agents as a
-                        on a.agent_id = r.agent_id and r.lane = 'background'
-                    left join runlane.platform_settings as s
-                        on s.org_id = r.org_id and r.lane = 'background'
                     where r.state = 'queued'
                       and r.run_id <> all(v_locked)  -- (our own locks do not skip them)
                       and (r.wake_at is null or r.wake_at <= now())
