@@ -63,12 +63,15 @@ from .maintenance import Maintenance, MaintenanceConfig
 CHANNEL = "runlane_runs"
 OUTPUT_KINDS = VISIBLE_KINDS | HIDDEN_KINDS
 
-# Keyed: a claim resent with its key after a lost reply returns what it claimed.
+# Keyed: a claim resent with its key after a lost reply returns what it claimed. And
+# reporting: the runs the claim ended skipped because a gate closed after they were
+# queued (agent switched off or locked, no model, budget spent) come back as rows with
+# skipped_reason set, after the claimed ones, for the run.skipped log line.
 CLAIM = """
 select * from runlane.claim_runs(
     p_worker => %(worker)s::text, p_lanes => %(lanes)s::text[],
     p_limit => %(limit)s::int, p_lease => %(lease)s::interval,
-    p_claim_key => %(claim_key)s::uuid)
+    p_claim_key => %(claim_key)s::uuid, p_report_skipped => true)
 """
 # The per-worker organization bound claim_runs reads (runlane._max_per_org).
 MAX_PER_ORG = "select set_config('runlane.max_per_org', %(bound)s::text, false)"
@@ -789,13 +792,20 @@ class Worker:
             self.claim_queries[lane] += 1
             limit = self.claim_size[lane]
             rows = await self._claim(lane, limit)
-            runs = [RunHandle(self, row) for row in rows]
+            runs = []
+            for row in rows:
+                if row.get("skipped_reason") is None:
+                    runs.append(RunHandle(self, row))
+                else:  # a gate closed between queue and claim: ended skipped, not claimed
+                    log.get().info("run.skipped", **{
+                        "run.id": row["run_id"], "run.lane": row["lane"],
+                        "run.trigger": row["trigger"], "run.reason": row["skipped_reason"]})
             if runs:
                 prefetch = self._spawn(self._prefetch_messages(lane, runs))
                 for run in runs:
                     run.prefetch = prefetch
                     self._start(run)
-            if len(rows) < limit:
+            if len(runs) < limit:
                 self.claim_size[lane] = self.config.claim_batch  # the queue is drained
                 return
             # A full page: more is likely waiting, take bigger pages (fewer claims).

@@ -29,6 +29,8 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.create_run(text,text,text,timestamp with time zone)": BOTH,
     "runlane.claim_runs(text,text[],integer,interval)": WORKER,
     "runlane.claim_runs(text,text[],integer,interval,uuid)": WORKER,  # keyed: resend-safe
+    # keyed, and reporting the runs it skipped because a gate closed (the worker's claim)
+    "runlane.claim_runs(text,text[],integer,interval,uuid,boolean)": WORKER,
     "runlane.run_messages(bigint,bigint)": WORKER,
     # outputs and timing
     "runlane.outputs_since(bigint,bigint,integer)": BOTH,
@@ -96,6 +98,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane._require_amount(numeric,text)": NOBODY,
     "runlane._dispatch_held_messages(text,text)": NOBODY,
     "runlane._lock_agent(text)": NOBODY,
+    "runlane._skip_gated_runs(bigint[],text[])": NOBODY,
     "runlane._new_background_run(runlane.agents,text,text,timestamp with time zone,text,"
     "timestamp with time zone,text)": NOBODY,
     "runlane._notify(text,text)": NOBODY,

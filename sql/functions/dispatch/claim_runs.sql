@@ -39,6 +39,16 @@
 -- * Each claimed run gets fence + 1, attempts + 1, a lease of p_lease, its computer lease
 --   in the same transaction, and first_started_at once, after computer ownership.
 -- * A lane named twice is one lane (p_lanes is deduplicated): each run is returned once.
+-- * Gates when the run starts (seed 001, "the run starts if"): a locked background run
+--   whose agent is switched off, admin-locked or has no model, or whose owner's weekly
+--   budget (platform_settings.agent_weekly_budget, when set) is spent, is not claimed:
+--   it is ended 'skipped' with reason agent_off, agent_locked, no_model or
+--   budget_exhausted and a run.skipped journal row (runlane._skip_gated_runs), and the
+--   claim locks further candidates in its place, so the page is as full as the queue
+--   allows. Every trigger (manual, scheduled, reaction, retry, a coalesced timer run).
+--   Interactive runs are never gated: a person is waiting, and chat was accepted when
+--   the message was sent. The skipped runs are returned by the reporting form only
+--   (six arguments); this form's rows are claimed runs.
 -- Returns, per claimed run, what the worker needs to execute it, its late notice (timer
 -- runs started more than 15 minutes late) and its run.execution_started timing row.
 -- The five-argument form (below) adds a claim key, so a claim resent after a lost reply
@@ -104,6 +114,11 @@ declare
     v_claimed bigint[];
     v_idle boolean := false;
     v_max_per_org int := runlane._max_per_org();
+    v_gated bigint[];
+    v_gate_reasons text[];
+    v_budget_runs bigint[];
+    v_over bigint[];
+    v_skipped bigint[] := '{}';
 begin
     -- GUARD: arguments a person can get wrong
     if p_worker is null then
@@ -413,35 +428,119 @@ begin
             -- committed since the candidates were read is re-checked and left out. Also
             -- noted: the organizations of locked background runs and the computers of locked
             -- runs (what the cap and the computer lease below need).
-            select
-                coalesce(array_agg(c.run_id order by c.position), '{}'),
-                coalesce(array_agg(c.org_id) filter (where c.lane = 'background'), '{}'),
-                coalesce(array_agg(c.computer_id) filter (where c.computer_id is not null), '{}')
-            into v_more, v_more_orgs, v_more_computers
-            from (
-                select r.run_id, r.org_id, r.lane, r.computer_id, w.position
-                from unnest(v_candidates) with ordinality as w (run_id, position)
-                join runlane.runs as r on r.run_id = w.run_id
-                where r.state = 'queued'
-                  and (r.wake_at is null or r.wake_at <= now())
-                  and (r.computer_id is null or not exists (
-                      select 1
-                      from runlane.computer_leases as cl
-                      where cl.computer_id = r.computer_id
-                        and cl.expires_at > now()
-                        and cl.run_id <> r.run_id
-                  ))
-                order by w.position
-                limit p_limit - cardinality(v_locked)
-                for update of r skip locked
-            ) as c;
-            v_locked := v_locked || v_more;
-            v_orgs := v_orgs || v_more_orgs;
-            v_computers := v_computers || v_more_computers;
+            -- GUARD: the gates of seed 001 ("the run starts if" its agent is switched on, not
+            -- locked, has a model and its owner is within budget) are read with the lock, for
+            -- background runs only: the agent row and the organization's budget setting are
+            -- two primary-key probes per background row, no extra statement. A run
+            -- whose gate is closed is ended skipped (runlane._skip_gated_runs) and the claim
+            -- locks on through the same candidates, so the page stays as full as the queue
+            -- allows. The budget needs weekly_spend: only for organizations with a budget.
+            loop
+                select
+                    coalesce(array_agg(c.run_id order by c.position)
+                        filter (where c.gate is null or c.gate = 'budget'), '{}'),
+                    coalesce(array_agg(c.org_id)
+                        filter (where c.lane = 'background' and (c.gate is null or c.gate = 'budget')), '{}'),
+                    coalesce(array_agg(c.computer_id)
+                        filter (where c.computer_id is not null and (c.gate is null or c.gate = 'budget')), '{}'),
+                    coalesce(array_agg(c.run_id order by c.position)
+                        filter (where c.gate is not null and c.gate <> 'budget'), '{}'),
+                    coalesce(array_agg(c.gate order by c.position)
+                        filter (where c.gate is not null and c.gate <> 'budget'), '{}'),
+                    coalesce(array_agg(c.run_id) filter (where c.gate = 'budget'), '{}')
+                into v_more, v_more_orgs, v_more_computers, v_gated, v_gate_reasons, v_budget_runs
+                from (
+                    select
+                        r.run_id,
+                        r.org_id,
+                        r.lane,
+                        r.computer_id,
+                        w.position,
+                        -- (a CASE, so an interactive run never reads the agent row)
+                        case when r.lane = 'background' then (
+                            select
+                                case
+                                    when not a.enabled then 'agent_off'
+                                    when a.admin_locked then 'agent_locked'
+                                    when coalesce(a.model, '') = '' then 'no_model'
+                                    when s.agent_weekly_budget is not null then 'budget'  -- checked below
+                                end
+                            from runlane.agents as a
+                            cross join runlane.platform_settings as s
+                            where a.agent_id = r.agent_id and s.org_id = r.org_id
+                        ) end as gate
+                    from unnest(v_candidates) with ordinality as w (run_id, position)
+                    join runlane.runs as r on r.run_id = w.run_id
+                    where r.state = 'queued'
+                      and r.run_id <> all(v_locked)  -- (our own locks do not skip them)
+                      and (r.wake_at is null or r.wake_at <= now())
+                      and (r.computer_id is null or not exists (
+                          select 1
+                          from runlane.computer_leases as cl
+                          where cl.computer_id = r.computer_id
+                            and cl.expires_at > now()
+                            and cl.run_id <> r.run_id
+                      ))
+                    order by w.position
+                    limit p_limit - cardinality(v_locked)
+                    for update of r skip locked
+                ) as c;
+
+                -- GUARD: the budget, once per owner of the locked runs of budgeted organizations.
+                if cardinality(v_budget_runs) > 0 then
+                    with owners as (
+                        select a.owner_id, min(s.agent_weekly_budget) as budget
+                        from runlane.runs as r
+                        join runlane.agents as a on a.agent_id = r.agent_id
+                        join runlane.platform_settings as s on s.org_id = r.org_id
+                        where r.run_id = any(v_budget_runs)
+                        group by a.owner_id
+                    ),
+                    spent as materialized (
+                        select o.owner_id
+                        from owners as o
+                        where runlane.weekly_spend(o.owner_id, now()) >= o.budget
+                    )
+                    select coalesce(array_agg(r.run_id), '{}')
+                    into v_over
+                    from runlane.runs as r
+                    join runlane.agents as a on a.agent_id = r.agent_id
+                    where r.run_id = any(v_budget_runs)
+                      and a.owner_id in (select p.owner_id from spent as p);
+                    if cardinality(v_over) > 0 then
+                        v_gated := v_gated || v_over;
+                        v_gate_reasons := v_gate_reasons
+                            || array_fill('budget_exhausted'::text, array[cardinality(v_over)]);
+                        select
+                            coalesce(array_agg(m.run_id order by m.position), '{}'),
+                            coalesce(array_agg(r.org_id) filter (where r.lane = 'background'), '{}'),
+                            coalesce(array_agg(r.computer_id) filter (where r.computer_id is not null), '{}')
+                        into v_more, v_more_orgs, v_more_computers
+                        from unnest(v_more) with ordinality as m (run_id, position)
+                        join runlane.runs as r on r.run_id = m.run_id
+                        where m.run_id <> all(v_over);
+                    end if;
+                end if;
+
+                v_locked := v_locked || v_more;
+                v_orgs := v_orgs || v_more_orgs;
+                v_computers := v_computers || v_more_computers;
+
+                exit when cardinality(v_gated) = 0;
+                perform runlane._skip_gated_runs(v_gated, v_gate_reasons);
+                v_skipped := v_skipped || v_gated;
+                exit when cardinality(v_locked) >= p_limit;
+            end loop;
 
             exit when cardinality(v_locked) >= p_limit or cardinality(v_candidates) < v_target;
             v_tried := v_tried || v_candidates;
         end loop;
+
+        -- The runs this claim ended skipped, for the reporting form (six arguments) to
+        -- return: a transaction-local setting, written only when a gate was closed.
+        if cardinality(v_skipped) > 0 then
+            perform set_config('runlane.claim_skipped', v_skipped::text, true);
+        end if;
 
         if cardinality(v_locked) = 0 then
             return;
@@ -603,6 +702,7 @@ grant execute on function runlane.claim_runs(text, text[], int, interval) to run
 --   inserts it (a concurrent insert waits for the first to commit).
 -- * An empty claim records nothing (a resend of it simply claims again) unless it created
 --   the row. A null p_claim_key is the four-argument form.
+-- The claiming is the six-argument form's (below) without the rows of skipped runs.
 create or replace function runlane.claim_runs(
     p_worker text,
     p_lanes text[],
@@ -626,6 +726,67 @@ returns table (
     late_notice jsonb,
     timing jsonb
 )
+language sql
+security definer
+set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
+as $$
+    select
+        c.run_id, c.fence, c.attempt, c.lane, c.trigger, c.agent_id, c.org_id, c.thread_id,
+        c.prompt, c.model, c.checkpoint, c.iteration_cap, c.late_notice, c.timing
+    from runlane.claim_runs(p_worker, p_lanes, p_limit, p_lease, p_claim_key, false) as c;
+$$;
+
+comment on function runlane.claim_runs(text, text[], int, interval, uuid) is
+'claim_runs with a claim key: a resend with the key of the last claim of this worker and lane '
+'set returns the runs that claim took (still running under the same fence) instead of claiming anew.';
+
+revoke all on function runlane.claim_runs(text, text[], int, interval, uuid) from public;
+grant execute on function runlane.claim_runs(text, text[], int, interval, uuid) to runlane_worker;
+
+-- claim_runs, keyed and reporting skips: the worker's claim (runlane worker logs each
+-- skipped run as run.skipped with run.reason).
+--
+-- Guarantees, on top of the keyed form (above, same claim key rules):
+-- * With p_report_skipped, the runs this claim ended skipped because a gate closed
+--   between queue and claim (agent_off, agent_locked, no_model, budget_exhausted; see
+--   the four-argument form) come after the claimed runs, one row each with
+--   skipped_reason set, fence and attempt as the run kept them, and no prompt,
+--   checkpoint, iteration cap, late notice or timing: they were not claimed. Claimed
+--   rows have skipped_reason NULL, so a page is full when its claimed rows reach p_limit.
+--   Without p_report_skipped, only claimed rows (the five-argument form).
+-- * The receipt keeps the skipped runs too (fence -1 in claim_receipts.fences, a value
+--   no run has: the keyed resend's fence match leaves them out), so a resend after a
+--   lost reply reports them again, for a log line the lost reply never produced.
+-- * The skips reach this form from the four-argument claim through a transaction-local
+--   setting (runlane.claim_skipped), cleared here before and after the claim: no extra
+--   statement on a claim that skips nothing, and the four-argument shape stays the
+--   contract's.
+create or replace function runlane.claim_runs(
+    p_worker text,
+    p_lanes text[],
+    p_limit int,
+    p_lease interval,
+    p_claim_key uuid,
+    p_report_skipped boolean
+)
+returns table (
+    run_id bigint,
+    fence bigint,
+    attempt int,
+    lane text,
+    trigger text,
+    agent_id text,
+    org_id text,
+    thread_id text,
+    prompt text,
+    model text,
+    checkpoint jsonb,
+    iteration_cap int,
+    late_notice jsonb,
+    timing jsonb,
+    skipped_reason text
+)
 language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
@@ -639,52 +800,72 @@ declare
     v_fences bigint[];
     v_created boolean := false;
     v_row record;
+    v_skipped bigint[] := '{}';
 begin
-    if p_claim_key is null then
-        return query select * from runlane.claim_runs(p_worker, p_lanes, p_limit, p_lease);
-        return;
+    if p_report_skipped is null then
+        raise exception 'claim_runs needs p_report_skipped true or false'
+            using errcode = '22004';
     end if;
 
-    -- GUARD: a resend of the last claim of this worker and lane set returns its runs.
-    v_lanes := array(select distinct l.name from unnest(p_lanes) as l (name) order by l.name);
-    select c.claim_key, c.run_ids, c.fences into v_key, v_ids, v_fences
-    from runlane.claim_receipts as c
-    where c.worker_id = p_worker and c.lanes = v_lanes
-    for update;
-    if not found and p_worker is not null then
-        insert into runlane.claim_receipts as c (worker_id, lanes, claim_key)
-        values (p_worker, v_lanes, p_claim_key)
-        on conflict (worker_id, lanes) do nothing;
-        v_created := found;
-        if not v_created then  -- a concurrent first claim created it and has committed
-            select c.claim_key, c.run_ids, c.fences into v_key, v_ids, v_fences
-            from runlane.claim_receipts as c
-            where c.worker_id = p_worker and c.lanes = v_lanes
-            for update;
+    if p_claim_key is not null then
+        -- GUARD: a resend of the last claim of this worker and lane set returns its runs.
+        v_lanes := array(select distinct l.name from unnest(p_lanes) as l (name) order by l.name);
+        select c.claim_key, c.run_ids, c.fences into v_key, v_ids, v_fences
+        from runlane.claim_receipts as c
+        where c.worker_id = p_worker and c.lanes = v_lanes
+        for update;
+        if not found and p_worker is not null then
+            insert into runlane.claim_receipts as c (worker_id, lanes, claim_key)
+            values (p_worker, v_lanes, p_claim_key)
+            on conflict (worker_id, lanes) do nothing;
+            v_created := found;
+            if not v_created then  -- a concurrent first claim created it and has committed
+                select c.claim_key, c.run_ids, c.fences into v_key, v_ids, v_fences
+                from runlane.claim_receipts as c
+                where c.worker_id = p_worker and c.lanes = v_lanes
+                for update;
+            end if;
+        end if;
+        if not v_created and v_key = p_claim_key then
+            return query
+            select
+                r.run_id,
+                r.fence,
+                r.attempts,
+                r.lane,
+                r.trigger,
+                r.agent_id,
+                r.org_id,
+                r.thread_id,
+                r.prompt,
+                r.model,
+                r.checkpoint,
+                s.agent_iteration_cap,
+                runlane._late_notice(r),
+                runlane._timing_row(r.run_id, 'run.execution_started'),
+                null::text
+            from unnest(v_ids, v_fences) with ordinality as u (run_id, fence, position)
+            join runlane.runs as r on r.run_id = u.run_id and r.fence = u.fence and r.state = 'running'
+            join runlane.platform_settings as s on s.org_id = r.org_id
+            order by u.position;
+            if p_report_skipped then
+                return query
+                select
+                    r.run_id, r.fence, r.attempts, r.lane, r.trigger, r.agent_id, r.org_id,
+                    r.thread_id, null::text, r.model, null::jsonb, null::int, null::jsonb,
+                    null::jsonb, r.reason
+                from unnest(v_ids, v_fences) with ordinality as u (run_id, fence, position)
+                join runlane.runs as r on r.run_id = u.run_id
+                where u.fence = -1 and r.state = 'skipped'
+                order by u.position;
+            end if;
+            return;
         end if;
     end if;
-    if not v_created and v_key = p_claim_key then
-        return query
-        select
-            r.run_id,
-            r.fence,
-            r.attempts,
-            r.lane,
-            r.trigger,
-            r.agent_id,
-            r.org_id,
-            r.thread_id,
-            r.prompt,
-            r.model,
-            r.checkpoint,
-            s.agent_iteration_cap,
-            runlane._late_notice(r),
-            runlane._timing_row(r.run_id, 'run.execution_started')
-        from unnest(v_ids, v_fences) with ordinality as u (run_id, fence, position)
-        join runlane.runs as r on r.run_id = u.run_id and r.fence = u.fence and r.state = 'running'
-        join runlane.platform_settings as s on s.org_id = r.org_id
-        order by u.position;
-        return;
+
+    -- A skip list left by an earlier claim in this transaction is not this claim's.
+    if coalesce(current_setting('runlane.claim_skipped', true), '') <> '' then
+        perform set_config('runlane.claim_skipped', '', true);
     end if;
 
     v_ids := '{}';
@@ -704,12 +885,31 @@ begin
         iteration_cap := v_row.iteration_cap;
         late_notice := v_row.late_notice;
         timing := v_row.timing;
+        skipped_reason := null;
         v_ids := v_ids || v_row.run_id;
         v_fences := v_fences || v_row.fence;
         return next;
     end loop;
 
-    if v_created or cardinality(v_ids) > 0 then
+    -- GUARD: gates closed between queue and claim (rare): the runs the claim skipped.
+    if coalesce(current_setting('runlane.claim_skipped', true), '') <> '' then
+        v_skipped := current_setting('runlane.claim_skipped')::bigint[];
+        perform set_config('runlane.claim_skipped', '', true);
+        v_ids := v_ids || v_skipped;
+        v_fences := v_fences || array_fill(-1::bigint, array[cardinality(v_skipped)]);
+        if p_report_skipped then
+            return query
+            select
+                r.run_id, r.fence, r.attempts, r.lane, r.trigger, r.agent_id, r.org_id,
+                r.thread_id, null::text, r.model, null::jsonb, null::int, null::jsonb,
+                null::jsonb, r.reason
+            from unnest(v_skipped) with ordinality as u (run_id, position)
+            join runlane.runs as r on r.run_id = u.run_id
+            order by u.position;
+        end if;
+    end if;
+
+    if p_claim_key is not null and (v_created or cardinality(v_ids) > 0) then
         update runlane.claim_receipts as c
         set claim_key = p_claim_key, run_ids = v_ids, fences = v_fences, claimed_at = now()
         where c.worker_id = p_worker and c.lanes = v_lanes;
@@ -717,9 +917,9 @@ begin
 end;
 $$;
 
-comment on function runlane.claim_runs(text, text[], int, interval, uuid) is
-'claim_runs with a claim key: a resend with the key of the last claim of this worker and lane '
-'set returns the runs that claim took (still running under the same fence) instead of claiming anew.';
+comment on function runlane.claim_runs(text, text[], int, interval, uuid, boolean) is
+'The keyed claim (resend-safe) that, with p_report_skipped, also returns the runs it ended skipped '
+'because a gate closed between queue and claim (skipped_reason set; claimed rows have NULL).';
 
-revoke all on function runlane.claim_runs(text, text[], int, interval, uuid) from public;
-grant execute on function runlane.claim_runs(text, text[], int, interval, uuid) to runlane_worker;
+revoke all on function runlane.claim_runs(text, text[], int, interval, uuid, boolean) from public;
+grant execute on function runlane.claim_runs(text, text[], int, interval, uuid, boolean) to runlane_worker;

@@ -1,6 +1,6 @@
 -- Every function DESIGN.md fixes exists with exactly its name and parameter types.
 begin;
-select plan(29);
+select plan(30);
 
 select has_function('runlane', 'submit_message', array['text', 'text', 'text'], 'submit_message(agent, thread, body)');
 select has_function('runlane', 'publish_run', array['bigint', 'timestamp with time zone'], 'publish_run(run, wake_at)');
@@ -10,6 +10,11 @@ select has_function(
 );
 select has_function('runlane', 'run_now', array['text'], 'run_now(agent)');
 select has_function('runlane', 'claim_runs', array['text', 'text[]', 'integer', 'interval'], 'claim_runs(worker, lanes, limit, lease)');
+-- the worker's claim: keyed, reporting the runs skipped because a gate closed (issue 12)
+select has_function(
+    'runlane', 'claim_runs', array['text', 'text[]', 'integer', 'interval', 'uuid', 'boolean'],
+    'claim_runs(worker, lanes, limit, lease, claim key, report skipped)'
+);
 select has_function('runlane', 'heartbeat', array['bigint', 'bigint', 'interval'], 'heartbeat(run, fence, lease)');
 select has_function('runlane', 'append_output', array['bigint', 'bigint', 'text', 'text'], 'append_output(run, fence, kind, body)');
 select has_function('runlane', 'outputs_since', array['bigint', 'bigint', 'integer'], 'outputs_since(run, after, limit)');

@@ -1,0 +1,54 @@
+-- _skip_gated_runs: ends queued background runs that claim_runs found gated (seed 001:
+-- "the run starts if" its agent is switched on, not locked, has a model and its owner
+-- is within the weekly budget).
+--
+-- Guarantees, for each p_run_ids[i] (the caller holds its row lock and has checked it is
+-- queued): state 'skipped', reason p_reasons[i] (agent_off, agent_locked, no_model or
+-- budget_exhausted), finished_at set, no lease owner; one run_events 'run.skipped' row
+-- {reason, trigger, at: 'claim'} (codes only, as every skip); fence and attempts are left
+-- as they were (the run was not claimed). A computer lease the run still holds (a
+-- released run's) is freed and the next run waiting on that computer is notified.
+create or replace function runlane._skip_gated_runs(p_run_ids bigint[], p_reasons text[])
+returns void
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    v_computers text[];
+begin
+    with skipped as (
+        update runlane.runs as r
+        set state = 'skipped',
+            reason = g.reason,
+            finished_at = clock_timestamp(),
+            lease_owner = null,
+            lease_expires_at = null
+        from unnest(p_run_ids, p_reasons) as g (run_id, reason)
+        where r.run_id = g.run_id
+        returning r.run_id, r.trigger, r.reason, r.computer_id
+    ),
+    journal as (
+        insert into runlane.run_events (run_id, event, detail)
+        select s.run_id, 'run.skipped',
+               jsonb_build_object('reason', s.reason, 'trigger', s.trigger, 'at', 'claim')
+        from skipped as s
+    )
+    select coalesce(array_agg(distinct s.computer_id) filter (where s.computer_id is not null), '{}')
+    into v_computers
+    from skipped as s;
+
+    -- GUARD: only a computer-bound run can hold a lease to free.
+    if cardinality(v_computers) > 0 then
+        delete from runlane.computer_leases as cl
+        where cl.run_id = any(p_run_ids) and cl.computer_id = any(v_computers);
+        perform runlane._notify_computer_waiter(c.computer_id)
+        from unnest(v_computers) as c (computer_id);
+    end if;
+end;
+$$;
+
+comment on function runlane._skip_gated_runs(bigint[], text[]) is
+'Ends queued background runs whose gate closed before their claim: skipped with the gate''s reason, '
+'journaled run.skipped, their computer lease freed.';
+
+revoke all on function runlane._skip_gated_runs(bigint[], text[]) from public;
