@@ -34,7 +34,9 @@ begin
 end $$;
 
 create temporary table claimed on commit drop as
-select c.agent_id, c.late_notice
+select
+    c.agent_id,
+    c.late_notice
 from runlane.claim_runs('worker-late', array['background'], 10) as c;
 
 select is(
@@ -45,8 +47,11 @@ select is(
 
 select is(
     (select late_notice ->> 'scheduled_for' from claimed where agent_id = 'agent-down'),
-    (select to_char((now() - interval '20 minutes') at time zone 'Europe/Berlin', 'YYYY-MM-DD HH24:MI ')
-        || (select abbrev from pg_timezone_names where name = 'Europe/Berlin')),
+    (
+        select
+            to_char((now() - interval '20 minutes') at time zone 'Europe/Berlin', 'YYYY-MM-DD HH24:MI ')
+            || (select abbrev from pg_timezone_names where name = 'Europe/Berlin')
+    ),
     'the notice names that occurrence in the routine''s zone'
 );
 
@@ -106,8 +111,10 @@ begin
     where run_id = v_run;
 end $$;
 select is(
-    (select c.late_notice from runlane.claim_runs('worker-late', array['background'], 10) as c
-     where c.agent_id = 'agent-fresh'),
+    (
+        select c.late_notice from runlane.claim_runs('worker-late', array['background'], 10) as c
+        where c.agent_id = 'agent-fresh'
+    ),
     null,
     'a stale marker alone does not make a run late: the slot due 10 minutes ago is on time'
 );
