@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import psycopg
 import worker_helpers
 from worker_helpers import make_agent, run_state, submit, wait_until
 
@@ -75,3 +76,21 @@ def test_a_window_under_8_days_is_refused_at_startup(db_dsn):
         assert result.returncode == 2, result.stderr
         assert what in result.stderr
         assert "Traceback" not in result.stderr
+
+
+def test_a_purge_skips_a_run_another_transaction_holds_and_never_waits(conn, db_dsn):
+    """A finisher (or anything else) holding an old finished run's row: the purge skips it
+    at once (were it to wait, lock_timeout would end it with 55P03 after 5 s) and deletes
+    the rest; the held run is purged by a later call, once the holder committed."""
+    conn.execute("select runlane_test.agent('agent-held', 'org-held')")
+    held, free = (conn.execute(
+        "select runlane_test.aged_run('agent-held', interval '20 days', 1, %s)",
+        (thread,)).fetchone()[0] for thread in ("thread-held", "thread-free"))
+    with psycopg.connect(db_dsn) as holder:
+        holder.execute("select 1 from runlane.runs where run_id = %s for update", (held,))
+        assert conn.execute("select runlane.purge_finished('8 days')").fetchone()[0] == 1
+        assert conn.execute(ROWS_OF_RUN, (free,)).fetchone()[0] == 0
+        assert conn.execute(ROWS_OF_RUN, (held,)).fetchone()[0] == 5
+        holder.rollback()
+    assert conn.execute("select runlane.purge_finished('8 days')").fetchone()[0] == 1
+    assert conn.execute(ROWS_OF_RUN, (held,)).fetchone()[0] == 0
