@@ -90,6 +90,10 @@ def migrate_cmd(dsn: str, to: int | None, lock_timeout: float) -> None:
 @click.option("--notify-queue-warn", type=float, default=0.25, show_default=True,
               help="Log notify.queue_usage (once per maintenance pass) while the server's "
                    "NOTIFY queue is at least this full (runlane stops notifying at 0.5).")
+@click.option("--retention", default=None,
+              help="Delete runs finished longer ago than this (e.g. 30d, 240h, P30D; at "
+                   "least 8 days) with their outputs, messages, charges and journal; the "
+                   "maintenance leader purges in batches each pass. Off by default.")
 @click.option("--deliveries", type=click.Choice(["direct", "legacy"]), default="direct",
               show_default=True,
               help="legacy: take run deliveries from run_jobs with the older generation's "
@@ -103,11 +107,13 @@ def worker_cmd(dsn: str, lanes: tuple[str, ...], agent_spec: str, worker_id: str
                lease: float, scan_interval: float, claim_batch: int, pool_size: int,
                max_per_org: int, maintenance: bool, tick_interval: float,
                queue_delay_interval: float, queue_delay_threshold: float, leader_retry: float,
-               leader_ttl: float | None, notify_queue_warn: float, deliveries: str,
+               leader_ttl: float | None, notify_queue_warn: float, retention: str | None,
+               deliveries: str,
                metrics_port: int | None, metrics_addr: str) -> None:
     """Listen, claim and execute runs until SIGTERM/SIGINT."""
     from .agents import load_agent
     from .maintenance import MaintenanceConfig
+    from .retention import parse_window
     from .worker import WorkerConfig, serve
 
     log.configure()
@@ -120,9 +126,10 @@ def worker_cmd(dsn: str, lanes: tuple[str, ...], agent_spec: str, worker_id: str
         click.echo(f"error: cannot load agent {agent_spec}: {exc}", err=True)
         sys.exit(1)
     try:
+        window = parse_window(retention) if retention is not None else None
         maintenance_config = MaintenanceConfig(
             tick_interval, queue_delay_interval, queue_delay_threshold, leader_retry,
-            leader_ttl=leader_ttl, notify_queue_warn=notify_queue_warn)
+            leader_ttl=leader_ttl, notify_queue_warn=notify_queue_warn, retention=window)
     except ValueError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)

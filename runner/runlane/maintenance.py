@@ -20,6 +20,9 @@ out before its next step and runs no step after losing it: it logs
   4. the NOTIFY queue: `notify.queue_usage` (a warning, once per pass) while
      `runlane.notify_queue_usage()` is at least `notify_queue_warn` (0.25 by default;
      runlane stops sending notifications at 0.5, see sql/functions/notify/_notify.sql);
+  5. retention, only when configured (`--retention`): `purge_finished(retention)` in
+     batches of `purge_batch` runs while a batch comes back full (at most
+     `purge_batches` per pass, each its own transaction), logging `maintenance.purged`;
 and every `queue_delay_interval` seconds `queue_delay()`: `run.queue_delayed` while
 interactive runs wait too long, one `run.queue_recovered` when they no longer do.
 None of this runs on a dispatcher's connection, so it never blocks dispatch. The
@@ -57,6 +60,10 @@ select runlane.lead_maintenance(p_worker => %(leader)s::text, p_ttl => %(ttl)s::
 """
 RESIGN = "select runlane.resign_maintenance(p_worker => %(leader)s::text) as resigned"
 NOTIFY_USAGE = "select runlane.notify_queue_usage() as usage"
+PURGE = """
+select runlane.purge_finished(p_older_than => %(window)s::interval, p_limit => %(limit)s::int)
+    as purged
+"""
 
 
 @dataclass
@@ -69,12 +76,20 @@ class MaintenanceConfig:
     # least 1 s), so a lost leader is replaced within a few passes at any tick rate.
     leader_ttl: float | None = None
     notify_queue_warn: float = 0.25  # log notify.queue_usage from this fraction on
+    # Delete runs finished longer ago than this (at least 8 days); None: delete nothing.
+    retention: timedelta | None = None
+    purge_batch: int = 1000  # runs per purge_finished call (1-10000)
+    purge_batches: int = 20  # calls per pass at most; the rest waits for the next pass
 
     def __post_init__(self) -> None:
         if self.leader_ttl is None:
             self.leader_ttl = min(max(3 * self.tick_interval, 1.0), 3600.0)
         if not 1.0 <= self.leader_ttl <= 3600.0:
             raise ValueError("leader_ttl must be between 1 and 3600 seconds")
+        if self.retention is not None and self.retention < timedelta(days=8):
+            raise ValueError("retention must be at least 8 days, so weekly budgets stay exact")
+        if not 1 <= self.purge_batch <= 10000 or self.purge_batches < 1:
+            raise ValueError("purge_batch must be between 1 and 10000, purge_batches at least 1")
         if self.leader_ttl <= self.tick_interval:
             raise ValueError("leader_ttl must be longer than tick_interval: "
                              "the leader renews its lease once per pass")
@@ -223,6 +238,24 @@ class Maintenance:
                 "notify.queue_usage": usage,
                 "notify.queue_warn": self.config.notify_queue_warn})
 
+    async def purge(self, conn: psycopg.AsyncConnection) -> None:
+        """Retention: full batches mean more may wait, so call again (bounded per pass,
+        re-checking the lease between calls); logs the runs purged in this pass."""
+        purged = 0
+        for _ in range(self.config.purge_batches):
+            if not await self.still_leading(conn):
+                break
+            rows = await self._rows(conn, PURGE, {"window": self.config.retention,
+                                                  "limit": self.config.purge_batch})
+            count = rows[0]["purged"] if rows else 0
+            purged += count
+            if count < self.config.purge_batch:
+                break
+        if purged:
+            log.get().info("maintenance.purged", **{
+                "maintenance.purged_runs": purged,
+                "maintenance.retention_s": int(self.config.retention.total_seconds())})
+
     async def pass_once(self, conn: psycopg.AsyncConnection, queue_check: bool) -> bool:
         """Every step, whatever happened to the others, while the lease is ours; True when
         all succeeded. A lost lease ends the pass before its next step (False)."""
@@ -230,6 +263,8 @@ class Maintenance:
                  ("cancel_redundant_timer_runs", self.cancel_redundant),
                  ("drain_legacy_deliveries", self.drain_legacy),
                  ("notify_queue", self.notify_queue)]
+        if self.config.retention is not None:
+            steps.append(("purge_finished", self.purge))
         if queue_check:
             steps.append(("queue_delay", self.queue_delay))
         ok = True

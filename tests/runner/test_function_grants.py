@@ -67,6 +67,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.cancel_redundant_timer_runs(integer)": WORKER,
     "runlane.queue_delay(interval,timestamp with time zone)": WORKER,
     "runlane.drain_legacy_deliveries(integer)": WORKER,
+    "runlane.purge_finished(interval,integer)": WORKER,
     "runlane.upgrade_status()": WORKER,
     "runlane.register_worker(text,text[],boolean)": WORKER,
     "runlane.lead_maintenance(text,interval)": WORKER,

@@ -610,6 +610,11 @@ def test_limits_and_intervals_are_validated(conn, roles):
             worker,
             "select runlane.drain_legacy_deliveries(%(limit)s::int)",
         ),
+        "purge_finished": (
+            worker,
+            "select runlane.purge_finished(%(interval)s::interval + interval '8 days', "
+            "%(limit)s::int)",
+        ),
     }
     negative_accepted = []
     tried = {name: 0 for name in calls}
@@ -865,6 +870,7 @@ def _sample_values(conn, api, worker) -> dict[str, object]:
         "p_delay": timedelta(seconds=1),
         "p_now": datetime.now(UTC),
         "p_threshold": timedelta(seconds=30),
+        "p_older_than": timedelta(days=30),  # purge_finished
         "p_owner_id": owner,
         "p_schedule": "daily at 09:00",
         "p_timezone": "UTC",

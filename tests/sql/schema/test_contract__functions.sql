@@ -1,6 +1,6 @@
 -- Every function DESIGN.md fixes exists with exactly its name and parameter types.
 begin;
-select plan(30);
+select plan(31);
 
 select has_function('runlane', 'submit_message', array['text', 'text', 'text'], 'submit_message(agent, thread, body)');
 select has_function('runlane', 'publish_run', array['bigint', 'timestamp with time zone'], 'publish_run(run, wake_at)');
@@ -41,6 +41,7 @@ select has_function(
 select has_function('runlane', 'tick', array['timestamp with time zone', 'integer'], 'tick(now, limit)');
 select has_function('runlane', 'reap_stale', array['timestamp with time zone', 'integer'], 'reap_stale(now, limit)');
 select has_function('runlane', 'cancel_redundant_timer_runs', array['integer'], 'cancel_redundant_timer_runs(limit)');
+select has_function('runlane', 'purge_finished', array['interval', 'integer'], 'purge_finished(older_than, limit)');
 select has_function('runlane', 'queue_delay', array['interval', 'timestamp with time zone'], 'queue_delay(threshold, now)');
 select has_function('runlane', 'weekly_spend', array['text', 'timestamp with time zone'], 'weekly_spend(owner, now)');
 -- tenants (issue 11, item 12)

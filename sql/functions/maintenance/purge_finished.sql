@@ -1,0 +1,132 @@
+-- purge_finished: retention; deletes runs that finished long ago, with their rows.
+--
+-- Guarantees: deletes at most p_limit (1 .. 10000) runs in a terminal state (succeeded,
+-- failed, canceled, skipped) whose finished_at is before now() - p_older_than, oldest
+-- first, together with their outputs, their messages (only messages attached to a purged
+-- run: a held message, run_id null, is never touched), their charges, their journal
+-- (run_events, the one deletion from it) and any computer lease naming them. Returns
+-- the number of runs deleted; p_limit returned means more may be waiting.
+--   * never an unfinished run (queued, running), however old;
+--   * the candidates are taken `for update skip locked`: a run another transaction
+--     holds (a finish, a retry, a journal write) is skipped this call, never waited for,
+--     and a purge never blocks a claim or a finish;
+--   * p_older_than under 8 days is refused (22023): a charge is made before its run
+--     finishes, so every charge purged is over 8 days old, outside any owner's current
+--     week (at most 169 hours long), and weekly_spend stays exact. Each purged charge is
+--     also taken out of its owner's quarter-hour bucket (runlane.charge_buckets), and a
+--     bucket left at 0 is deleted, so every bucket stays the sum of its charges;
+--   * a run one of whose messages is the source of another run is kept (the other
+--     run's foreign key names it);
+--   * tables other migrations add that reference runs or messages must declare
+--     `on delete cascade` (runlane.charges does).
+-- Thread lock rows (runlane.threads), claim receipts and agents are not touched.
+create or replace function runlane.purge_finished(
+    p_older_than interval,
+    p_limit int default 1000
+)
+returns int
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
+as $$
+declare
+    v_cutoff timestamptz;
+    v_runs bigint[];
+begin
+    if p_older_than is null or p_limit is null then
+        raise exception 'older_than and limit are required'
+            using errcode = '22004';
+    end if;
+    if p_older_than < interval '8 days' then
+        raise exception 'retention window % is shorter than 8 days', p_older_than
+            using errcode = '22023',
+                  hint = 'Purge only runs finished at least 8 days ago, so weekly budgets stay exact.';
+    end if;
+    if p_limit < 1 or p_limit > 10000 then
+        raise exception 'limit % is out of range', p_limit
+            using errcode = '22023',
+                  hint = 'Purge between 1 and 10000 runs per call.';
+    end if;
+    v_cutoff := now() - p_older_than;
+
+    select coalesce(array_agg(c.run_id), '{}')
+    into v_runs
+    from (
+        select r.run_id
+        from runlane.runs as r
+        where r.state in ('succeeded', 'failed', 'canceled', 'skipped')
+          and r.finished_at < v_cutoff
+          and not exists (
+              select 1
+              from runlane.messages as m
+              inner join runlane.runs as o on m.message_id = o.source_message_id
+              where m.run_id = r.run_id
+                and o.run_id <> r.run_id
+          )
+        order by r.finished_at, r.run_id
+        limit purge_finished.p_limit
+        for update of r skip locked
+    ) as c;
+
+    if cardinality(v_runs) = 0 then
+        return 0;
+    end if;
+
+    -- Charges first, each taken out of its owner's quarter-hour bucket.
+    with gone as (
+        delete from runlane.charges as ch
+        where ch.run_id = any(v_runs)
+        returning ch.owner_id, ch.charged_at, ch.amount
+    ),
+
+    per_bucket as (
+        select
+            g.owner_id,
+            date_bin('15 minutes', g.charged_at, timestamptz '2000-01-01 00:00:00+00') as bucket_start,
+            sum(g.amount) as amount
+        from gone as g
+        group by 1, 2
+    )
+
+    update runlane.charge_buckets as b
+    set amount = b.amount - pb.amount
+    from per_bucket as pb
+    where b.owner_id = pb.owner_id
+      and b.bucket_start = pb.bucket_start;
+
+    delete from runlane.charge_buckets as b
+    where b.amount <= 0
+      and b.bucket_start < v_cutoff;
+
+    delete from runlane.run_outputs as o
+    where o.run_id = any(v_runs);
+
+    delete from runlane.run_events as e
+    where e.run_id = any(v_runs);
+
+    delete from runlane.computer_leases as cl
+    where cl.run_id = any(v_runs);
+
+    -- A purged run may name a message of its own as its source: unlink, then delete.
+    update runlane.runs as r
+    set source_message_id = null
+    where r.run_id = any(v_runs)
+      and r.source_message_id is not null;
+
+    delete from runlane.messages as m
+    where m.run_id = any(v_runs);
+
+    delete from runlane.runs as r
+    where r.run_id = any(v_runs);
+
+    return cardinality(v_runs);
+end;
+$$;
+
+comment on function runlane.purge_finished(interval, int) is
+'Retention: deletes up to p_limit runs finished before now() - p_older_than (at least 8 days) '
+'with their outputs, messages, charges and journal; never an unfinished run. Returns the count.';
+
+revoke all on function runlane.purge_finished(interval, int) from public;
+grant execute on function runlane.purge_finished(interval, int) to runlane_worker;
