@@ -9,7 +9,7 @@ do $$ begin perform runlane.put_org('org-n'); perform runlane.put_user('owner-n'
 select ok(
     (runlane.put_agent('agent-n', '{"org_id": "org-n", "owner_id": "owner-n", "model": "m",
                                      "schedule": "every 3 hours"}')).next_run_at
-        between now() + interval '3 hours' - interval '1 second' and now() + interval '3 hours',
+    between now() + interval '3 hours' - interval '1 second' and now() + interval '3 hours',
     'a schedule and an open gate set next_run_at one interval ahead'
 );
 select is((runlane.put_agent('agent-n', '{"enabled": false}')).next_run_at, null, 'switched off: cleared');

@@ -34,8 +34,10 @@ select throws_ok(
     'an agent never moves to another organization'
 );
 select is(
-    (select row(a.org_id, a.owner_id)::text || (select count(*) from runlane.agents)
-     from runlane.agents as a where a.agent_id = 'agent-o'),
+    (
+        select row(a.org_id, a.owner_id)::text || (select count(*) from runlane.agents)
+        from runlane.agents as a where a.agent_id = 'agent-o'
+    ),
     '(org-o,owner-o)1', 'nothing was written'
 );
 

@@ -37,8 +37,10 @@ select throws_ok(
 );
 select throws_ok($$select runlane.put_org('org-x', '[1]')$$, '22023', null, 'a patch is an object');
 select throws_ok($$select runlane.put_org('  ', '{}')$$, '22023', null, 'a blank organization id');
-select is((select count(*) from runlane.platform_settings where org_id = 'org-x'), 0::bigint,
-          'nothing was written');
+select is(
+    (select count(*) from runlane.platform_settings where org_id = 'org-x'), 0::bigint,
+    'nothing was written'
+);
 
 select * from finish();
 rollback;
