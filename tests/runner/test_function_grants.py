@@ -38,6 +38,12 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.run_status(bigint)": BOTH,
     # the user's Stop
     "runlane.cancel_run(bigint)": API,
+    # management: organizations, users, agents (issue 13, item 1)
+    "runlane.put_org(text,jsonb)": API,
+    "runlane.put_user(text,text,jsonb)": API,
+    "runlane.put_agent(text,jsonb)": API,
+    "runlane._check_patch(text,jsonb,jsonb)": NOBODY,
+    "runlane._patch_int(text,jsonb,integer)": NOBODY,
     # fenced worker writes
     "runlane.heartbeat(bigint,bigint,interval)": WORKER,
     "runlane.append_output(bigint,bigint,text,text)": WORKER,

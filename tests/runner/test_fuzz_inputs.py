@@ -893,6 +893,10 @@ def _sample_values(conn, api, worker) -> dict[str, object]:
         "p_seqs": [5],
         "p_claim_key": uuid.UUID("00000000-0000-4000-8000-000000000005"),
         "p_report_skipped": True,  # the worker's claim: reports runs a closed gate skipped
+        # management (put_org, put_user, put_agent)
+        "p_org_id": "org-null",
+        "p_user_id": "user-null",
+        "p_patch": Jsonb({}),
     }
 
 

@@ -37,6 +37,11 @@ FOREIGN_CALLS = {
     "cancel_run": ("select runlane.cancel_run(%(run)s)", "RL008"),
     "run_status": ("select * from runlane.run_status(%(run)s)", "RL008"),
     "weekly_spend": ("select runlane.weekly_spend(%(owner)s)", "22023"),
+    # management (issue 13): another organization answers as an unknown one
+    "put_org": ("select runlane.put_org(%(org)s, '{\"agent_max_concurrency\": 1}')", "RL008"),
+    "put_user": ("select runlane.put_user(%(owner)s, %(org)s, '{\"timezone\": \"UTC\"}')", "RL008"),
+    "put_agent": ("select runlane.put_agent(%(agent)s, jsonb_build_object('org_id', %(org)s::text,"
+                  " 'owner_id', %(owner)s::text, 'model', 'stolen'))", "RL008"),
 }
 # Pure functions of their arguments: no organization's object to protect.
 NO_OBJECTS = {"parse_schedule", "next_slot"}
@@ -114,15 +119,20 @@ def test_a_scoped_login_sees_another_organization_as_unknown(conn, login, tenant
     sql, code = FOREIGN_CALLS[function]
     wake_before = conn.execute("select wake_at from runlane.runs where run_id = %s",
                                (tenants["run_b"],)).fetchone()[0]
+    org_b_before = conn.execute(
+        "select row(s.*)::text || (select string_agg(row(a.*)::text, ',') from runlane.agents as a"
+        " where a.org_id = 'org-b') from runlane.platform_settings as s where s.org_id = 'org-b'"
+    ).fetchone()[0]
     foreign = _error(scoped, sql, {"agent": "agent-b", "run": tenants["run_b"],
-                                   "owner": "owner-of-org-b"})
+                                   "owner": "owner-of-org-b", "org": "org-b"})
     unknown = _error(scoped, sql, {"agent": "agent-zz", "run": tenants["missing"],
-                                   "owner": "owner-zz"})
+                                   "owner": "owner-zz", "org": "org-zz"})
     assert foreign[0] == code
     # word for word the unknown object's message, the id aside: nothing leaks by existence
     assert foreign[1].replace("agent-b", "X").replace(str(tenants["run_b"]), "X") \
-        .replace("owner-of-org-b", "X") == unknown[1].replace("agent-zz", "X") \
-        .replace(str(tenants["missing"]), "X").replace("owner-zz", "X")
+        .replace("owner-of-org-b", "X").replace("org-b", "X") == unknown[1] \
+        .replace("agent-zz", "X").replace(str(tenants["missing"]), "X").replace("owner-zz", "X") \
+        .replace("org-zz", "X")
     # nothing was written for organization B
     assert conn.execute("select count(*) from runlane.runs where org_id = 'org-b'"
                         ).fetchone()[0] == 1
@@ -130,6 +140,12 @@ def test_a_scoped_login_sees_another_organization_as_unknown(conn, login, tenant
                         ).fetchone()[0] == 0
     assert conn.execute("select wake_at from runlane.runs where run_id = %s",
                         (tenants["run_b"],)).fetchone()[0] == wake_before
+    assert conn.execute(
+        "select row(s.*)::text || (select string_agg(row(a.*)::text, ',') from runlane.agents as a"
+        " where a.org_id = 'org-b') from runlane.platform_settings as s where s.org_id = 'org-b'"
+    ).fetchone()[0] == org_b_before
+    assert conn.execute("select count(*) from runlane.platform_settings where org_id = 'org-zz'"
+                        ).fetchone()[0] == 0
 
 
 def test_a_scoped_login_works_on_its_own_organization(conn, login, tenants):

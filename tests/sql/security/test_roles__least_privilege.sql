@@ -99,7 +99,8 @@ select set_eq(
     $$,
     array[
         'submit_message', 'publish_run', 'create_run', 'run_now', 'outputs_since', 'run_timing',
-        'parse_schedule', 'next_slot', 'weekly_spend', 'stream_token', 'cancel_run', 'run_status'
+        'parse_schedule', 'next_slot', 'weekly_spend', 'stream_token', 'cancel_run', 'run_status',
+        'put_org', 'put_user', 'put_agent'
     ],
     'the api role executes exactly the client functions'
 );
@@ -128,10 +129,10 @@ select is(
         where
             p.pronamespace = 'runlane'::regnamespace
             and has_function_privilege('runlane_worker', p.oid, 'execute')
-            and p.proname in ('submit_message', 'run_now', 'cancel_run')
+            and p.proname in ('submit_message', 'run_now', 'cancel_run', 'put_org', 'put_user', 'put_agent')
     ),
     null,
-    'the worker role cannot submit a message as a user nor press Run now or Stop'
+    'the worker role cannot submit a message as a user, press Run now or Stop, nor manage agents'
 );
 
 select is(
@@ -151,7 +152,8 @@ select is(
 );
 
 -- Settings (platform_settings, users, the agents' switches, model and schedule) change
--- only by direct table writes, which neither role may do; no function writes them.
+-- only through the management functions put_org, put_user and put_agent (runlane_api,
+-- issue 13) or by the owner's direct table writes; no other function writes them.
 select is(
     (
         select array_agg(p.proname::text order by p.proname)
@@ -164,8 +166,8 @@ select is(
                 or p.prosrc ~* 'update\s+runlane\.agents\M[^;]*\m(enabled|admin_locked|model|prompt|schedule|schedule_anchor)\s*='
             )
     ),
-    null,
-    'no function writes the settings: agents are only ever updated in next_run_at, the derived schedule state'
+    array['put_agent', 'put_org', 'put_user'],
+    'only put_org, put_user and put_agent write the settings: other functions update agents only in next_run_at'
 );
 
 select is(

@@ -1,0 +1,169 @@
+-- put_agent: create or update an agent.
+--
+-- Guarantees:
+-- * Keys org_id and owner_id (both required to create), model (string or null = no
+--   model), prompt (string), thread_id and computer_id (string or null), schedule
+--   (string, '' = manual only), enabled and admin_locked (booleans). An absent key keeps
+--   its value; a new agent gets the column defaults. Returns the row as stored, with
+--   schedule in its canonical text and next_run_at as the agents_schedule trigger sets
+--   it (set when a schedule is set or a gate opens, cleared when a gate closes).
+-- * Errors, writing nothing: 22023 for an unknown key or a value of the wrong type
+--   (naming the key and the accepted ones), for a blank id value, and for a missing
+--   org_id or owner_id when the agent is new; RL006 invalid schedule and RL007 (the
+--   owner's or organization's zone, checked where it is stored) from the trigger;
+--   RL008 for an unknown organization, an owner who is not a user of the agent's
+--   organization, an org_id other than the agent's own (an agent never moves: its runs,
+--   messages and budget belong to its organization), and, for a login scoped to one
+--   organization (runlane._in_scope), another organization (same message as an unknown
+--   one) or another organization's agent.
+-- * The organization in the patch is checked before the agent is looked up, so a scoped
+--   login's put_agent naming a foreign organization answers alike whether the agent id
+--   exists or not. Agent ids are unique across organizations: a scoped login that
+--   names another organization's agent id learns only "unknown agent" (it cannot have it).
+-- * Concurrent creations of one id: one inserts, the others patch the row it wrote.
+create or replace function runlane.put_agent(p_agent_id text, p_patch jsonb)
+returns runlane.agents
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
+as $$
+declare
+    v_row runlane.agents;
+    v_key text;
+    v_new boolean;
+begin
+    perform runlane._check_id('agent id', p_agent_id);
+    perform runlane._check_patch('agent', p_patch, jsonb_build_object(
+        'org_id', jsonb_build_array('string'),
+        'owner_id', jsonb_build_array('string'),
+        'model', jsonb_build_array('string', 'null'),
+        'prompt', jsonb_build_array('string'),
+        'thread_id', jsonb_build_array('string', 'null'),
+        'computer_id', jsonb_build_array('string', 'null'),
+        'schedule', jsonb_build_array('string'),
+        'enabled', jsonb_build_array('boolean'),
+        'admin_locked', jsonb_build_array('boolean')
+    ));
+    foreach v_key in array array['org_id', 'owner_id', 'model', 'thread_id', 'computer_id'] loop
+        if jsonb_typeof(p_patch -> v_key) = 'string' then
+            perform runlane._check_id(replace(v_key, '_', ' '), p_patch ->> v_key);
+        end if;
+    end loop;
+    if p_patch ? 'org_id' and (
+        not runlane._in_scope(p_patch ->> 'org_id')
+        or not exists (select 1 from runlane.platform_settings as s where s.org_id = p_patch ->> 'org_id')
+    ) then
+        raise exception 'unknown organization %', runlane._quote_for_error(p_patch ->> 'org_id')
+            using errcode = 'RL008',
+                  hint = 'Create it with runlane.put_org first; a login limited to one organization '
+                      || 'manages only that organization.';
+    end if;
+
+    select * into v_row from runlane.agents as a
+    where a.agent_id = p_agent_id for update;
+    v_new := not found;
+    if v_new then
+        if not (p_patch ? 'org_id' and p_patch ? 'owner_id') then
+            raise exception 'a new agent needs the keys ''org_id'' and ''owner_id'' (agent % does not exist)',
+                runlane._quote_for_error(p_agent_id)
+                using errcode = '22023',
+                      hint = 'Accepted keys: admin_locked, computer_id, enabled, model, org_id, owner_id, '
+                          || 'prompt, schedule, thread_id.';
+        end if;
+        v_row := null;
+        v_row.agent_id := p_agent_id;
+        v_row.org_id := p_patch ->> 'org_id';
+        v_row.owner_id := p_patch ->> 'owner_id';
+        v_row.enabled := true;
+        v_row.admin_locked := false;
+        v_row.prompt := '';
+        v_row.schedule := '';
+    end if;
+
+    if not v_new and not runlane._in_scope(v_row.org_id) then
+        raise exception 'unknown agent %', runlane._quote_for_error(p_agent_id)
+            using errcode = 'RL008',
+                  hint = 'Agent ids are unique across organizations; a login limited to one organization '
+                      || 'manages only its agents.';
+    end if;
+    if p_patch ? 'org_id' and p_patch ->> 'org_id' <> v_row.org_id then
+        raise exception 'agent % belongs to organization %; an agent cannot move to another one',
+            runlane._quote_for_error(p_agent_id), runlane._quote_for_error(v_row.org_id)
+            using errcode = 'RL008',
+                  hint = 'Create a new agent in the other organization instead.';
+    end if;
+
+    if p_patch ? 'owner_id' then
+        v_row.owner_id := p_patch ->> 'owner_id';
+    end if;
+    if p_patch ? 'owner_id' and not exists (
+        select 1 from runlane.users as u
+        where u.user_id = v_row.owner_id and u.org_id = v_row.org_id
+    ) then
+        raise exception 'unknown user % in organization %',
+            runlane._quote_for_error(v_row.owner_id), runlane._quote_for_error(v_row.org_id)
+            using errcode = 'RL008',
+                  hint = 'The owner is a user of the agent''s organization: create them with runlane.put_user first.';
+    end if;
+    if p_patch ? 'model' then
+        v_row.model := p_patch ->> 'model';
+    end if;
+    if p_patch ? 'prompt' then
+        v_row.prompt := p_patch ->> 'prompt';
+    end if;
+    if p_patch ? 'thread_id' then
+        v_row.thread_id := p_patch ->> 'thread_id';
+    end if;
+    if p_patch ? 'computer_id' then
+        v_row.computer_id := p_patch ->> 'computer_id';
+    end if;
+    if p_patch ? 'schedule' then
+        v_row.schedule := p_patch ->> 'schedule';
+    end if;
+    if p_patch ? 'enabled' then
+        v_row.enabled := (p_patch ->> 'enabled')::boolean;
+    end if;
+    if p_patch ? 'admin_locked' then
+        v_row.admin_locked := (p_patch ->> 'admin_locked')::boolean;
+    end if;
+
+    if v_new then
+        -- a concurrent creator of the same id makes this raise 23505 only if it committed
+        -- in between; on conflict turns that into a patch of its row on the next pass
+        insert into runlane.agents (
+            agent_id, org_id, owner_id, enabled, admin_locked, model, prompt,
+            thread_id, computer_id, schedule
+        ) values (
+            v_row.agent_id, v_row.org_id, v_row.owner_id, v_row.enabled, v_row.admin_locked,
+            v_row.model, v_row.prompt, v_row.thread_id, v_row.computer_id, v_row.schedule
+        )
+        on conflict (agent_id) do nothing
+        returning * into v_row;
+        if found then
+            return v_row;
+        end if;
+        return runlane.put_agent(p_agent_id, p_patch);  -- created meanwhile: patch it
+    end if;
+
+    update runlane.agents as a
+    set owner_id = v_row.owner_id,
+        enabled = v_row.enabled,
+        admin_locked = v_row.admin_locked,
+        model = v_row.model,
+        prompt = v_row.prompt,
+        thread_id = v_row.thread_id,
+        computer_id = v_row.computer_id,
+        schedule = v_row.schedule
+    where a.agent_id = p_agent_id
+    returning * into strict v_row;
+    return v_row;
+end;
+$$;
+
+comment on function runlane.put_agent(text, jsonb) is
+'Create or patch an agent (org_id and owner_id required to create); 22023 unknown key or wrong type, '
+'RL006 schedule, RL007 zone, RL008 unknown or foreign organization, owner or agent.';
+
+revoke all on function runlane.put_agent(text, jsonb) from public;
+grant execute on function runlane.put_agent(text, jsonb) to runlane_api;

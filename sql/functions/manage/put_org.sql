@@ -1,0 +1,79 @@
+-- put_org: create or update an organization (its runlane.platform_settings row).
+--
+-- Guarantees:
+-- * Keys timezone (a zone name, RL007 when unknown), agent_max_concurrency and
+--   agent_iteration_cap (whole numbers >= 1), agent_weekly_budget (a number >= 0, or
+--   JSON null = unlimited). An absent key keeps its value (a new organization gets the
+--   column defaults: UTC, 4, 20, unlimited). Returns the row as stored.
+-- * 22023 for an unknown key, a value of the wrong JSON type or out of range, naming the
+--   key and the accepted ones; 22004/22023 for a null or blank organization id.
+-- * A login scoped to one organization (runlane._in_scope) may only create or change its
+--   own: any other organization id answers RL008, exactly as an unknown one would for
+--   the other put_* functions, so nothing leaks by existence.
+-- * Concurrent calls for a new id: one creates, the others patch (insert … on conflict).
+create or replace function runlane.put_org(p_org_id text, p_patch jsonb default '{}')
+returns runlane.platform_settings
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
+as $$
+declare
+    v_row runlane.platform_settings;
+begin
+    perform runlane._check_id('organization id', p_org_id);
+    perform runlane._check_patch('organization', p_patch, jsonb_build_object(
+        'timezone', jsonb_build_array('string'),
+        'agent_max_concurrency', jsonb_build_array('number'),
+        'agent_iteration_cap', jsonb_build_array('number'),
+        'agent_weekly_budget', jsonb_build_array('number', 'null')
+    ));
+    if not runlane._in_scope(p_org_id) then
+        raise exception 'unknown organization %', runlane._quote_for_error(p_org_id)
+            using errcode = 'RL008',
+                  hint = 'A login limited to one organization manages only that organization.';
+    end if;
+    if p_patch ? 'agent_weekly_budget' and jsonb_typeof(p_patch -> 'agent_weekly_budget') = 'number'
+       and (p_patch ->> 'agent_weekly_budget')::numeric < 0 then
+        raise exception 'key ''agent_weekly_budget'' must be a number >= 0 or null (unlimited), got %',
+            runlane._quote_for_error(p_patch ->> 'agent_weekly_budget')
+            using errcode = '22023';
+    end if;
+
+    insert into runlane.platform_settings (org_id) values (p_org_id)
+    on conflict (org_id) do nothing;
+    select * into strict v_row from runlane.platform_settings as s
+    where s.org_id = p_org_id for update;
+
+    if p_patch ? 'timezone' then
+        v_row.timezone := p_patch ->> 'timezone';
+    end if;
+    if p_patch ? 'agent_max_concurrency' then
+        v_row.agent_max_concurrency := runlane._patch_int(
+            'agent_max_concurrency', p_patch -> 'agent_max_concurrency', 1);
+    end if;
+    if p_patch ? 'agent_iteration_cap' then
+        v_row.agent_iteration_cap := runlane._patch_int(
+            'agent_iteration_cap', p_patch -> 'agent_iteration_cap', 1);
+    end if;
+    if p_patch ? 'agent_weekly_budget' then
+        v_row.agent_weekly_budget := (p_patch ->> 'agent_weekly_budget')::numeric;
+    end if;
+
+    update runlane.platform_settings as s
+    set timezone = v_row.timezone,
+        agent_max_concurrency = v_row.agent_max_concurrency,
+        agent_iteration_cap = v_row.agent_iteration_cap,
+        agent_weekly_budget = v_row.agent_weekly_budget
+    where s.org_id = p_org_id
+    returning * into strict v_row;
+    return v_row;
+end;
+$$;
+
+comment on function runlane.put_org(text, jsonb) is
+'Create or patch an organization (timezone, agent_max_concurrency, agent_iteration_cap, agent_weekly_budget); '
+'22023 unknown key or wrong type, RL007 bad zone, RL008 outside a scoped login''s organization.';
+
+revoke all on function runlane.put_org(text, jsonb) from public;
+grant execute on function runlane.put_org(text, jsonb) to runlane_api;
