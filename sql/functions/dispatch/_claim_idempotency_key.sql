@@ -7,15 +7,16 @@
 --   when it commits, this reads its answer; when it rolls back, this call inserts the key
 --   and goes first.
 -- * Returns NULL when this call owns the key (it must do the work and then store its
---   answer with runlane._record_idempotency_key, in the same transaction); else the stored
---   row of the earlier call, whose answer the caller returns without creating anything.
+--   answer in the key row, in the same transaction); else the stored row of the earlier
+--   call as jsonb (jsonb, not the row type: function files are installed on schemas older
+--   than the table, see migrate.py), whose answer the caller returns, creating nothing.
 -- * RL010 when the key was used for another kind of call or other arguments
 --   (p_request_hash differs): a key names one request.
 -- The caller has checked the agent (RL008, scope) and the key (_check_id) already.
 create or replace function runlane._claim_idempotency_key(
     p_agent_id text, p_key text, p_kind text, p_request_hash bytea
 )
-returns runlane.idempotency_keys
+returns jsonb
 language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
@@ -43,7 +44,7 @@ begin
                           hint = 'A key names one request: retry with exactly the same arguments, '
                           || 'or use a new key for a new request.';
             end if;
-            return v_row;
+            return to_jsonb(v_row);
         end if;
     end loop;
     raise exception 'idempotency key % of agent % is being purged, retry',

@@ -68,7 +68,7 @@ set lock_timeout = '5s'
 as $$
 declare
     v_org text;
-    v_prev runlane.idempotency_keys;
+    v_prev jsonb;
     v_run runlane.runs;
 begin
     -- GUARD: the key and the agent, before any key is read.
@@ -91,8 +91,8 @@ begin
     v_prev := runlane._claim_idempotency_key(
         p_agent_id, p_idempotency_key, 'run_now', sha256(convert_to('[]', 'UTF8'))
     );
-    if v_prev.agent_id is not null then
-        return jsonb_populate_record(null::runlane.runs, v_prev.response);
+    if v_prev is not null then
+        return jsonb_populate_record(null::runlane.runs, v_prev -> 'response');
     end if;
 
     v_run := runlane.run_now(p_agent_id);  -- gates, skip when busy; prompt already NULL

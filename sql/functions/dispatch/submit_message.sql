@@ -181,7 +181,7 @@ set lock_timeout = '5s'
 as $$
 declare
     v_org text;
-    v_prev runlane.idempotency_keys;
+    v_prev jsonb;
     v_message_id bigint;
     v_run_id bigint;
     v_disposition text;
@@ -207,8 +207,9 @@ begin
         p_agent_id, p_idempotency_key, 'submit_message',
         sha256(convert_to(jsonb_build_array(p_thread_id, p_body)::text, 'UTF8'))
     );
-    if v_prev.agent_id is not null then
-        return query select v_prev.message_id, v_prev.run_id, v_prev.disposition;
+    if v_prev is not null then
+        return query select
+            (v_prev ->> 'message_id')::bigint, (v_prev ->> 'run_id')::bigint, v_prev ->> 'disposition';
         return;
     end if;
 
