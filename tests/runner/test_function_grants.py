@@ -25,6 +25,9 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     # messages and dispatch
     "runlane.submit_message(text,text,text)": API,
     "runlane.run_now(text)": API,
+    # the idempotency-key forms (a retry returns the first answer)
+    "runlane.submit_message(text,text,text,text)": API,
+    "runlane.run_now(text,text)": API,
     "runlane.publish_run(bigint,timestamp with time zone)": BOTH,
     "runlane.create_run(text,text,text,timestamp with time zone)": BOTH,
     "runlane.claim_runs(text,text[],integer,interval)": WORKER,
@@ -98,6 +101,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane._agent_gates(text,boolean)": NOBODY,
     "runlane._api_org()": NOBODY,
     "runlane._in_scope(text)": NOBODY,
+    "runlane._claim_idempotency_key(text,text,text,bytea)": NOBODY,
     "runlane._stream_token(bigint)": NOBODY,
     "runlane._max_per_org()": NOBODY,
     "runlane._budget_exhausted(text,text,timestamp with time zone)": NOBODY,

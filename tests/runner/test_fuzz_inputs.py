@@ -897,6 +897,7 @@ def _sample_values(conn, api, worker) -> dict[str, object]:
         "p_org_id": "org-null",
         "p_user_id": "user-null",
         "p_patch": Jsonb({}),
+        "p_idempotency_key": "key-null",  # the keyed submit_message and run_now
     }
 
 
@@ -934,6 +935,8 @@ def test_a_null_in_any_argument_of_any_public_function_is_refused_clearly_or_har
                 outcome = attempt(connection, sql, params)
             outcomes[(name, nulled)] = outcome.sqlstate or "ok"
     assert outcomes[("submit_message", "p_body")] == "22004"
+    assert outcomes[("submit_message", "p_idempotency_key")] == "22004"
+    assert outcomes[("run_now", "p_idempotency_key")] == "22004"
     assert outcomes[("claim_runs", "p_limit")] == "22023"
     assert sum(1 for state in outcomes.values() if state == "ok") > 10
     assert_consistent(conn)

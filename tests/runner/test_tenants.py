@@ -29,6 +29,10 @@ workers = worker_helpers.workers  # the fixture: real worker processes, logs che
 FOREIGN_CALLS = {
     "submit_message": ("select * from runlane.submit_message(%(agent)s, 't-x', 'hi')", "RL008"),
     "run_now": ("select * from runlane.run_now(%(agent)s)", "RL008"),
+    # the keyed forms (an overload is "name/what"): scope is checked before any key is read
+    "submit_message/keyed": ("select * from runlane.submit_message(%(agent)s, 't-x', 'hi', 'k-1')",
+                             "RL008"),
+    "run_now/keyed": ("select * from runlane.run_now(%(agent)s, 'k-1')", "RL008"),
     "create_run": ("select runlane.create_run(%(agent)s, 'reaction')", "RL008"),
     "publish_run": ("select runlane.publish_run(%(run)s, now() + interval '1 day')", "RL008"),
     "outputs_since": ("select * from runlane.outputs_since(%(run)s)", "RL008"),
@@ -110,7 +114,15 @@ def test_every_api_function_is_covered(conn):
         select p.proname::text from pg_proc as p
         where p.pronamespace = 'runlane'::regnamespace
           and has_function_privilege('runlane_api', p.oid, 'execute')""")}
-    assert api - NO_OBJECTS == set(FOREIGN_CALLS), "classify every new api function here"
+    covered = {name.split("/")[0] for name in FOREIGN_CALLS}
+    assert api - NO_OBJECTS == covered, "classify every new api function here"
+    overloads = conn.execute("""
+        select count(*) from pg_proc as p
+        where p.pronamespace = 'runlane'::regnamespace
+          and p.proname in ('submit_message', 'run_now')
+          and has_function_privilege('runlane_api', p.oid, 'execute')""").fetchone()[0]
+    assert overloads == sum(name.split("/")[0] in ("submit_message", "run_now")
+                            for name in FOREIGN_CALLS), "list every overload of both"
 
 
 @pytest.mark.parametrize("function", sorted(FOREIGN_CALLS))
@@ -138,6 +150,7 @@ def test_a_scoped_login_sees_another_organization_as_unknown(conn, login, tenant
                         ).fetchone()[0] == 1
     assert conn.execute("select count(*) from runlane.messages where org_id = 'org-b'"
                         ).fetchone()[0] == 0
+    assert conn.execute("select count(*) from runlane.idempotency_keys").fetchone()[0] == 0
     assert conn.execute("select wake_at from runlane.runs where run_id = %s",
                         (tenants["run_b"],)).fetchone()[0] == wake_before
     assert conn.execute(

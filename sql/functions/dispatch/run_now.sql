@@ -40,3 +40,74 @@ comment on function runlane.run_now(text) is
 
 revoke all on function runlane.run_now(text) from public;
 grant execute on function runlane.run_now(text) to runlane_api;
+
+-- run_now (keyed form): the "Run now" button, safe to retry.
+--
+-- Guarantees:
+-- * The first call with a key for an agent does exactly what run_now(agent) does and
+--   stores the row it returns (a queued manual run, or a 'skipped' already_running run;
+--   prompt always NULL) under the key, in the same transaction. A later call with the
+--   same key returns that same row, as it was then, and creates nothing, also when both
+--   calls race: the key row is inserted first (runlane._claim_idempotency_key), so the
+--   second caller waits for the first to commit (at most lock_timeout, then 55P03).
+--   The replayed row is the first answer, not the run's state now (see run_status).
+-- * A gate refusal (RL002-RL005) or any other error of the first call rolls back with
+--   its key: nothing is stored, so a retry with the key tries again and may succeed once
+--   the gate opens.
+-- * Errors: RL010 the key was already used for a submit_message; RL008 unknown agent
+--   (also another organization's for a scoped login, checked before any key is read);
+--   22004 a null key (the unkeyed form is run_now(agent)); 22023 a blank key or one over
+--   256 characters; RL002-RL005 as run_now(agent).
+-- * Keys are kept as long as the run they name (deleted with it, by purge).
+create or replace function runlane.run_now(p_agent_id text, p_idempotency_key text)
+returns runlane.runs
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
+as $$
+declare
+    v_org text;
+    v_prev jsonb;
+    v_run runlane.runs;
+begin
+    -- GUARD: the key and the agent, before any key is read.
+    if p_idempotency_key is null then
+        raise exception 'the keyed run_now needs an idempotency key'
+            using errcode = '22004',
+                  hint = 'Pass a key, or call run_now(agent) for a call without one.';
+    end if;
+    perform runlane._check_id('idempotency key', p_idempotency_key);
+
+    select a.org_id into v_org
+    from runlane.agents as a
+    where a.agent_id = run_now.p_agent_id;
+    if not found or not runlane._in_scope(v_org) then
+        raise exception 'unknown agent %', runlane._quote_for_error(p_agent_id)
+            using errcode = 'RL008';
+    end if;
+
+    -- GUARD: the key row first; an earlier call's answer is returned as it was.
+    v_prev := runlane._claim_idempotency_key(
+        p_agent_id, p_idempotency_key, 'run_now', sha256(convert_to('[]', 'UTF8'))
+    );
+    if v_prev is not null then
+        return jsonb_populate_record(null::runlane.runs, v_prev -> 'response');
+    end if;
+
+    v_run := runlane.run_now(p_agent_id);  -- gates, skip when busy; prompt already NULL
+
+    update runlane.idempotency_keys as k
+    set run_id = v_run.run_id, disposition = v_run.state, response = to_jsonb(v_run)
+    where k.agent_id = run_now.p_agent_id and k.idempotency_key = run_now.p_idempotency_key;
+
+    return v_run;
+end;
+$$;
+
+comment on function runlane.run_now(text, text) is
+'run_now with an idempotency key: a retry with the same key returns the first call''s row and '
+'creates nothing; a gate refusal stores nothing; RL010 the key was used for another request.';
+
+revoke all on function runlane.run_now(text, text) from public;
+grant execute on function runlane.run_now(text, text) to runlane_api;

@@ -1,6 +1,6 @@
 -- Every function DESIGN.md fixes exists with exactly its name and parameter types.
 begin;
-select plan(34);
+select plan(36);
 
 select has_function('runlane', 'submit_message', array['text', 'text', 'text'], 'submit_message(agent, thread, body)');
 select has_function('runlane', 'publish_run', array['bigint', 'timestamp with time zone'], 'publish_run(run, wake_at)');
@@ -9,6 +9,12 @@ select has_function(
     'create_run(agent, trigger, prompt, wake_at)'
 );
 select has_function('runlane', 'run_now', array['text'], 'run_now(agent)');
+-- the idempotency-key forms (issue 13)
+select has_function(
+    'runlane', 'submit_message', array['text', 'text', 'text', 'text'],
+    'submit_message(agent, thread, body, idempotency key)'
+);
+select has_function('runlane', 'run_now', array['text', 'text'], 'run_now(agent, idempotency key)');
 select has_function('runlane', 'claim_runs', array['text', 'text[]', 'integer', 'interval'], 'claim_runs(worker, lanes, limit, lease)');
 -- the worker's claim: keyed, reporting the runs skipped because a gate closed (issue 12)
 select has_function(

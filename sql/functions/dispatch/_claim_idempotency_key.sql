@@ -1,0 +1,60 @@
+-- _claim_idempotency_key: the first step of a keyed call (submit_message, run_now).
+--
+-- Guarantees:
+-- * Inserts the key row (agent, key) FIRST, with insert … on conflict do nothing: the
+--   primary key decides, never a read-then-write. A concurrent caller with the same key
+--   waits here for the first caller's transaction (at most the caller's lock_timeout):
+--   when it commits, this reads its answer; when it rolls back, this call inserts the key
+--   and goes first.
+-- * Returns NULL when this call owns the key (it must do the work and then store its
+--   answer in the key row, in the same transaction); else the stored row of the earlier
+--   call as jsonb (jsonb, not the row type: function files are installed on schemas older
+--   than the table, see migrate.py), whose answer the caller returns, creating nothing.
+-- * RL010 when the key was used for another kind of call or other arguments
+--   (p_request_hash differs): a key names one request.
+-- The caller has checked the agent (RL008, scope) and the key (_check_id) already.
+create or replace function runlane._claim_idempotency_key(
+    p_agent_id text, p_key text, p_kind text, p_request_hash bytea
+)
+returns jsonb
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    v_row runlane.idempotency_keys;
+begin
+    -- A row can vanish between the conflict and the read only when it is purged then:
+    -- try again, a bounded number of times.
+    for v_round in 1..3 loop
+        insert into runlane.idempotency_keys as k (agent_id, idempotency_key, kind, request_hash)
+        values (p_agent_id, p_key, p_kind, p_request_hash)
+        on conflict (agent_id, idempotency_key) do nothing;
+        if found then
+            return null;  -- this call owns the key
+        end if;
+
+        select k.* into v_row
+        from runlane.idempotency_keys as k
+        where k.agent_id = _claim_idempotency_key.p_agent_id and k.idempotency_key = _claim_idempotency_key.p_key;
+        if found then
+            if v_row.kind <> p_kind or v_row.request_hash <> p_request_hash then
+                raise exception 'idempotency key % of agent % was already used for another request',
+                    runlane._quote_for_error(p_key), runlane._quote_for_error(p_agent_id)
+                    using errcode = 'RL010',
+                          hint = 'A key names one request: retry with exactly the same arguments, '
+                          || 'or use a new key for a new request.';
+            end if;
+            return to_jsonb(v_row);
+        end if;
+    end loop;
+    raise exception 'idempotency key % of agent % is being purged, retry',
+        runlane._quote_for_error(p_key), runlane._quote_for_error(p_agent_id)
+        using errcode = '40001';
+end;
+$$;
+
+comment on function runlane._claim_idempotency_key(text, text, text, bytea) is
+'Inserts an idempotency key first (NULL: the caller goes first) or returns the earlier call''s row; '
+'RL010 when the key was used with other arguments.';
+
+revoke all on function runlane._claim_idempotency_key(text, text, text, bytea) from public;
