@@ -1,4 +1,4 @@
--- 0014 — retention: runlane.purge_finished deletes runs that finished long ago.
+-- 0010 — retention: runlane.purge_finished deletes runs that finished long ago.
 --
 -- The purge looks for terminal runs by finish time, oldest first; this partial index keeps
 -- that a short range scan however many runs the table holds (queued and running runs,

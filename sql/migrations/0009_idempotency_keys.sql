@@ -1,4 +1,4 @@
--- 0013 — idempotency keys for the keyed forms of submit_message and run_now.
+-- 0009 — idempotency keys for the keyed forms of submit_message and run_now.
 --
 -- runlane.idempotency_keys holds one row per (agent, key): what the call was (kind and a
 -- hash of its other arguments) and what it answered. The primary key is the guarantee:
