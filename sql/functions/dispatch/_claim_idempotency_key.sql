@@ -12,7 +12,9 @@
 --   than the table, see migrate.py), whose answer the caller returns, creating nothing.
 -- * RL010 when the key was used for another kind of call or other arguments
 --   (p_request_hash differs): a key names one request.
--- The caller has checked the agent (RL008, scope) and the key (_check_id) already.
+-- * Before any key is read: 22004 for a null key, 22023 for a blank or over-long one
+--   (_check_id), RL008 for an unknown agent or another organization's (runlane._in_scope,
+--   word for word the unknown-agent error): keys leak nothing across tenants.
 create or replace function runlane._claim_idempotency_key(
     p_agent_id text, p_key text, p_kind text, p_request_hash bytea
 )
@@ -22,7 +24,23 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_row runlane.idempotency_keys;
+    v_org text;
 begin
+    -- GUARD: the key and the agent, before any key is read.
+    if p_key is null then
+        raise exception 'the keyed % needs an idempotency key', p_kind
+            using errcode = '22004',
+                  hint = format('Pass a key, or call %s without one.', p_kind);
+    end if;
+    perform runlane._check_id('idempotency key', p_key);
+    select a.org_id into v_org
+    from runlane.agents as a
+    where a.agent_id = _claim_idempotency_key.p_agent_id;
+    if not found or not runlane._in_scope(v_org) then
+        raise exception 'unknown agent %', runlane._quote_for_error(p_agent_id)
+            using errcode = 'RL008';
+    end if;
+
     -- A row can vanish between the conflict and the read only when it is purged then:
     -- try again, a bounded number of times.
     for v_round in 1..3 loop

@@ -180,29 +180,13 @@ set search_path = pg_catalog, pg_temp
 set lock_timeout = '5s'
 as $$
 declare
-    v_org text;
     v_prev jsonb;
     v_message_id bigint;
     v_run_id bigint;
     v_disposition text;
 begin
-    -- GUARD: the key and the agent, before any key is read.
-    if p_idempotency_key is null then
-        raise exception 'the keyed submit_message needs an idempotency key'
-            using errcode = '22004',
-                  hint = 'Pass a key, or call submit_message(agent, thread, body) for a call without one.';
-    end if;
-    perform runlane._check_id('idempotency key', p_idempotency_key);
-
-    select a.org_id into v_org
-    from runlane.agents as a
-    where a.agent_id = submit_message.p_agent_id;
-    if not found or not runlane._in_scope(v_org) then
-        raise exception 'unknown agent %', runlane._quote_for_error(p_agent_id)
-            using errcode = 'RL008';
-    end if;
-
-    -- GUARD: the key row first; an earlier call's answer is returned as it was.
+    -- GUARD: the key (and the agent, its scope) first; an earlier call's answer is
+    -- returned as it was.
     v_prev := runlane._claim_idempotency_key(
         p_agent_id, p_idempotency_key, 'submit_message',
         sha256(convert_to(jsonb_build_array(p_thread_id, p_body)::text, 'UTF8'))
