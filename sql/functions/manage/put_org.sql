@@ -33,11 +33,10 @@ begin
             using errcode = 'RL008',
                   hint = 'A login limited to one organization manages only that organization.';
     end if;
-    if p_patch ? 'agent_weekly_budget' and jsonb_typeof(p_patch -> 'agent_weekly_budget') = 'number'
-       and (p_patch ->> 'agent_weekly_budget')::numeric < 0 then
-        raise exception 'key ''agent_weekly_budget'' must be a number >= 0 or null (unlimited), got %',
-            runlane._quote_for_error(p_patch ->> 'agent_weekly_budget')
-            using errcode = '22023';
+    -- A budget is an amount of spend: the one amount rule (0 to 1e12), null = unlimited.
+    if jsonb_typeof(p_patch -> 'agent_weekly_budget') = 'number' then
+        perform runlane._require_amount((p_patch ->> 'agent_weekly_budget')::numeric,
+                                        'agent_weekly_budget');
     end if;
 
     insert into runlane.platform_settings (org_id) values (p_org_id)

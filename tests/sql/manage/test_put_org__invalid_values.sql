@@ -1,7 +1,7 @@
 -- put_org refuses unknown keys and wrong types (22023 naming the key and the accepted
 -- ones), bad zones (RL007), out-of-range numbers and null or blank ids, writing nothing.
 begin;
-select plan(10);
+select plan(11);
 
 select throws_ok(
     $$select runlane.put_org('org-x', '{"colour": "red"}')$$, '22023',
@@ -30,6 +30,10 @@ select throws_ok(
 select throws_ok(
     $$select runlane.put_org('org-x', '{"agent_weekly_budget": -1}')$$, '22023', null,
     'a negative budget is refused'
+);
+select throws_ok(
+    $$select runlane.put_org('org-x', '{"agent_weekly_budget": 1e300}')$$, '22023', null,
+    'a budget beyond any charge (over 1e12) is refused, as every amount of spend is'
 );
 select throws_ok(
     $$select runlane.put_org('org-x', '{"timezone": "Mars/Olympus"}')$$, 'RL007', null,
