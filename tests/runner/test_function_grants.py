@@ -82,13 +82,15 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.lead_maintenance(text,interval)": WORKER,
     "runlane.resign_maintenance(text)": WORKER,
     "runlane.notify_queue_usage()": WORKER,
-    # operator views (runlane status, journal, timing summary)
-    "runlane.agent_journal(text,integer)": WORKER,
-    "runlane.agent_schedules()": WORKER,
-    "runlane.lane_status(timestamp with time zone)": WORKER,
+    # operator views (runlane status, journal, timing summary): an application reads
+    # them too, each limited to its organization when its login is scoped
+    "runlane.agent_journal(text,integer)": BOTH,
+    "runlane.agent_schedules()": BOTH,
+    "runlane.lane_status(timestamp with time zone)": BOTH,
+    "runlane.org_status()": BOTH,
+    "runlane.timing_summary(interval,text,timestamp with time zone)": BOTH,
+    # the journal's event counts across every organization, for the worker's /metrics
     "runlane.journal_counts()": WORKER,
-    "runlane.org_status()": WORKER,
-    "runlane.timing_summary(interval,text,timestamp with time zone)": WORKER,
     # schedules and budget: read-only queries
     "runlane.parse_schedule(text)": BOTH,
     "runlane.next_slot(text,text,timestamp with time zone)": BOTH,

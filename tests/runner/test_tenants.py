@@ -46,9 +46,14 @@ FOREIGN_CALLS = {
     "put_user": ("select runlane.put_user(%(owner)s, %(org)s, '{\"timezone\": \"UTC\"}')", "RL008"),
     "put_agent": ("select runlane.put_agent(%(agent)s, jsonb_build_object('org_id', %(org)s::text,"
                   " 'owner_id', %(owner)s::text, 'model', 'stolen'))", "RL008"),
+    # the operator views: one agent's journal names an object
+    "agent_journal": ("select * from runlane.agent_journal(%(agent)s)", "RL008"),
 }
 # Pure functions of their arguments: no organization's object to protect.
 NO_OBJECTS = {"parse_schedule", "next_slot"}
+# Views over every object of the login's organization: they filter instead of refusing
+# (test_a_scoped_api_login_sees_only_its_organization_in_the_operator_views).
+FILTERED_VIEWS = {"lane_status", "org_status", "agent_schedules", "timing_summary"}
 
 
 def _db(dsn: str) -> str:
@@ -115,7 +120,7 @@ def test_every_api_function_is_covered(conn):
         where p.pronamespace = 'runlane'::regnamespace
           and has_function_privilege('runlane_api', p.oid, 'execute')""")}
     covered = {name.split("/")[0] for name in FOREIGN_CALLS}
-    assert api - NO_OBJECTS == covered, "classify every new api function here"
+    assert api - NO_OBJECTS - FILTERED_VIEWS == covered, "classify every new api function here"
     overloads = conn.execute("""
         select count(*) from pg_proc as p
         where p.pronamespace = 'runlane'::regnamespace
@@ -347,35 +352,37 @@ def test_a_worker_with_max_per_org_keeps_that_many_of_one_organization_in_flight
                         "and state = 'succeeded'", (runs,)).fetchone()[0] == 24
 
 
-def test_a_scoped_session_sees_only_its_organization_in_the_operator_views(conn, tenants):
-    """The operator views are runlane_worker's today (and a worker cannot be scoped), so
-    the filter is exercised by scoping this test's own superuser session: what an API
-    login will see once it may run them."""
+def test_a_scoped_api_login_sees_only_its_organization_in_the_operator_views(
+        conn, login, tenants):
+    """What an application reads about its agents and runs (the views behind `runlane
+    status`, `timing`, `journal` and the dashboard) is runlane_api's too, and a login
+    limited to one organization counts, lists and summarizes that organization only."""
     conn.execute("select runlane_test.queued_run('agent-a', 'interactive', 'interactive')")
     (run_a,) = conn.execute(
         "select runlane_test.queued_run('agent-a', 'interactive', 'interactive')").fetchone()
     fence = conn.execute("select runlane_test.claimed(%s)", (run_a,)).fetchone()[0]
     conn.execute("select runlane.finish_run(%s, %s, 'succeeded')", (run_a, fence))
 
-    def views() -> dict:
-        return {
-            "lanes": conn.execute("select lane, queued, running from runlane.lane_status() "
-                                  "order by lane").fetchall(),
-            "orgs": [r[0] for r in conn.execute("select org_id from runlane.org_status()")],
-            "agents": [r[0] for r in conn.execute(
-                "select agent_id from runlane.agent_schedules() order by agent_id")],
-            "started": conn.execute("select samples from runlane.timing_summary() "
-                                    "where measure = 'queue_wait'").fetchone()[0],
-        }
+    def views(dsn: str) -> dict:
+        with psycopg.connect(dsn, autocommit=True) as c:
+            return {
+                "lanes": c.execute("select lane, queued, running from runlane.lane_status() "
+                                   "order by lane").fetchall(),
+                "orgs": [r[0] for r in c.execute("select org_id from runlane.org_status()")],
+                "agents": [r[0] for r in c.execute(
+                    "select agent_id from runlane.agent_schedules() order by agent_id")],
+                "started": c.execute("select samples from runlane.timing_summary() "
+                                     "where measure = 'queue_wait'").fetchone()[0],
+                "journal_a": len(c.execute(
+                    "select * from runlane.agent_journal('agent-a')").fetchall()),
+            }
 
-    everyone = views()
-    assert everyone == {"lanes": [("background", 0, 0), ("interactive", 1, 1)],
-                        "orgs": ["org-a", "org-b"], "agents": ["agent-a", "agent-b"],
-                        "started": 2}
-    conn.execute("insert into runlane.api_scopes (login, org_id) values (session_user, 'org-a')")
-    assert views() == {"lanes": [("background", 0, 0), ("interactive", 1, 0)],
-                       "orgs": ["org-a"], "agents": ["agent-a"], "started": 1}
-    assert len(conn.execute("select * from runlane.agent_journal('agent-a')").fetchall()) == 2
-    with pytest.raises(psycopg.Error) as err:
-        conn.execute("select * from runlane.agent_journal('agent-b')")
-    assert err.value.sqlstate == "RL008"
+    assert views(login("runlane_api")) == {
+        "lanes": [("background", 0, 0), ("interactive", 1, 1)],
+        "orgs": ["org-a", "org-b"], "agents": ["agent-a", "agent-b"], "started": 2,
+        "journal_a": 2}
+    scoped = login("runlane_api", org="org-a")
+    assert views(scoped) == {"lanes": [("background", 0, 0), ("interactive", 1, 0)],
+                             "orgs": ["org-a"], "agents": ["agent-a"], "started": 1,
+                             "journal_a": 2}
+    assert _error(scoped, "select * from runlane.agent_journal('agent-b')", {})[0] == "RL008"

@@ -73,4 +73,4 @@ comment on function runlane.agent_journal(text, int) is
 'first response and total ms. RL008 for an unknown agent.';
 
 revoke all on function runlane.agent_journal(text, int) from public;
-grant execute on function runlane.agent_journal(text, int) to runlane_worker;
+grant execute on function runlane.agent_journal(text, int) to runlane_worker, runlane_api;

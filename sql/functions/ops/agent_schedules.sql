@@ -48,4 +48,4 @@ comment on function runlane.agent_schedules() is
 'next run as an instant and as wall time in that zone.';
 
 revoke all on function runlane.agent_schedules() from public;
-grant execute on function runlane.agent_schedules() to runlane_worker;
+grant execute on function runlane.agent_schedules() to runlane_worker, runlane_api;

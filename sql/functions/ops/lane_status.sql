@@ -52,4 +52,4 @@ comment on function runlane.lane_status(timestamptz) is
 'Per lane: queued, due (awake and waiting), running, and the oldest due wait in ms.';
 
 revoke all on function runlane.lane_status(timestamptz) from public;
-grant execute on function runlane.lane_status(timestamptz) to runlane_worker;
+grant execute on function runlane.lane_status(timestamptz) to runlane_worker, runlane_api;

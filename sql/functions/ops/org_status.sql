@@ -32,4 +32,4 @@ comment on function runlane.org_status() is
 'Per organization: running and queued background runs against agent_max_concurrency.';
 
 revoke all on function runlane.org_status() from public;
-grant execute on function runlane.org_status() to runlane_worker;
+grant execute on function runlane.org_status() to runlane_worker, runlane_api;

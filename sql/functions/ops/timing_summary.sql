@@ -89,4 +89,4 @@ comment on function runlane.timing_summary(interval, text, timestamptz) is
 'of p_trigger in (p_now - p_since, p_now]; one sample per run per measure from its own record.';
 
 revoke all on function runlane.timing_summary(interval, text, timestamptz) from public;
-grant execute on function runlane.timing_summary(interval, text, timestamptz) to runlane_worker;
+grant execute on function runlane.timing_summary(interval, text, timestamptz) to runlane_worker, runlane_api;

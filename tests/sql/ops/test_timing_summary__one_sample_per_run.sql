@@ -66,7 +66,7 @@ select throws_ok(
 );
 select function_privs_are(
     'runlane', 'timing_summary', array['interval', 'text', 'timestamp with time zone'],
-    'runlane_api', array[]::text[], 'the api role cannot read the operator timing view'
+    'runlane_api', array['EXECUTE'], 'an application reads the timing view too (scoped to its organization)'
 );
 
 select * from finish();
