@@ -89,7 +89,10 @@ select is(
 -- The api role: exactly the client functions, nothing of the worker or maintenance.
 -- parse_schedule, next_slot and weekly_spend are read-only queries a product UI needs
 -- (validate the schedule an owner types, show its next slot, show the week's spend);
--- stream_token names a run's runlane_outputs hints for a reader allowed to read the run.
+-- stream_token names a run's runlane_outputs hints for a reader allowed to read the run;
+-- the operator views (lane_status, org_status, agent_schedules, timing_summary,
+-- agent_journal) are what an application reads about its agents and runs, each limited to
+-- the login's organization when it is scoped.
 select set_eq(
     $$
         select p.proname::text
@@ -100,7 +103,8 @@ select set_eq(
     array[
         'submit_message', 'publish_run', 'create_run', 'run_now', 'outputs_since', 'run_timing',
         'parse_schedule', 'next_slot', 'weekly_spend', 'stream_token', 'cancel_run', 'run_status',
-        'put_org', 'put_user', 'put_agent'
+        'put_org', 'put_user', 'put_agent',
+        'lane_status', 'org_status', 'agent_schedules', 'timing_summary', 'agent_journal'
     ],
     'the api role executes exactly the client functions'
 );
