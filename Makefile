@@ -1,11 +1,12 @@
 # runlane — two commands set everything up on a fresh machine: `make demo`, `make test`.
 SHELL := /bin/bash
 VENV ?= .venv
+DEMO_VENV ?= .venv-demo
 PY := $(VENV)/bin/python
 PGTAP := /usr/share/postgresql/15/extension/pgtap.control
 PYTEST_ARGS ?=
 
-.PHONY: setup test lint bench demo soak clean
+.PHONY: setup test lint bench demo pg-server soak clean
 
 setup: $(VENV)/.installed $(PGTAP)
 
@@ -29,8 +30,24 @@ lint: setup
 	$(VENV)/bin/sqlfluff lint --templater placeholder --disregard-sqlfluffignores sql/legacy
 	$(VENV)/bin/ruff check runner tests bench soak
 
-demo: setup
-	$(VENV)/bin/runlane demo
+# The demo installs the package alone (no test or benchmark extras, no pgTAP) into its
+# own venv; it needs a PostgreSQL server on the machine and starts its own throwaway
+# cluster (as an unprivileged user when run as root: runlane/pgcluster.py).
+demo: $(DEMO_VENV)/.installed pg-server
+	$(DEMO_VENV)/bin/runlane demo
+
+$(DEMO_VENV)/.installed: pyproject.toml
+	python3 -m venv $(DEMO_VENV)
+	$(DEMO_VENV)/bin/pip install -q --upgrade pip
+	$(DEMO_VENV)/bin/pip install -q -e .
+	touch $@
+
+# PostgreSQL's server binaries (pg_ctl), from Debian's archive when missing and we are root.
+pg-server:
+	@if [ -n "$$RUNLANE_PG_BINDIR" ] || ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 \
+		|| command -v pg_ctl >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq postgresql; \
+	else echo "PostgreSQL server missing: run 'sudo apt-get install postgresql'"; exit 1; fi
 
 soak: setup
 	$(VENV)/bin/python -m soak.chaos
@@ -39,4 +56,4 @@ bench: setup
 	$(PY) -m bench
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) $(DEMO_VENV) .pytest_cache

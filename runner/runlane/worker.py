@@ -57,7 +57,16 @@ from psycopg_pool import AsyncConnectionPool
 
 from . import hints, log
 from .admission import Admission, load_probe
-from .agents import HIDDEN_KINDS, UNCHANGED, VISIBLE_KINDS, Agent, LeaseLost, Message, StepResult
+from .agents import (
+    HIDDEN_KINDS,
+    UNCHANGED,
+    VISIBLE_KINDS,
+    Agent,
+    LeaseLost,
+    Message,
+    StepResult,
+    Turn,
+)
 from .maintenance import Maintenance, MaintenanceConfig
 
 CHANNEL = "runlane_runs"
@@ -97,6 +106,10 @@ select message_id, body, created_at from runlane.take_steering(
 RUN_MESSAGES = """
 select message_id, body, created_at from runlane.run_messages(
     p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint)
+"""
+THREAD_HISTORY = """
+select run_id, role, body, created_at from runlane.thread_history(
+    p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint, p_limit => %(limit)s::int)
 """
 FINISH_RUN = """
 select runlane.finish_run(
@@ -439,6 +452,11 @@ class RunHandle:
             self._messages = [Message(r["message_id"], r["body"], r["created_at"])
                               for r in rows]
         return list(self._messages)
+
+    async def history(self, limit: int = 20) -> list[Turn]:
+        """The thread's earlier turns (runlane.thread_history): read on each call."""
+        rows = await self._call(THREAD_HISTORY, {"limit": limit}, fetch="all")
+        return [Turn(r["run_id"], r["role"], r["body"], r["created_at"]) for r in rows]
 
     async def end_step(self, result: StepResult) -> None:
         """A step that continues: its outputs and checkpoint in one statement."""

@@ -1,5 +1,6 @@
 """`runlane demo` (what `make demo` runs) as a test: it exits 0 and its summary shows the
-skipped "Run now", the coalesced tick, the runs table and the timing table."""
+skipped "Run now", the coalesced tick, the reply of one chat run, the runs table and the
+timing table, with the echo agent's deliberate delay named next to the timings."""
 
 from __future__ import annotations
 
@@ -36,5 +37,14 @@ def test_the_demo_runs_and_its_summary_shows_skips_coalescing_and_timing():
                  and "first_response" in li)
     assert int(first[2]) >= 4 and int(first[3]) <= int(first[4])
     assert "first response over" in out and "p50" in out and "p90" in out
-    # No message text reaches the output.
+    # One reply is shown, read as a chat client reads it: grace's greeting echoed back.
+    reply = next(li for li in out.splitlines() if "reply of run" in li)
+    assert "grace-chat" in reply and reply.endswith("'Good morning!'")
+    # The echo agent's deliberate delay is named wherever a first response is shown.
+    assert "waits 350 ms before each chunk ON PURPOSE" in out
+    firsts = [li for li in out.splitlines() if "first visible output" in li]
+    assert firsts and all("deliberate 350 ms wait" in li for li in firsts)
+    summary = out[out.index("first response over"):]
+    assert "deliberate 350 ms wait" in summary and "make bench" in summary
+    # No other message text reaches the output.
     assert "Hello! What can you do?" not in out and "One more thing" not in out

@@ -35,6 +35,8 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     # keyed, and reporting the runs it skipped because a gate closed (the worker's claim)
     "runlane.claim_runs(text,text[],integer,interval,uuid,boolean)": WORKER,
     "runlane.run_messages(bigint,bigint)": WORKER,
+    # a thread's earlier turns, for an agent that sends the conversation to a model
+    "runlane.thread_history(bigint,bigint,integer)": WORKER,
     # outputs and timing
     "runlane.outputs_since(bigint,bigint,integer)": BOTH,
     "runlane.run_timing(bigint)": BOTH,

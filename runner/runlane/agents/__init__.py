@@ -7,6 +7,7 @@
             await ctx.emit("progress", "…")        # invisible: reasoning, progress, …
             await ctx.save_checkpoint({"n": 1})  # state after this step; resumes as ctx.checkpoint
             new = await ctx.take_steering()        # messages sent while the run was running
+            earlier = await ctx.history()          # the thread's earlier turns (Turn rows)
             ctx.charge(0.002)                      # cost, recorded at once (runlane.charge)
             return CONTINUE if new else done()     # or done("failed", "some_reason")
 
@@ -17,7 +18,9 @@ on its result instead, in one transaction with the step's end (one commit, not t
 first visible output still stamps first_response in that transaction);
 `proceed(outputs=[("text", chunk)], checkpoint={"n": 2})` writes the chunk and the
 checkpoint together and continues. `ctx.messages()` is read once per attempt and kept
-(take_steering adds what it takes). A step that raises is a
+(take_steering adds what it takes). `ctx.history(limit=20)` reads the thread's earlier
+turns (runlane.thread_history: the last `limit` runs of the thread before this one, each
+its user messages then its visible reply as one `assistant` turn). A step that raises is a
 failed attempt (retried with backoff while attempts remain). `ctx.charge(cost)` records
 spend the moment it is made, without blocking the step (the step's end waits for it): what
 an attempt charged counts in its owner's weekly budget and in runs.cost even when the
@@ -88,6 +91,16 @@ class Message:
     created_at: datetime
 
 
+@dataclass(frozen=True)
+class Turn:
+    """One earlier turn of a run's thread: role `user` (a message) or `assistant` (a
+    run's visible reply, its outputs joined)."""
+    run_id: int
+    role: str
+    body: str
+    created_at: datetime
+
+
 class RunContext(Protocol):
     run_id: int
     attempt: int
@@ -107,6 +120,7 @@ class RunContext(Protocol):
     async def save_checkpoint(self, data: Any) -> None: ...
     async def take_steering(self) -> list[Message]: ...
     async def messages(self) -> list[Message]: ...
+    async def history(self, limit: int = 20) -> list[Turn]: ...
     def charge(self, cost: float) -> None: ...
 
 

@@ -1,6 +1,6 @@
 -- Every function DESIGN.md fixes exists with exactly its name and parameter types.
 begin;
-select plan(36);
+select plan(37);
 
 select has_function('runlane', 'submit_message', array['text', 'text', 'text'], 'submit_message(agent, thread, body)');
 select has_function('runlane', 'publish_run', array['bigint', 'timestamp with time zone'], 'publish_run(run, wake_at)');
@@ -60,6 +60,11 @@ select has_function('runlane', 'scope_api_login', array['name', 'text'], 'scope_
 select has_function('runlane', 'lead_maintenance', array['text', 'interval'], 'lead_maintenance(worker, ttl)');
 select has_function('runlane', 'resign_maintenance', array['text'], 'resign_maintenance(worker)');
 select has_function('runlane', 'notify_queue_usage', array[]::text[], 'notify_queue_usage()');
+-- a thread's earlier turns, for agents that send the conversation (issue 14)
+select has_function(
+    'runlane', 'thread_history', array['bigint', 'bigint', 'integer'],
+    'thread_history(run, fence, limit)'
+);
 
 select * from finish();
 rollback;
