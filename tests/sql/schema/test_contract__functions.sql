@@ -39,6 +39,7 @@ select has_function('runlane', 'retry_run', array['bigint', 'bigint', 'text', 'i
 select has_function('runlane', 'run_timing', array['bigint'], 'run_timing(run)');
 select has_function('runlane', 'cancel_run', array['bigint'], 'cancel_run(run)');
 select has_function('runlane', 'run_status', array['bigint'], 'run_status(run)');
+select has_function('runlane', 'superseded_through', array['bigint'], 'superseded_through(run)');
 -- management (issue 13, item 1)
 select has_function('runlane', 'put_org', array['text', 'jsonb'], 'put_org(org, patch)');
 select has_function('runlane', 'put_user', array['text', 'text', 'jsonb'], 'put_user(user, org, patch)');
