@@ -459,10 +459,15 @@ def follow_cmd(dsn: str, run_id: int, after: int) -> None:
                 if item["event"] == "output":
                     click.echo(item["body"], nl=False)
                 elif item["event"] == "superseded":
-                    which = ", ".join(str(a) for a in item["attempts"]) or "an earlier"
-                    plural = "s" if len(item["attempts"]) > 1 else ""
-                    click.echo(f"\n[attempt{plural} {which} did not finish; "
-                               "its partial output above is superseded]")
+                    gone = item["attempts"]
+                    if gone:  # the attempts of the superseded outputs printed above
+                        which = ("attempts " if len(gone) > 1 else "attempt ") + ", ".join(
+                            str(a) for a in gone)
+                        click.echo(f"\n[{which} did not finish; "
+                                   "its partial output above is superseded]")
+                    else:  # printed before --after: name the last superseded output
+                        click.echo(f"[outputs up to {item['through']} were superseded "
+                                   "by an attempt that started over]")
                 else:
                     state = item["state"]
                     reason = f" ({item['reason']})" if item["reason"] else ""

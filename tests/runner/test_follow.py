@@ -49,6 +49,16 @@ def test_follow_marks_a_failed_attempts_partial_output_superseded_and_exits_0(
                    "[a2 part 0][a2 part 1][a2 part 2][a2 reply]\n")
     assert f"[run {run_id} succeeded]" in err
 
+    # Resumed after the superseded part: a line names how far the superseded outputs went.
+    through = conn.execute("select runlane.superseded_through(%s)", (run_id,)).fetchone()[0]
+    resumed = subprocess.run(
+        [sys.executable, "-m", "runlane", "follow", str(run_id), "--after", str(through),
+         "--dsn", db_dsn], capture_output=True, text=True, timeout=DEADLINE)
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout == (
+        f"[outputs up to {through} were superseded by an attempt that started over]\n"
+        "[a2 part 0][a2 part 1][a2 part 2][a2 reply]\n")
+
 
 def test_stream_events_say_what_was_superseded_and_how_the_run_ended(conn, db_dsn, workers):
     make_agent(conn, "agent-e")
