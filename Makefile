@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PGTAP := /usr/share/postgresql/15/extension/pgtap.control
 PYTEST_ARGS ?=
 
-.PHONY: setup test lint bench demo pg-server soak clean
+.PHONY: setup test lint bench demo pg-server soak clean node-client
 
 setup: $(VENV)/.installed $(PGTAP)
 
@@ -21,7 +21,20 @@ $(PGTAP):
 	@if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq postgresql-15-pgtap; \
 	else echo "pgTAP missing: run 'sudo apt-get install postgresql-15-pgtap'"; exit 1; fi
 
-test: setup
+# The node example client (clients/node, tested by tests/runner/test_node_client.py): node
+# and npm from Debian's archive when missing, then the pinned `pg` from package-lock.json.
+NODE_PG := clients/node/node_modules/.package-lock.json
+
+node-client: $(NODE_PG)
+
+$(NODE_PG): clients/node/package.json clients/node/package-lock.json
+	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq nodejs npm; \
+		else echo "node/npm missing: run 'sudo apt-get install nodejs npm'"; exit 1; fi; fi
+	cd clients/node && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+test: setup node-client
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 lint: setup
@@ -56,4 +69,4 @@ bench: setup
 	$(PY) -m bench
 
 clean:
-	rm -rf $(VENV) $(DEMO_VENV) .pytest_cache
+	rm -rf $(VENV) $(DEMO_VENV) .pytest_cache clients/node/node_modules

@@ -436,21 +436,53 @@ def embedded_cmd(data_dir: str, agent_spec: str, scan_interval: float) -> None:
 @click.option("--after", type=int, default=0, show_default=True,
               help="Start after this output id (the last one you saw).")
 def follow_cmd(dsn: str, run_id: int, after: int) -> None:
-    """Print RUN_ID's visible output as it arrives, until the run is finished."""
+    """Print RUN_ID's visible output as it arrives, until the stream has ended (the
+    README's end-of-stream rule: the run is finished and its last output was printed).
+
+    When a later attempt started over, a line marks the output above it as superseded:
+    "[attempt 1 did not finish; its partial output above is superseded]". The final
+    state goes to stderr ("[run 42 succeeded]").
+
+    \b
+    Exit codes (the run's outcome):
+      0  succeeded          4  canceled           6  unknown run (RL008)
+      3  failed             5  skipped            1  any other error
+    """
     from contextlib import aclosing
 
-    from .stream import stream
+    from .stream import FOLLOW_EXIT, stream
 
-    async def follow() -> None:
-        async with aclosing(stream(dsn, run_id, after=after)) as outputs:
-            async for output in outputs:
-                click.echo(output["body"], nl=False)
+    async def follow() -> str:
+        state = "unknown"
+        async with aclosing(stream(dsn, run_id, after=after, events=True)) as items:
+            async for item in items:
+                if item["event"] == "output":
+                    click.echo(item["body"], nl=False)
+                elif item["event"] == "superseded":
+                    gone = item["attempts"]
+                    if gone:  # the attempts of the superseded outputs printed above
+                        which = ("attempts " if len(gone) > 1 else "attempt ") + ", ".join(
+                            str(a) for a in gone)
+                        click.echo(f"\n[{which} did not finish; "
+                                   "its partial output above is superseded]")
+                    else:  # printed before --after: name the last superseded output
+                        click.echo(f"[outputs up to {item['through']} were superseded "
+                                   "by an attempt that started over]")
+                else:
+                    state = item["state"]
+                    reason = f" ({item['reason']})" if item["reason"] else ""
+                    click.echo()
+                    click.echo(f"[run {run_id} {state}{reason}]", err=True)
                 sys.stdout.flush()
-        click.echo()
+        return state
 
     try:
-        asyncio.run(follow())
+        state = asyncio.run(follow())
     except psycopg.Error as exc:
+        if exc.sqlstate == "RL008":
+            click.echo(errors.describe(exc), err=True)
+            sys.exit(FOLLOW_EXIT["unknown"])
         fail(exc)
     except KeyboardInterrupt:
         sys.exit(130)
+    sys.exit(FOLLOW_EXIT[state])

@@ -5,20 +5,36 @@
         last_seen_id = output["output_id"]      # resume from here after a reconnect
 
 An async iterator of the rows of `runlane.outputs_since` (dicts: output_id, run_id,
-attempt, kind, body, created_at), visible kinds only, in output_id order. It LISTENs on
-`runlane_outputs` first, then pages with `outputs_since` (so nothing committed before the
-LISTEN is missed), then pages again after each notification for this run (its payload
-carries the run's stream token from `runlane.stream_token`, never the run id), and every
-`poll` seconds anyway (notifications are hints; a finish sends none). Each output is
-yielded once (only ids above the last one yielded). The iterator ends when the run is in
-a terminal state (`run_timing`'s run.outcome) and everything visible has been yielded: the
-state is read BEFORE the last page, and no output can be written once a run is terminal.
-A consumer that stops early and calls it again with its last output_id sees neither a gap
-nor a repeat, across attempts and resumes of the run: within a run, output ids are taken
-and committed in order (each append holds the run's row lock until its commit).
+attempt, kind, body, created_at), visible kinds only, in output_id order. It follows the
+end-of-stream rule of the README ("Ending a stream"), the same for every language:
 
-It needs only what `runlane_api` may execute (stream_token, outputs_since, run_timing) and two
-connections: one that only listens, so no notification is lost while the other pages.
+1. LISTEN on `runlane_outputs` first (so nothing committed before the LISTEN is missed).
+2. Read `runlane.run_status` (state, attempt, last_output_id) BEFORE paging, then page
+   with `outputs_since` until a page is short.
+3. The stream has ended when that status was terminal (succeeded, failed, canceled,
+   skipped) and every output up to its last_output_id was seen: a terminal run never
+   gets another output. The run ended well only when the state is succeeded.
+4. Otherwise wait for a notification whose payload carries the run's stream token
+   (`runlane.stream_token`, never the run id), or `poll` seconds (notifications are
+   hints; a finish sends none), and go to 2.
+5. Whenever run_status's attempt changes, read `runlane.superseded_through`: outputs
+   with output_id <= it are the partial output of an attempt that did not finish and
+   that a later attempt, starting over without a checkpoint, replaced.
+
+Each output is yielded once (only ids above the last one yielded). A consumer that stops
+early and calls it again with its last output_id sees neither a gap nor a repeat, across
+attempts and resumes of the run: within a run, output ids are taken and committed in
+order (each append holds the run's row lock until its commit).
+
+With `events=True` every item has an "event" key: "output" (the row above), "superseded"
+(through: the highest superseded output id; attempts: the attempts of the superseded
+outputs this iterator yielded), yielded right after the last superseded output, and a
+last "end" (state, reason, attempt, last_output_id, superseded_through) once the stream
+has ended; `runlane follow` prints these.
+
+It needs only what `runlane_api` may execute (stream_token, outputs_since, run_status,
+superseded_through) and two connections: one that only listens, so no notification is
+lost while the other pages.
 """
 
 from __future__ import annotations
@@ -39,8 +55,25 @@ from runlane.outputs_since(
     p_limit => %(limit)s::int
 ) as o
 """
-OUTCOME = "select runlane.run_timing(p_run_id => %(run_id)s::bigint) ->> 'run.outcome' as outcome"
+STATUS = """
+select s.state, s.reason, s.attempt, s.last_output_id
+from runlane.run_status(p_run_id => %(run_id)s::bigint) as s
+"""
+SUPERSEDED = "select runlane.superseded_through(p_run_id => %(run_id)s::bigint) as through"
 TOKEN = "select runlane.stream_token(p_run_id => %(run_id)s::bigint) as token"
+
+# run_status states after which a run never gets another output.
+TERMINAL = frozenset({"succeeded", "failed", "canceled", "skipped"})
+# `runlane follow`'s exit code per outcome (clients/node/follow.js uses the same): 0 only
+# when the run succeeded; 1 stays any other error and 2 a usage error.
+FOLLOW_EXIT = {"succeeded": 0, "failed": 3, "canceled": 4, "skipped": 5, "unknown": 6}
+
+
+def ended(status: dict[str, Any], last_seen: int) -> bool:
+    """The end-of-stream rule: a terminal state (read before the last page) and every
+    visible output up to its last_output_id seen."""
+    return status["state"] in TERMINAL and (
+        status["last_output_id"] is None or last_seen >= status["last_output_id"])
 
 
 def _for_stream(payload: str, token: str | None) -> bool:
@@ -52,10 +85,11 @@ def _for_stream(payload: str, token: str | None) -> bool:
 
 
 async def stream(dsn: str, run_id: int, after: int = 0, *, page_size: int = 500,
-                 poll: float = 1.0) -> AsyncIterator[dict[str, Any]]:
+                 poll: float = 1.0, events: bool = False) -> AsyncIterator[dict[str, Any]]:
     """Yield the run's visible outputs with output_id > `after`, in order, as they commit;
-    end once the run is terminal and all of them were yielded (see the module docstring).
-    Raises psycopg errors as they are (RL008 for an unknown run)."""
+    end by the end-of-stream rule (see the module docstring). With `events`, also the
+    "superseded" and "end" events. Raises psycopg errors as they are (RL008 for an
+    unknown run)."""
     last = int(after)
     listener = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
     try:
@@ -63,21 +97,56 @@ async def stream(dsn: str, run_id: int, after: int = 0, *, page_size: int = 500,
                                                        row_factory=dict_row)
         try:
             await listener.execute("LISTEN runlane_outputs")
-            token = (await (await reader.execute(TOKEN, {"run_id": run_id}))
-                     .fetchone())["token"]
+
+            async def one(query: str) -> dict[str, Any]:
+                return await (await reader.execute(query, {"run_id": run_id})).fetchone()
+
+            token = (await one(TOKEN))["token"]
+            checked_attempt: int | None = None
+            reported = 0          # the superseded_through already announced
+            pending: int | None = None
+            attempts: set[int] = set()  # of yielded outputs not yet announced superseded
+
+            def superseded(through: int) -> dict[str, Any]:
+                nonlocal reported, attempts
+                reported = through
+                gone, attempts = attempts, set()
+                return {"event": "superseded", "run_id": run_id, "through": through,
+                        "attempts": sorted(gone)}
+
             while True:
-                outcome = (await (await reader.execute(OUTCOME, {"run_id": run_id}))
-                           .fetchone())["outcome"]
+                status = await one(STATUS)
+                if events and status["attempt"] != checked_attempt:
+                    checked_attempt = status["attempt"]
+                    through = (await one(SUPERSEDED))["through"]
+                    if through > reported:
+                        pending = through
                 while True:
                     rows = await (await reader.execute(
                         PAGE, {"run_id": run_id, "after": last, "limit": page_size})).fetchall()
                     for row in rows:
-                        if row["output_id"] > last:
-                            last = row["output_id"]
+                        if row["output_id"] <= last:
+                            continue
+                        if pending is not None and row["output_id"] > pending:
+                            yield superseded(pending)
+                            pending = None
+                        last = row["output_id"]
+                        if events:
+                            attempts.add(row["attempt"])
+                            yield {"event": "output", **row}
+                        else:
                             yield row
                     if len(rows) < page_size:
                         break
-                if outcome is not None:
+                if pending is not None:  # every output up to it was yielded above
+                    yield superseded(pending)
+                    pending = None
+                if ended(status, last):
+                    if events:
+                        yield {"event": "end", "run_id": run_id, "state": status["state"],
+                               "reason": status["reason"], "attempt": status["attempt"],
+                               "last_output_id": status["last_output_id"],
+                               "superseded_through": reported}
                     return
                 # Wait for a hint about this run (or the poll interval), then page again.
                 async for note in listener.notifies(timeout=poll):

@@ -41,6 +41,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.outputs_since(bigint,bigint,integer)": BOTH,
     "runlane.run_timing(bigint)": BOTH,
     "runlane.run_status(bigint)": BOTH,
+    "runlane.superseded_through(bigint)": BOTH,  # the end-of-stream rule's superseded part
     # the user's Stop
     "runlane.cancel_run(bigint)": API,
     # management: organizations, users, agents (issue 13, item 1)

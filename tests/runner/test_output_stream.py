@@ -167,4 +167,4 @@ def test_stream_and_follow_need_only_the_api_role_and_resume_after_an_id(
 
     unknown = subprocess.run([sys.executable, "-m", "runlane", "follow", "999999",
                               "--dsn", api_only_dsn], capture_output=True, text=True, timeout=60)
-    assert unknown.returncode == 2 and "RL008" in unknown.stderr
+    assert unknown.returncode == 6 and "RL008" in unknown.stderr  # follow's code for RL008

@@ -38,6 +38,9 @@
 --   runs of one organization: locked runs over the bound are left queued.
 -- * Each claimed run gets fence + 1, attempts + 1, a lease of p_lease, its computer lease
 --   in the same transaction, and first_started_at once, after computer ownership.
+-- * Each claim journals run.claimed with its fence, attempt and resumed (whether the run
+--   had a checkpoint: the attempt continues the earlier attempts' output; without one it
+--   starts over and their output is superseded, runlane.superseded_through).
 -- * A lane named twice is one lane (p_lanes is deduplicated): each run is returned once.
 -- * Gates when the run starts (seed 001, "the run starts if"): a locked background run
 --   whose agent is switched off, admin-locked or has no model, or whose owner's weekly
@@ -646,11 +649,14 @@ begin
             first_started_at = coalesce(r.first_started_at, clock_timestamp())
         where r.run_id = any(v_accepted)
           and (r.computer_id is null or r.run_id = any(v_computers_taken))
-        returning r.run_id, r.fence, r.attempts
+        returning r.run_id, r.fence, r.attempts, r.checkpoint is not null as resumed
     ),
     journal as (
         insert into runlane.run_events (run_id, event, detail)
-        select c.run_id, 'run.claimed', jsonb_build_object('fence', c.fence, 'attempt', c.attempts)
+        select
+            c.run_id,
+            'run.claimed',
+            jsonb_build_object('fence', c.fence, 'attempt', c.attempts, 'resumed', c.resumed)
         from claimed as c
     )
     select coalesce(array_agg(c.run_id), '{}') into v_claimed from claimed as c;

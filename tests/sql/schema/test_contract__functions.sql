@@ -1,6 +1,6 @@
 -- Every function DESIGN.md fixes exists with exactly its name and parameter types.
 begin;
-select plan(37);
+select plan(38);
 
 select has_function('runlane', 'submit_message', array['text', 'text', 'text'], 'submit_message(agent, thread, body)');
 select has_function('runlane', 'publish_run', array['bigint', 'timestamp with time zone'], 'publish_run(run, wake_at)');
@@ -39,6 +39,7 @@ select has_function('runlane', 'retry_run', array['bigint', 'bigint', 'text', 'i
 select has_function('runlane', 'run_timing', array['bigint'], 'run_timing(run)');
 select has_function('runlane', 'cancel_run', array['bigint'], 'cancel_run(run)');
 select has_function('runlane', 'run_status', array['bigint'], 'run_status(run)');
+select has_function('runlane', 'superseded_through', array['bigint'], 'superseded_through(run)');
 -- management (issue 13, item 1)
 select has_function('runlane', 'put_org', array['text', 'jsonb'], 'put_org(org, patch)');
 select has_function('runlane', 'put_user', array['text', 'text', 'jsonb'], 'put_user(user, org, patch)');

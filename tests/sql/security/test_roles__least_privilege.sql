@@ -104,7 +104,8 @@ select set_eq(
         'submit_message', 'publish_run', 'create_run', 'run_now', 'outputs_since', 'run_timing',
         'parse_schedule', 'next_slot', 'weekly_spend', 'stream_token', 'cancel_run', 'run_status',
         'put_org', 'put_user', 'put_agent',
-        'lane_status', 'org_status', 'agent_schedules', 'timing_summary', 'agent_journal'
+        'lane_status', 'org_status', 'agent_schedules', 'timing_summary', 'agent_journal',
+        'superseded_through'
     ],
     'the api role executes exactly the client functions'
 );
