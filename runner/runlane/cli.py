@@ -534,7 +534,7 @@ def _error_text(row: dict) -> str | None:
     return f"{row['error_class']}: {row['error']}" if row["error_class"] else row["error"]
 
 
-def _short_error(row: dict, width: int = 60) -> str | None:
+def _short_error(row: dict, width: int = 80) -> str | None:
     text = _error_text(row)
     if text is None:
         return None
