@@ -172,11 +172,13 @@ def parse_level(name: str | int) -> int:
 
 
 def configure(level: int | str = logging.INFO, *, fmt: str = "json",
-              log_errors: bool = False) -> None:
+              log_errors: bool = False, capture_stdlib: bool = True) -> None:
     """structlog with the shortest processor chain that gives our line: level, time,
     `message` = the event name, compact JSON (or `fmt="text"`). Re-configuring changes
     the level. `log_errors` adds exception messages to error lines; DEBUG adds their
-    stacks. Standard-library logging goes to the same output at the same level."""
+    stacks. With `capture_stdlib` (runlane's own processes: the CLI) standard-library
+    logging goes to the same output at the same level; a library user's process, which
+    reaches here through get(), keeps its own logging setup."""
     level = parse_level(level)
     if fmt not in FORMATS:
         raise ValueError(f"log format is json or text, not {fmt!r}")
@@ -195,6 +197,8 @@ def configure(level: int | str = logging.INFO, *, fmt: str = "json",
     _bound = structlog.get_logger()
     _Errors.messages = log_errors
     _Errors.tracebacks = level <= logging.DEBUG
+    if not capture_stdlib:
+        return
     root = logging.getLogger()
     if _bridge not in root.handlers:
         root.addHandler(_bridge)
@@ -208,7 +212,7 @@ _bound: Any = None
 
 def get() -> Any:
     if _bound is None:
-        configure()
+        configure(capture_stdlib=False)
     return _bound
 
 

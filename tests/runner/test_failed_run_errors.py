@@ -57,6 +57,9 @@ def test_the_error_is_in_run_and_journal_and_only_its_class_in_the_logs(conn, db
     assert [(r["run_id"], r["error_class"], r["error"]) for r in entries] \
         == [(run_id, "ValueError", f"hi {MARKER}")]
 
+    unknown = cli("run", "987654321", dsn=db_dsn)
+    assert unknown.returncode == 2 and unknown.stderr.startswith("RL008"), unknown.stderr
+
     # The log: the class, the stack's frames at debug, never the message.
     assert failed["error.type"] == "ValueError"
     assert "error.message" not in failed
