@@ -117,10 +117,13 @@ def _render(_logger: Any, _method: str, event_dict: dict[str, Any]) -> str:
 
 
 def _text_value(value: Any) -> str:
-    text = value if isinstance(value, str) else _dumps(value)
-    if text == "" or any(c in text for c in ' ="\n\t'):
-        return _dumps(text)
-    return text
+    """A string bare when it can be (quoted when empty or holding a space, quote, `=` or
+    a line break); anything else as JSON (7, true, null, ["interactive"])."""
+    if not isinstance(value, str):
+        return _dumps(value)
+    if value == "" or any(c in value for c in ' ="\n\t'):
+        return _dumps(value)
+    return value
 
 
 def _render_text(_logger: Any, _method: str, event_dict: dict[str, Any]) -> str:

@@ -88,7 +88,8 @@ def test_text_format_is_one_readable_line_per_event():
     code = ("import logging\n"
             "from runlane import log\n"
             "log.configure('info', fmt='text')\n"
-            "log.get().info('run.finished', **{'run.id': 7, 'run.lane': 'interactive'})\n"
+            "log.get().info('run.finished', **{'run.id': 7, 'run.lane': 'interactive',"
+            " 'worker.lanes': ['interactive'], 'note': 'a b'})\n"
             "logging.getLogger('myagent').warning('model slow')\n"
             "logging.getLogger('psycopg_pool').info('connection given')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -96,5 +97,6 @@ def test_text_format_is_one_readable_line_per_event():
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert len(lines) == 2, lines  # the pool's INFO chatter stays out
-    assert lines[0].split(" ", 1)[1] == "info run.finished run.id=7 run.lane=interactive"
+    assert lines[0].split(" ", 1)[1] == ('info run.finished run.id=7 run.lane=interactive '
+                                         'worker.lanes=["interactive"] note="a b"')
     assert lines[1].split(" ", 1)[1] == "warning model slow logger=myagent"
