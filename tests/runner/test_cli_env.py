@@ -11,6 +11,7 @@ runner's code; and every option's variable must be in docs/operations.md.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -48,9 +49,16 @@ def option_variables() -> dict[str, list[tuple[str, click.Command, click.Option]
     return found
 
 
+def runner_string_literals() -> set[str]:
+    """Every string constant in the runner's code (a docstring or comment naming a
+    variable is no constant equal to the name, so it does not count as reading it)."""
+    return {node.value for path in RUNNER.rglob("*.py")
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+
+
 def read_by_runner(name: str) -> bool:
-    source = "\n".join(p.read_text() for p in RUNNER.rglob("*.py"))
-    return re.search(rf"environ(\.get)?[\[(]\s*\"{name}\"", source) is not None
+    return name in runner_string_literals()
 
 
 def sample(param: click.Option) -> tuple[str, object]:
