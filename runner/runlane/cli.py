@@ -1,11 +1,21 @@
-"""The `runlane` command line. Every option can also come from the environment:
-`--dsn` from RUNLANE_DSN, any other from RUNLANE_<COMMAND>_<OPTION> (e.g.
-RUNLANE_WORKER_AGENT, RUNLANE_WORKER_LANE="interactive background")."""
+"""The `runlane` command line.
+
+Environment variables, one rule: option `--some-option` of `runlane CMD` can also come
+from RUNLANE_<CMD>_<SOME_OPTION> (RUNLANE_WORKER_AGENT, RUNLANE_WORKER_LANE="interactive
+background": a repeated option takes its values space-separated), named after the option
+and set by _name_envvars below. The options several commands share drop the command:
+`--dsn` from RUNLANE_DSN, then DATABASE_URL; RUNLANE_LOG_LEVEL, RUNLANE_LOG_FORMAT,
+RUNLANE_LOG_ERRORS. `runlane CMD -h` shows each option's variable. docs/operations.md
+("Environment variables") lists them all with the ones the runner reads itself, and
+tests/runner/test_cli_env.py keeps the docs and the CLI equal.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
+from typing import Any
 
 import click
 import psycopg
@@ -13,14 +23,118 @@ import psycopg
 from . import errors, eventloop, log
 from .migrate import MigrationError, migrate
 
+DSN_ENVVARS = ("RUNLANE_DSN", "DATABASE_URL")
+
+
+def _require_dsn(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str:
+    if not value:
+        raise click.UsageError(
+            "no database given: pass --dsn postgresql://…, or set RUNLANE_DSN or DATABASE_URL")
+    return value
+
+
 dsn_option = click.option(
-    "--dsn", envvar="RUNLANE_DSN", required=True,
-    help="PostgreSQL connection string (or $RUNLANE_DSN).")
+    "--dsn", envvar=list(DSN_ENVVARS), callback=_require_dsn,
+    help="PostgreSQL connection string (else $RUNLANE_DSN, else $DATABASE_URL).")
 
 
-@click.group(context_settings={"auto_envvar_prefix": "RUNLANE"})
+def log_options(command: Any) -> Any:
+    """--log-level, --log-format, --log-errors (shared: RUNLANE_LOG_*)."""
+    command = click.option(
+        "--log-errors", is_flag=True, envvar="RUNLANE_LOG_ERRORS",
+        help="Also log exception messages (error.message). Off by default because an "
+             "agent's exception message can quote user content (a prompt, a reply) and "
+             "logs must not carry it; the message is stored with the run either way "
+             "(`runlane run ID`, `runlane journal`).")(command)
+    command = click.option(
+        "--log-format", type=click.Choice(log.FORMATS), default="json", show_default=True,
+        envvar="RUNLANE_LOG_FORMAT",
+        help="json: one JSON object per line; text: a readable line for development.")(command)
+    return click.option(
+        "--log-level", type=click.Choice(log.LEVELS, case_sensitive=False), default="info",
+        show_default=True, envvar="RUNLANE_LOG_LEVEL",
+        help="debug also logs the stack (frames only, no message) of each logged error.")(
+            command)
+
+
+def version() -> str:
+    """The installed distribution's version (one source: the package metadata), or the
+    package's __version__ when runlane runs from a source tree without metadata."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("runlane")
+    except PackageNotFoundError:
+        from . import __version__
+
+        return __version__
+
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(f"runlane {version()}")
+        ctx.exit()
+
+
+def _name_envvars(command_name: str, command: click.Command) -> None:
+    """RUNLANE_<COMMAND>_<OPTION> for each option that names no variable itself, shown in
+    its --help. grant-login's --api/--worker (two flags, one choice) are said on the
+    command line only."""
+    for param in command.params:
+        if not isinstance(param, click.Option):
+            continue
+        if param.is_flag and not param.is_bool_flag:
+            continue
+        if param.envvar is None:
+            option = max(param.opts, key=len).lstrip("-")
+            param.envvar = f"RUNLANE_{command_name}_{option}".upper().replace("-", "_")
+        param.show_envvar = True
+
+
+class _Commands(click.Group):
+    """The command group; every command added gets its variables by the one rule."""
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        super().add_command(cmd, name)
+        _name_envvars(name or cmd.name or "", cmd)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_print_version, help="Print the version and exit.")
 def main() -> None:
-    """runlane: durable, Postgres-native dispatch for AI-agent runs."""
+    """runlane: durable, Postgres-native dispatch for AI-agent runs.
+
+    Every option can also come from the environment: RUNLANE_<COMMAND>_<OPTION>
+    (RUNLANE_WORKER_AGENT, RUNLANE_WORKER_LANE="interactive background"), except the
+    shared ones: RUNLANE_DSN (then DATABASE_URL) and RUNLANE_LOG_LEVEL / _FORMAT / _ERRORS.
+    """
+
+
+def load_agent_or_exit(spec: str) -> Any:
+    """The agent `module:attr`, imported like `python -m` imports: the current folder
+    first, then the installed packages. A missing module exits 2 with how to fix it."""
+    from .agents import load_agent
+
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        return load_agent(spec)
+    except ModuleNotFoundError as exc:
+        wanted = spec.partition(":")[0]
+        if exc.name and (wanted == exc.name or wanted.startswith(exc.name + ".")):
+            click.echo(f"error: cannot load agent {spec}: no module named {exc.name!r} in "
+                       f"the current folder ({cwd}) or the installed packages; run runlane "
+                       "from your project's folder, install your package (pip install -e .) "
+                       "or add its folder to PYTHONPATH", err=True)
+        else:  # the agent's module exists; something it imports does not
+            click.echo(f"error: cannot load agent {spec}: {exc}", err=True)
+        sys.exit(2)
+    except (ImportError, AttributeError, TypeError) as exc:
+        click.echo(f"error: cannot load agent {spec}: {exc}", err=True)
+        sys.exit(1)
 
 
 def fail(exc: BaseException) -> None:
@@ -56,8 +170,10 @@ def migrate_cmd(dsn: str, to: int | None, lock_timeout: float) -> None:
 @click.option("--lane", "lanes", multiple=True, required=True,
               type=click.Choice(["interactive", "background"]),
               help="Lane to serve; repeat for both (each lane has its own dispatcher).")
-@click.option("--agent", "agent_spec", default="runlane.agents.echo:agent", show_default=True,
-              help="The agent, as module:attr.")
+@click.option("--agent", "agent_spec", default=None,
+              help="The agent, as module:attr (imported from the current folder or the "
+                   "installed packages). Required: runlane.agents.echo:agent echoes "
+                   "messages back, a stand-in for trying runlane.")
 @click.option("--worker-id", default="", help="Lease owner name (default host-pid-random).")
 @click.option("--shutdown-grace", type=float, default=30.0, show_default=True,
               help="Seconds runs may finish after SIGTERM/SIGINT before they are released.")
@@ -102,6 +218,7 @@ def migrate_cmd(dsn: str, to: int | None, lock_timeout: float) -> None:
               help="Serve Prometheus metrics on this port at /metrics (needs prometheus_client).")
 @click.option("--metrics-addr", default="127.0.0.1", show_default=True,
               help="Address the metrics endpoint binds to.")
+@log_options
 def worker_cmd(dsn: str, lanes: tuple[str, ...], agent_spec: str, worker_id: str,
                shutdown_grace: float, memory_buffer_mb: int, memory_probe: str | None,
                lease: float, scan_interval: float, claim_batch: int, pool_size: int,
@@ -109,22 +226,17 @@ def worker_cmd(dsn: str, lanes: tuple[str, ...], agent_spec: str, worker_id: str
                queue_delay_interval: float, queue_delay_threshold: float, leader_retry: float,
                leader_ttl: float | None, notify_queue_warn: float, retention: str | None,
                deliveries: str,
-               metrics_port: int | None, metrics_addr: str) -> None:
-    """Listen, claim and execute runs until SIGTERM/SIGINT."""
-    from .agents import load_agent
+               metrics_port: int | None, metrics_addr: str,
+               log_level: str, log_format: str, log_errors: bool) -> None:
+    """Listen, claim and execute runs of AGENT (--agent) until SIGTERM/SIGINT."""
     from .maintenance import MaintenanceConfig
     from .retention import parse_window
     from .worker import WorkerConfig, serve
 
-    log.configure()
-    if deliveries == "legacy":
+    log.configure(log_level, fmt=log_format, log_errors=log_errors)
+    if deliveries == "legacy":  # the older generation's statements: no agent runs
         _legacy_worker(dsn, worker_id, memory_probe, memory_buffer_mb)
         return
-    try:
-        agent = load_agent(agent_spec)
-    except (ImportError, AttributeError, TypeError) as exc:
-        click.echo(f"error: cannot load agent {agent_spec}: {exc}", err=True)
-        sys.exit(1)
     try:
         window = parse_window(retention) if retention is not None else None
         maintenance_config = MaintenanceConfig(
@@ -133,6 +245,12 @@ def worker_cmd(dsn: str, lanes: tuple[str, ...], agent_spec: str, worker_id: str
     except ValueError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
+    if not agent_spec:  # never a silent stand-in: a worker runs the agent it is given
+        raise click.UsageError(
+            "runlane worker needs an agent: --agent mypkg.agents:researcher (or "
+            "RUNLANE_WORKER_AGENT=mypkg.agents:researcher); to try runlane without one, "
+            "--agent runlane.agents.echo:agent echoes each message back")
+    agent = load_agent_or_exit(agent_spec)
     config = WorkerConfig(
         dsn=dsn, lanes=list(dict.fromkeys(lanes)), agent=agent, worker_id=worker_id,
         shutdown_grace=shutdown_grace, memory_buffer_mb=memory_buffer_mb,
@@ -194,12 +312,13 @@ def grant_login_cmd(dsn: str, login: str, role: str | None, org: str | None) -> 
 
 @main.command("tick")
 @dsn_option
-def tick_cmd(dsn: str) -> None:
+@log_options
+def tick_cmd(dsn: str, log_level: str, log_format: str, log_errors: bool) -> None:
     """One maintenance pass (tick and publish, reap_stale, redundant timer runs,
     queue delay), for cron or pg_cron; does nothing while a worker leads maintenance."""
     from .maintenance import one_pass
 
-    log.configure()
+    log.configure(log_level, fmt=log_format, log_errors=log_errors)
     try:
         ok = asyncio.run(one_pass(dsn))
     except psycopg.Error as exc:
@@ -388,20 +507,71 @@ def timing_cmd(dsn: str, since: str, trigger: str | None, as_json: bool) -> None
 @click.option("--limit", type=int, default=50, show_default=True)
 @json_option
 def journal_cmd(dsn: str, agent_id: str, limit: int, as_json: bool) -> None:
-    """AGENT's runs, skips and their reasons, newest first."""
+    """AGENT's runs, skips and their reasons, newest first, with each run's last error
+    (`runlane run ID` shows one run in full)."""
     from .tables import render
 
-    rows = _query(dsn, "select * from runlane.agent_journal(p_agent_id => %s::text, "
-                       "p_limit => %s::int)", (agent_id, limit))
+    rows = _query(dsn, "select j.*, d.error_class, d.error "
+                       "from runlane.agent_journal(p_agent_id => %s::text, "
+                       "p_limit => %s::int) as j "
+                       "cross join lateral runlane.run_detail(j.run_id) as d "
+                       "order by j.created_at desc, j.run_id desc", (agent_id, limit))
     if as_json:
         _emit_json({"agent_id": agent_id, "runs": rows})
         return
     click.echo(render(f"Journal of {agent_id} (newest first)",
                       ["run", "created", "lane", "trigger", "state", "reason", "attempts",
-                       "occurrence", "coalesced", "first response ms", "total ms"],
+                       "occurrence", "coalesced", "first response ms", "total ms", "error"],
                       [[r["run_id"], r["created_at"], r["lane"], r["trigger"], r["state"],
                         r["reason"], r["attempts"], r["occurrence"], r["coalesced"],
-                        r["first_response_ms"], r["total_ms"]] for r in rows]))
+                        r["first_response_ms"], r["total_ms"], _short_error(r)]
+                       for r in rows]))
+
+
+def _error_text(row: dict) -> str | None:
+    if row["error"] is None:
+        return None
+    return f"{row['error_class']}: {row['error']}" if row["error_class"] else row["error"]
+
+
+def _short_error(row: dict, width: int = 80) -> str | None:
+    text = _error_text(row)
+    if text is None:
+        return None
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+@main.command("run")
+@dsn_option
+@click.argument("run_id", type=int)
+@json_option
+def run_cmd(dsn: str, run_id: int, as_json: bool) -> None:
+    """One run: its state, reason, attempts, timing, last error (class and message, as
+    the failed attempt raised it) and how many outputs it wrote."""
+    rows = _query(dsn, "select * from runlane.run_detail(p_run_id => %s::bigint)", (run_id,))
+    row = rows[0]
+    if as_json:
+        _emit_json(row)
+        return
+    fields = [
+        ("agent", row["agent_id"]), ("organization", row["org_id"]),
+        ("lane", row["lane"]), ("trigger", row["trigger"]),
+        ("state", row["state"]), ("reason", row["reason"]),
+        ("attempts", f"{row['attempts']} of {row['max_attempts']}"),
+        ("created", row["created_at"]), ("first started", row["first_started_at"]),
+        ("first response", row["first_response_at"]), ("finished", row["finished_at"]),
+        ("wakes", row["wake_at"]),
+        ("queue wait ms", row["queue_wait_ms"]),
+        ("first response ms", row["first_response_ms"]), ("total ms", row["total_ms"]),
+        ("outputs", f"{row['visible_outputs']} visible, {row['outputs']} in all"),
+        ("cost", row["cost"]),
+        ("error class", row["error_class"]), ("error", row["error"]),
+    ]
+    click.echo(f"run {row['run_id']}")
+    for name, value in fields:
+        if value is not None:
+            click.echo(f"  {name + ':':<19}{value}")
 
 
 @main.command("embedded")
@@ -412,18 +582,15 @@ def journal_cmd(dsn: str, agent_id: str, limit: int, as_json: bool) -> None:
 @click.option("--scan-interval", type=float, default=1.0, show_default=True,
               help="Seconds between recovery scans (runs committed by other processes are "
                    "found by the scan: embedded mode does not LISTEN).")
-def embedded_cmd(data_dir: str, agent_spec: str, scan_interval: float) -> None:
+@log_options
+def embedded_cmd(data_dir: str, agent_spec: str, scan_interval: float, log_level: str,
+                 log_format: str, log_errors: bool) -> None:
     """One process: an embedded PostgreSQL, migrated, and a worker for both lanes with
     in-process notifications; logs its DSN (embedded.started) and runs until SIGTERM."""
-    from .agents import load_agent
     from .embedded import serve_embedded
 
-    log.configure()
-    try:
-        agent = load_agent(agent_spec)
-    except (ImportError, AttributeError, TypeError) as exc:
-        click.echo(f"error: cannot load agent {agent_spec}: {exc}", err=True)
-        sys.exit(1)
+    log.configure(log_level, fmt=log_format, log_errors=log_errors)
+    agent = load_agent_or_exit(agent_spec)
     try:
         eventloop.run(serve_embedded(agent, data_dir or None, scan_interval=scan_interval))
     except (psycopg.Error, RuntimeError) as exc:

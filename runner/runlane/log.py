@@ -3,7 +3,20 @@
 Fields are dotted names (`run.id`, `run.first_response_ms`, `queue.delayed_runs`), passed
 as `log.info("run.finished", **row)`. What goes in: ids, lanes, triggers, counts,
 durations, SQLSTATEs and exception class names. What never goes in: message text,
-prompts, agent output, exception messages or personal identifiers.
+prompts, agent output or personal identifiers, and by default no exception message
+either: an agent's exception can quote what a user wrote (`ValueError(f"bad reply to
+{question}")`). The message is stored with the run (runlane.run_detail, `runlane run
+ID`); `configure(log_errors=True)` (`--log-errors`) also logs it as `error.message`.
+At DEBUG level error lines carry `error.stack`: the traceback's frames (file, line,
+function, source line), without the exception's message.
+
+Standard-library `logging` records (an agent's own `logging.getLogger(...).info(...)`)
+reach the same output, `message` = the record's text and `logger` = its name; they say
+what their author wrote, so what an agent logs is the agent's business. The chatty
+libraries below (psycopg's pool logs every connection it lends) stay at WARNING.
+
+`configure(fmt="text")` writes a readable line instead of JSON (development):
+`2026-01-02T03:04:05.123456Z warning run.attempt_failed run.id=7 error.type=ValueError`.
 
 Lines are made by structlog. The worker logs three lines per run, so its chain is kept
 short: the level, a timestamp whose seconds part is formatted once per second, the event
@@ -21,6 +34,7 @@ import json
 import logging
 import sys
 import time
+import traceback
 from collections.abc import Mapping
 from typing import Any
 
@@ -102,15 +116,81 @@ def _render(_logger: Any, _method: str, event_dict: dict[str, Any]) -> str:
     return _dumps(event_dict)
 
 
-def configure(level: int = logging.INFO) -> None:
+def _text_value(value: Any) -> str:
+    """A string bare when it can be (quoted when empty or holding a space, quote, `=` or
+    a line break); anything else as JSON (7, true, null, ["interactive"])."""
+    if not isinstance(value, str):
+        return _dumps(value)
+    if value == "" or any(c in value for c in ' ="\n\t'):
+        return _dumps(value)
+    return value
+
+
+def _render_text(_logger: Any, _method: str, event_dict: dict[str, Any]) -> str:
+    """`time level message key=value …`; a stack follows on indented lines."""
+    fields = dict(event_dict)
+    head = [str(fields.pop("time", "")), str(fields.pop("level", "")),
+            str(fields.pop("message", ""))]
+    stack = fields.pop("error.stack", None)
+    line = " ".join(head + [f"{k}={_text_value(v)}" for k, v in fields.items()])
+    if stack:
+        line += "\n" + "\n".join("    " + s for s in str(stack).rstrip().splitlines())
+    return line
+
+
+FORMATS = ("json", "text")
+LEVELS = ("debug", "info", "warning", "error")
+# Libraries that log at INFO on every call (psycopg_pool: each connection lent and
+# returned) stay at WARNING whatever the level.
+QUIET_LOGGERS = ("psycopg", "psycopg_pool", "httpx", "httpcore", "asyncio", "urllib3")
+
+
+class _Errors:
+    messages = False    # error.message in error lines (--log-errors)
+    tracebacks = False  # error.stack in error lines (DEBUG)
+
+
+class _StdlibBridge(logging.Handler):
+    """Standard-library records into the same output (and format) as runlane's own."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            fields: dict[str, Any] = {"logger": record.name}
+            if record.exc_info and record.exc_info[1] is not None:
+                fields.update(error_fields(record.exc_info[1]))
+            get().log(record.levelno, record.getMessage(), **fields)
+        except Exception:  # noqa: BLE001 - logging never fails the caller
+            self.handleError(record)
+
+
+_bridge = _StdlibBridge()
+
+
+def parse_level(name: str | int) -> int:
+    if isinstance(name, int):
+        return name
+    if name.lower() not in LEVELS:
+        raise ValueError(f"log level is one of {', '.join(LEVELS)}, not {name!r}")
+    return logging.getLevelName(name.upper())
+
+
+def configure(level: int | str = logging.INFO, *, fmt: str = "json",
+              log_errors: bool = False, capture_stdlib: bool = True) -> None:
     """structlog with the shortest processor chain that gives our line: level, time,
-    `message` = the event name, compact JSON. Re-configuring changes the level."""
+    `message` = the event name, compact JSON (or `fmt="text"`). Re-configuring changes
+    the level. `log_errors` adds exception messages to error lines; DEBUG adds their
+    stacks. With `capture_stdlib` (runlane's own processes: the CLI) standard-library
+    logging goes to the same output at the same level; a library user's process, which
+    reaches here through get(), keeps its own logging setup."""
+    level = parse_level(level)
+    if fmt not in FORMATS:
+        raise ValueError(f"log format is json or text, not {fmt!r}")
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
             _add_time,
             structlog.processors.EventRenamer("message"),
-            _render,
+            _render if fmt == "json" else _render_text,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.WriteLoggerFactory(file=_BatchedFile()),
@@ -118,6 +198,16 @@ def configure(level: int = logging.INFO) -> None:
     )
     global _bound
     _bound = structlog.get_logger()
+    _Errors.messages = log_errors
+    _Errors.tracebacks = level <= logging.DEBUG
+    if not capture_stdlib:
+        return
+    root = logging.getLogger()
+    if _bridge not in root.handlers:
+        root.addHandler(_bridge)
+    root.setLevel(level)
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(max(level, logging.WARNING))
 
 
 _bound: Any = None
@@ -125,7 +215,7 @@ _bound: Any = None
 
 def get() -> Any:
     if _bound is None:
-        configure()
+        configure(capture_stdlib=False)
     return _bound
 
 
@@ -148,10 +238,19 @@ def timing(event: str, row: Any, **extra: Any) -> None:
             get().warning("log.timing_failed", **{"log.event": event, **error_fields(exc)})
 
 
+MESSAGE_LIMIT = 2000  # characters of error.message
+
+
 def error_fields(exc: BaseException) -> dict[str, Any]:
-    """What we may say about an error: its class and SQLSTATE, never its message."""
+    """What we may say about an error: its class and SQLSTATE; its message only when
+    configured with log_errors (it can quote user content); at DEBUG its stack frames
+    (never the message: format_tb leaves it out)."""
     fields: dict[str, Any] = {"error.type": type(exc).__name__}
     sqlstate = getattr(exc, "sqlstate", None)
     if sqlstate:
         fields["error.sqlstate"] = sqlstate
+    if _Errors.messages:
+        fields["error.message"] = str(exc)[:MESSAGE_LIMIT]
+    if _Errors.tracebacks and exc.__traceback__ is not None:
+        fields["error.stack"] = "".join(traceback.format_tb(exc.__traceback__))
     return fields

@@ -88,6 +88,9 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     # operator views (runlane status, journal, timing summary): an application reads
     # them too, each limited to its organization when its login is scoped
     "runlane.agent_journal(text,integer)": BOTH,
+    # one run with its last error (runlane run ID): the error can quote user content,
+    # so the roles that read the run's outputs anyway, the api limited when scoped
+    "runlane.run_detail(bigint)": BOTH,
     "runlane.agent_schedules()": BOTH,
     "runlane.lane_status(timestamp with time zone)": BOTH,
     "runlane.org_status()": BOTH,

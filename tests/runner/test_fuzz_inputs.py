@@ -938,5 +938,7 @@ def test_a_null_in_any_argument_of_any_public_function_is_refused_clearly_or_har
     assert outcomes[("submit_message", "p_idempotency_key")] == "22004"
     assert outcomes[("run_now", "p_idempotency_key")] == "22004"
     assert outcomes[("claim_runs", "p_limit")] == "22023"
+    assert outcomes[("run_detail", None)] == "ok"
+    assert outcomes[("run_detail", "p_run_id")] == "22004"
     assert sum(1 for state in outcomes.values() if state == "ok") > 10
     assert_consistent(conn)

@@ -41,6 +41,7 @@ FOREIGN_CALLS = {
     "cancel_run": ("select runlane.cancel_run(%(run)s)", "RL008"),
     "run_status": ("select * from runlane.run_status(%(run)s)", "RL008"),
     "superseded_through": ("select runlane.superseded_through(%(run)s)", "RL008"),
+    "run_detail": ("select * from runlane.run_detail(%(run)s)", "RL008"),
     "weekly_spend": ("select runlane.weekly_spend(%(owner)s)", "22023"),
     # management (issue 13): another organization answers as an unknown one
     "put_org": ("select runlane.put_org(%(org)s, '{\"agent_max_concurrency\": 1}')", "RL008"),

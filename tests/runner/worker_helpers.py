@@ -55,6 +55,8 @@ class WorkerProcess:
                "--worker-id", self.worker_id]
         for lane in lanes:
             cmd += ["--lane", lane]
+        if "--agent" not in args:  # a worker needs an agent: the echo one unless told
+            cmd += ["--agent", "runlane.agents.echo:agent"]
         cmd += list(args)
         full_env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             [str(HERE), os.environ.get("PYTHONPATH", "")]), **(env or {})}

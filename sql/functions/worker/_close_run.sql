@@ -2,7 +2,7 @@
 -- attempts spent, reap_stale).
 --
 -- Guarantees, for the run p_run (the caller holds its row lock):
---   * state = p_outcome, reason = p_reason, last_error = p_error,
+--   * state = p_outcome, reason = p_reason, last_error = p_error (first 1,000 characters),
 --     finished_at = clock_timestamp(), lease owner and expiry cleared;
 --   * the computer lease held by this run (and only that row) is deleted;
 --   * a run_events row 'run.finished' with detail {outcome, reason}: codes only, never

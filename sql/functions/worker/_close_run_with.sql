@@ -3,7 +3,8 @@
 -- neither; finish_runs uses both so a run is updated once per finish, not twice).
 --
 -- Guarantees, for the run p_run (the caller holds its row lock):
---   * ONE update of the run: state = p_outcome, reason = p_reason, last_error = p_error,
+--   * ONE update of the run: state = p_outcome, reason = p_reason, last_error = p_error
+--     (its first 1,000 characters),
 --     finished_at = clock_timestamp(), lease owner and expiry cleared, cost increased by
 --     p_cost (finite and >= 0, checked by the caller), and first_response_at set to
 --     p_first_response_at only when it is still null (never reset);
@@ -48,7 +49,7 @@ begin
     update runlane.runs as r
     set state = _close_run_with.p_outcome,
         reason = _close_run_with.p_reason,
-        last_error = _close_run_with.p_error,
+        last_error = left(_close_run_with.p_error, 1000),
         finished_at = clock_timestamp(),
         lease_owner = null,
         lease_expires_at = null,

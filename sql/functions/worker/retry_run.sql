@@ -2,7 +2,8 @@
 --
 -- Guarantees: refuses with RL001 once the caller no longer owns the run (RL008 unknown).
 -- While attempts < max_attempts the run goes back to queued with wake_at = now() +
--- p_delay, reason 'retry_scheduled', last_error = p_error, lease cleared, its computer
+-- p_delay, reason 'retry_scheduled', last_error = p_error (its first 1,000 characters:
+-- what runlane.run_detail shows), lease cleared, its computer
 -- lease deleted (the next computer waiter is notified and may use the computer during
 -- the delay), 'run.retry_scheduled' journaled, messages held on an interactive run's
 -- thread while it ran join it (runlane._dispatch_held_messages); returns 'queued'. Once attempts are spent
@@ -62,7 +63,7 @@ begin
     set state = 'queued',
         wake_at = v_wake_at,
         reason = 'retry_scheduled',
-        last_error = retry_run.p_error,
+        last_error = left(retry_run.p_error, 1000),
         lease_owner = null,
         lease_expires_at = null
     where r.run_id = retry_run.p_run_id;

@@ -1,6 +1,6 @@
 -- Every function DESIGN.md fixes exists with exactly its name and parameter types.
 begin;
-select plan(38);
+select plan(39);
 
 select has_function('runlane', 'submit_message', array['text', 'text', 'text'], 'submit_message(agent, thread, body)');
 select has_function('runlane', 'publish_run', array['bigint', 'timestamp with time zone'], 'publish_run(run, wake_at)');
@@ -66,6 +66,8 @@ select has_function(
     'runlane', 'thread_history', array['bigint', 'bigint', 'integer'],
     'thread_history(run, fence, limit)'
 );
+-- one run with its last error, for `runlane run ID` (issue 14, item 2)
+select has_function('runlane', 'run_detail', array['bigint'], 'run_detail(run)');
 
 select * from finish();
 rollback;

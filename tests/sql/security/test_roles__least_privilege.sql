@@ -92,7 +92,7 @@ select is(
 -- stream_token names a run's runlane_outputs hints for a reader allowed to read the run;
 -- the operator views (lane_status, org_status, agent_schedules, timing_summary,
 -- agent_journal) are what an application reads about its agents and runs, each limited to
--- the login's organization when it is scoped.
+-- the login's organization when it is scoped; so is run_detail (one run with its error).
 select set_eq(
     $$
         select p.proname::text
@@ -105,7 +105,7 @@ select set_eq(
         'parse_schedule', 'next_slot', 'weekly_spend', 'stream_token', 'cancel_run', 'run_status',
         'put_org', 'put_user', 'put_agent',
         'lane_status', 'org_status', 'agent_schedules', 'timing_summary', 'agent_journal',
-        'superseded_through'
+        'superseded_through', 'run_detail'
     ],
     'the api role executes exactly the client functions'
 );

@@ -1,0 +1,110 @@
+-- run_detail: one run as a developer looks at it, for `runlane run ID` and the error
+-- column of `runlane journal`.
+--
+-- Guarantees: RL008 for an unknown run (or another organization's, for a login scoped to
+-- one: runlane._in_scope); 22004 for a null id. Otherwise one row: the run's agent,
+-- organization, lane, trigger, state, reason, attempts and max_attempts; its timestamps
+-- (created, first started, first response, finished, the wake time of a queued run) and
+-- queue wait, first response and total ms as run_timing measures them (origin = the source
+-- message's created_at, else the run's; absent timestamps give NULL, never zero); the
+-- last failed attempt's error as written by retry_run / finish_run's p_error, split into
+-- error_class (the exception class when p_error reads `Class: message`, as the Python
+-- runner writes it; NULL for a reason code such as iteration_cap) and error (the rest,
+-- at most 1,000 characters as stored); the number of visible outputs (the kinds
+-- outputs_since pages) and of all outputs; and the cost charged so far. The error can
+-- quote user content (it is what the agent's exception said), so this is read by the
+-- roles that may read the run's outputs anyway: runlane_api (its own organization when
+-- scoped) and runlane_worker. No message text, prompt or thread id. Never writes.
+create or replace function runlane.run_detail(p_run_id bigint)
+returns table (
+    run_id bigint,
+    agent_id text,
+    org_id text,
+    lane text,
+    trigger text,
+    state text,
+    reason text,
+    attempts int,
+    max_attempts int,
+    created_at timestamptz,
+    first_started_at timestamptz,
+    first_response_at timestamptz,
+    finished_at timestamptz,
+    wake_at timestamptz,
+    queue_wait_ms bigint,
+    first_response_ms bigint,
+    total_ms bigint,
+    error_class text,
+    error text,
+    visible_outputs int,
+    outputs int,
+    cost numeric
+)
+language plpgsql
+stable
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    if p_run_id is null then
+        raise exception 'run id is required'
+            using errcode = '22004';
+    end if;
+
+    return query
+    select
+        r.run_id,
+        r.agent_id,
+        r.org_id,
+        r.lane,
+        r.trigger,
+        r.state,
+        r.reason,
+        r.attempts,
+        r.max_attempts,
+        r.created_at,
+        r.first_started_at,
+        r.first_response_at,
+        r.finished_at,
+        case when r.state = 'queued' then r.wake_at end,
+        runlane._ms_between(r.created_at, r.first_started_at),
+        runlane._ms_between(coalesce(m.created_at, r.created_at), r.first_response_at),
+        runlane._ms_between(coalesce(m.created_at, r.created_at), r.finished_at),
+        e.error_class,
+        case
+            when e.error_class is null then r.last_error
+            else substr(r.last_error, char_length(e.error_class) + 3)
+        end,
+        o.visible,
+        o.total,
+        r.cost
+    from runlane.runs as r
+    left join runlane.messages as m on m.message_id = r.source_message_id
+    cross join lateral (
+        select substring(r.last_error from '^([A-Za-z_][A-Za-z0-9_.]*): ') as error_class
+    ) as e
+    cross join lateral (
+        select
+            count(*) filter (
+                where x.kind in ('text', 'final', 'message_tool', 'card')
+            )::int as visible,
+            count(*)::int as total
+        from runlane.run_outputs as x
+        where x.run_id = r.run_id
+    ) as o
+    where r.run_id = run_detail.p_run_id
+      and runlane._in_scope(r.org_id);
+    if not found then
+        raise exception 'unknown run %', p_run_id
+            using errcode = 'RL008',
+                  hint = 'check the run id; a login scoped to one organization sees only its runs';
+    end if;
+end;
+$$;
+
+comment on function runlane.run_detail(bigint) is
+'One run: agent, lane, trigger, state, reason, attempts, timestamps and timing ms, the last '
+'error (class and message), visible and all output counts, cost. RL008 unknown run.';
+
+revoke all on function runlane.run_detail(bigint) from public;
+grant execute on function runlane.run_detail(bigint) to runlane_api, runlane_worker;
