@@ -1,0 +1,141 @@
+"""The README's quickstart, run as written (issue 13 item 7): it keeps the README true.
+
+The blocks fenced ```sh quickstart in README.md are joined in order into one bash script
+and run against a fresh, empty database of the test cluster: `runlane migrate`, the two
+logins and their roles, put_org / put_user / put_agent as the application's login, a
+worker as the worker's login (the block marked `background`, started where it stands and
+left running, as in its own terminal), `runlane submit` and `runlane follow`. The only
+changes made to the text: the documented address `localhost:5432/runlane` becomes the
+test database's, and the install lines (a virtualenv, `pip install .`) are checked
+against the package instead of run: this checkout is installed already. The streamed
+reply must arrive on follow's stdout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import psycopg
+import pytest
+from conftest import new_database
+
+ROOT = Path(__file__).parent.parent.parent
+README = ROOT / "README.md"
+FENCE = re.compile(r"^```sh quickstart( background)?\n(.*?)^```", re.M | re.S)
+DOCUMENTED_DB = "localhost:5432/runlane"
+LOGINS = ("app", "worker")
+INSTALL = re.compile(r"^(pip install|python3? -m venv|\. \S+/bin/activate)")
+
+
+def quickstart_blocks() -> list[tuple[bool, str]]:
+    """(background?, text) for each quickstart block of the README, in order."""
+    return [(bool(m.group(1)), m.group(2)) for m in FENCE.finditer(README.read_text())]
+
+
+def test_the_quickstart_has_every_documented_step():
+    """The steps issue 13 asks of the first screen, in the order a newcomer needs them."""
+    text = "\n".join(block for _, block in quickstart_blocks())
+    steps = ["pip install", "runlane migrate", "runlane grant-login app --api",
+             "runlane grant-login worker --worker", "runlane.put_org(", "runlane.put_user(",
+             "runlane.put_agent(", "runlane worker ", "runlane submit ", "runlane follow "]
+    positions = [text.find(step) for step in steps]
+    assert -1 not in positions, dict(zip(steps, positions, strict=True))
+    assert positions == sorted(positions)
+    assert [bg for bg, _ in quickstart_blocks()].count(True) == 1, "one background worker"
+    # The quickstart is the README's first section: it is on the first screen.
+    first_section = re.search(r"^## (.*)$", README.read_text(), re.M).group(1)
+    assert first_section.startswith("Quickstart")
+
+
+def test_the_install_line_installs_this_package():
+    installs = [line.split("#")[0].split() for _, block in quickstart_blocks()
+                for line in block.splitlines() if line.startswith("pip install")]
+    assert installs == [["pip", "install", "."]]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["name"] == "runlane"
+    assert project["scripts"]["runlane"] == "runlane.cli:main"
+
+
+def _script(blocks: list[tuple[bool, str]], address: str, worker_log: Path) -> str:
+    lines = ["set -euo pipefail"]
+    for background, block in blocks:
+        block = block.replace(DOCUMENTED_DB, address)
+        block = "\n".join(line for line in block.splitlines() if not INSTALL.match(line))
+        if background:
+            lines.append(f"( {block}\n) >{worker_log} 2>&1 &")
+        else:
+            lines.append(block)
+    return "\n".join(lines) + "\n"
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    """SIGTERM the script's session (the worker drains and exits), SIGKILL what lingers."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def fresh_db(pg_cluster):
+    """An empty database (the quickstart migrates it) and no logins named app or worker."""
+    with psycopg.connect(pg_cluster.dsn, autocommit=True) as admin:
+        taken = admin.execute("select rolname from pg_roles where rolname = any(%s)",
+                              (list(LOGINS),)).fetchall()
+        assert taken == [], f"the cluster already has {taken}: the quickstart creates them"
+        dsn, janitor = new_database(pg_cluster, None)
+        try:
+            yield dsn
+        finally:
+            janitor.drop()
+            for login in LOGINS:
+                admin.execute(f'drop role if exists "{login}"')
+
+
+def test_the_quickstart_streams_a_reply(pg_cluster, fresh_db, tmp_path):
+    dbname = fresh_db.rsplit("/", 1)[1]
+    worker_log = tmp_path / "worker.log"
+    script = _script(quickstart_blocks(), f"127.0.0.1:{pg_cluster.port}/{dbname}", worker_log)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("RUNLANE_", "PG")) and k != "DATABASE_URL"}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    proc = subprocess.Popen(["bash", "-c", script], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=120)
+    finally:
+        # The worker runs on in the script's session, as in its own terminal: stop it.
+        _stop_group(proc)
+    detail = f"stdout:\n{out}\nstderr:\n{err}\nworker:\n{worker_log.read_text()}"
+    assert proc.returncode == 0, detail
+    assert "message 1 created run 1" in out, detail
+    assert "Hello, runlane!" in out.split("message 1 created run 1", 1)[1], detail
+    with psycopg.connect(fresh_db) as conn:
+        state = conn.execute("select state from runlane.runs where run_id = 1").fetchone()[0]
+        body = conn.execute("select string_agg(body, '' order by output_id) "
+                            "from runlane.run_outputs where run_id = 1").fetchone()[0]
+        memberships = dict(conn.execute(
+            "select r.rolname, array_agg(g.rolname::text order by g.rolname) "
+            "from pg_auth_members as m join pg_roles as r on r.oid = m.member "
+            "join pg_roles as g on g.oid = m.roleid where r.rolname = any(%s) "
+            "group by r.rolname", (list(LOGINS),)).fetchall())
+    assert state == "succeeded"
+    assert body == "Hello, runlane!"
+    assert memberships == {"app": ["runlane_api"], "worker": ["runlane_worker"]}
