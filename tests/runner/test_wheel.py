@@ -98,6 +98,8 @@ def test_the_installed_wheel_migrates_runs_a_worker_and_answers_a_message(
     assert where[0] == where[1]  # one source for the version
     assert Path(where[2]).is_relative_to(venv), "runlane was not imported from the venv"
     assert where[0] == runlane.__version__
+    shown = run([bin_ / "runlane", "--version"], cwd=tmp_path, env=env).stdout
+    assert runlane.__version__ in shown, "runlane --version names the installed version"
 
     migrated = run([bin_ / "runlane", "migrate", "--dsn", empty_db_dsn], cwd=tmp_path, env=env)
     assert "applied 0001" in migrated.stdout
