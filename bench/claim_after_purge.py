@@ -39,8 +39,8 @@ import psycopg
 from bench import _common
 from bench.claim_history import AGENTS, GOAL, LIMIT, ORGS, QUEUED, TEMPLATE, build, one_claim
 
-# claim_history's mix of finished runs, finished within the last 8 days minus a minute
-# (kept by an 8-day purge), appended after the highest run id present.
+# claim_history's mix of finished runs, finished within the last 7 days (kept by an 8-day
+# purge, with a day's margin for a slow load), appended after the highest run id present.
 FILL = """
 insert into runlane.runs (
     org_id, agent_id, lane, trigger, state, reason, thread_id, prompt, model,
@@ -65,7 +65,7 @@ select
     t + interval '5 seconds'
 from generate_series(1, %(count)s::int) as g,
      lateral (select g %% %(agents)s::int + 1 as a,
-                     now() - interval '1 minute' - (g %% 691000) * interval '1 second' as t)
+                     now() - interval '1 minute' - (g %% 604800) * interval '1 second' as t)
          as pick
 """
 # What those runs leave behind: an output and a journal row each, a source message for
@@ -139,6 +139,8 @@ def build_purged(pg, name: str, runs: int, batch: int) -> tuple[str, dict]:
         fill(conn, runs)
         report["fill_s"] = round(time.monotonic() - t0, 1)
         report["rows_before_purge"] = conn.execute(COUNTS).fetchone()
+        print(f"  filled {runs:,} runs in {report['fill_s']} s (runs, outputs, events, "
+              f"messages: {report['rows_before_purge']})", flush=True)
         t0 = time.monotonic()
         conn.execute(AGE)
         report["age_s"] = round(time.monotonic() - t0, 1)
@@ -156,6 +158,8 @@ def build_purged(pg, name: str, runs: int, batch: int) -> tuple[str, dict]:
                       purge_calls=len(seconds),
                       purge_call_p50_ms=round(_common.percentile(ms, 0.5), 1),
                       purge_call_max_ms=round(max(ms), 1))
+        print(f"  aged in {report['age_s']} s; purged in {report['purge_s']} s "
+              f"({report['purge_runs_per_s']:,} runs/s)", flush=True)
         t0 = time.monotonic()
         fill(conn, runs)
         report["refill_s"] = round(time.monotonic() - t0, 1)
@@ -224,10 +228,7 @@ def main(argv=None) -> list[str]:
                 conn.execute(PROPOSED_INDEX)
         reference = build(pg, "bench_purge_reference", args.small)
         purged, report = build_purged(pg, "bench_purge_refilled", args.runs, args.batch)
-        print(f"  {args.runs:,} runs filled in {report['fill_s']} s, aged in {report['age_s']}"
-              f" s, purged in {report['purge_s']} s ({report['purge_runs_per_s']:,} runs/s, "
-              f"{report['purge_calls']} calls of {args.batch}), refilled in "
-              f"{report['refill_s']} s", flush=True)
+        print(f"  refilled in {report['refill_s']} s; measuring", flush=True)
 
         conns = {"reference": psycopg.connect(reference), "refilled": psycopg.connect(purged)}
         try:
