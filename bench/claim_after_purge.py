@@ -27,6 +27,8 @@ checked for it), so the purge rate falls as the table grows; --proposed-index cr
 PROPOSED_INDEX in the template first, to measure the purge with it (not yet a migration).
 
 --quick: 100,000 runs and fewer calls (a quick check of the scenario, not the goal).
+A purge that has not finished after --purge-budget seconds (900) ends the scenario: the
+purge rate is then the result, and claims are not measured.
 """
 
 from __future__ import annotations
@@ -119,19 +121,23 @@ def fill(conn: psycopg.Connection, count: int) -> None:
         conn.execute(sql, {"after": after})
 
 
-def purge(conn: psycopg.Connection, batch: int) -> tuple[int, list[float]]:
-    """Calls purge_finished until it returns 0; (runs purged, seconds of each call)."""
+def purge(conn: psycopg.Connection, batch: int, budget: float
+          ) -> tuple[int, list[float], bool]:
+    """Calls purge_finished until it returns 0 or `budget` seconds have passed;
+    (runs purged, seconds of each call, whether it finished)."""
     total, seconds = 0, []
-    while True:
+    deadline = time.monotonic() + budget
+    while time.monotonic() < deadline:
         t0 = time.perf_counter()
         n = conn.execute(PURGE, {"n": batch}).fetchone()[0]
         seconds.append(time.perf_counter() - t0)
         total += n
         if n == 0:
-            return total, seconds
+            return total, seconds, True
+    return total, seconds, False
 
 
-def build_purged(pg, name: str, runs: int, batch: int) -> tuple[str, dict]:
+def build_purged(pg, name: str, runs: int, batch: int, budget: float) -> tuple[str, dict]:
     dsn = _common.create_database(pg, name, template=TEMPLATE)
     report: dict = {"runs": runs, "batch": batch}
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -145,10 +151,20 @@ def build_purged(pg, name: str, runs: int, batch: int) -> tuple[str, dict]:
         conn.execute(AGE)
         report["age_s"] = round(time.monotonic() - t0, 1)
         t0 = time.monotonic()
-        purged, seconds = purge(conn, batch)
+        purged, seconds, finished = purge(conn, batch, budget)
         elapsed = time.monotonic() - t0
-        if purged != runs:
+        if finished and purged != runs:
             raise RuntimeError(f"purge_finished deleted {purged} runs, expected {runs}")
+        if not finished:
+            rate = purged / elapsed
+            report.update(purge_s=round(elapsed, 1), purged=purged,
+                          purge_runs_per_s=round(rate, 1), purge_calls=len(seconds),
+                          purge_unfinished=True,
+                          purge_rest_estimate_h=round((runs - purged) / rate / 3600, 1))
+            print(f"  aged in {report['age_s']} s; the purge stopped after its budget of "
+                  f"{budget:.0f} s: {purged:,} of {runs:,} runs ({rate:,.1f} runs/s)",
+                  flush=True)
+            return dsn, report
         left = conn.execute(COUNTS).fetchone()
         if left != (0, 0, 0, 0):
             raise RuntimeError(f"rows left after the purge (runs, outputs, events, "
@@ -200,6 +216,9 @@ def parse(argv):
     ap.add_argument("--batch", type=int, default=1000,
                     help="runs per purge_finished call (the maintenance leader's 1000)")
     ap.add_argument("--calls", type=int, help="measured calls per database (600)")
+    ap.add_argument("--purge-budget", type=float, default=900.0,
+                    help="seconds the purge may take; past them the scenario stops and "
+                         "reports the purge rate (claims are not measured)")
     ap.add_argument("--proposed-index", action="store_true",
                     help="create PROPOSED_INDEX (runs.source_message_id) first")
     args = ap.parse_args(argv)
@@ -216,6 +235,26 @@ def _load() -> str:
         return "unknown"
 
 
+def _unfinished(args, report: dict, info: dict, load_before: str, started: float
+                ) -> list[str]:
+    """The purge did not finish within its budget: its rate is the result."""
+    summary = [
+        f"claim latency after retention: NOT MEASURED, the purge did not finish (load "
+        f"{load_before} -> {_load()})",
+        f"  purge: {report['purged']:,} of {args.runs:,} runs in {report['purge_s']} s = "
+        f"{report['purge_runs_per_s']:,} runs/s ({report['purge_calls']} calls of "
+        f"{args.batch}); the rest would take about {report['purge_rest_estimate_h']} h",
+        "  (each purged message costs a scan of runlane.runs without an index on "
+        "runs.source_message_id: try --proposed-index)",
+    ]
+    path = _common.write_result("claim_after_purge", {
+        "machine": info, "load_before": load_before, "retention": report,
+        "proposed_index": args.proposed_index, "goal": GOAL, "measured": False})
+    summary.append(f"  ({time.monotonic() - started:.0f} s; {path})")
+    print("\n".join(summary))
+    return summary
+
+
 def main(argv=None) -> list[str]:
     args = parse(argv)
     started = time.monotonic()
@@ -227,7 +266,11 @@ def main(argv=None) -> list[str]:
             if args.proposed_index:
                 conn.execute(PROPOSED_INDEX)
         reference = build(pg, "bench_purge_reference", args.small)
-        purged, report = build_purged(pg, "bench_purge_refilled", args.runs, args.batch)
+        purged, report = build_purged(pg, "bench_purge_refilled", args.runs, args.batch,
+                                      args.purge_budget)
+        if report.get("purge_unfinished"):
+            info = _common.machine(pg)
+            return _unfinished(args, report, info, load_before, started)
         print(f"  refilled in {report['refill_s']} s; measuring", flush=True)
 
         conns = {"reference": psycopg.connect(reference), "refilled": psycopg.connect(purged)}
