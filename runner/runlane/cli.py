@@ -137,9 +137,21 @@ def load_agent_or_exit(spec: str) -> Any:
         sys.exit(1)
 
 
-def fail(exc: BaseException) -> None:
+# The role each command needs; a permission refusal names it (errors.missing_role).
+API, WORKER = "runlane_api", "runlane_worker"
+
+
+def fail(exc: BaseException, needs: str | None = None, dsn: str | None = None,
+         also: str | None = None) -> None:
+    """One line for the error and exit non-zero. `needs` is the role the command needs
+    (`also`: another that does as well): a permission refusal (42501) then says which
+    role to grant the login of `dsn` and the command that grants it."""
     if isinstance(exc, psycopg.Error):
         click.echo(errors.describe(exc), err=True)
+        if needs is not None and dsn is not None:
+            advice = errors.missing_role(exc, needs, errors.login_of(dsn), also)
+            if advice is not None:
+                click.echo(advice, err=True)
         sys.exit(errors.exit_code(exc))
     click.echo(f"error: {exc}", err=True)
     sys.exit(1)
@@ -349,7 +361,7 @@ def run_now_cmd(dsn: str, agent_id: str) -> None:
             if state == "queued":
                 _publish(conn, run_id)
     except psycopg.Error as exc:
-        fail(exc)
+        fail(exc, API, dsn)
     click.echo(f"run {run_id} {state}" + (f" ({reason})" if reason else ""))
 
 
@@ -369,7 +381,7 @@ def submit_cmd(dsn: str, agent_id: str, thread_id: str, text: str) -> None:
             if disposition == "created":
                 _publish(conn, run_id)
     except psycopg.Error as exc:
-        fail(exc)
+        fail(exc, API, dsn)
     click.echo(f"message {message_id} {disposition}"
                + (f" run {run_id}" if run_id is not None else ""))
 
@@ -402,7 +414,7 @@ def upgrade_status_cmd(dsn: str) -> None:
         with psycopg.connect(dsn) as conn:
             rows = upgrade_status(conn)
     except psycopg.Error as exc:
-        fail(exc)
+        fail(exc, WORKER, dsn)
     for row in rows:
         click.echo(f"{row['blocker']}: {row['detail']}")
     if not rows:
@@ -423,13 +435,14 @@ def demo_cmd() -> None:
 
 # -- operator views: the rules live in sql/functions/ops, these commands only render --
 def _query(dsn: str, sql: str, params: tuple = ()) -> list[dict]:
+    """The rows of one ops view; the views are runlane_api's (and runlane_worker's)."""
     from psycopg.rows import dict_row
 
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
             return conn.cursor(row_factory=dict_row).execute(sql, params).fetchall()
     except psycopg.Error as exc:
-        fail(exc)
+        fail(exc, API, dsn, also=WORKER)
     raise AssertionError("unreachable")
 
 
@@ -649,7 +662,7 @@ def follow_cmd(dsn: str, run_id: int, after: int) -> None:
         if exc.sqlstate == "RL008":
             click.echo(errors.describe(exc), err=True)
             sys.exit(FOLLOW_EXIT["unknown"])
-        fail(exc)
+        fail(exc, API, dsn, also=WORKER)
     except KeyboardInterrupt:
         sys.exit(130)
     sys.exit(FOLLOW_EXIT[state])

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import getpass
+import os
+import re
+import shlex
+
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 
 # The contract's error codes (DESIGN.md): what each means to an operator.
 CONTRACT_ERRORS = {
@@ -30,6 +36,33 @@ def describe(exc: psycopg.Error) -> str:
     if diag.message_hint:
         line += f" (hint: {diag.message_hint})"
     return line
+
+
+# The two roles a login is given (`runlane grant-login LOGIN --api|--worker`).
+GRANT_FLAGS = {"runlane_api": "--api", "runlane_worker": "--worker"}
+
+
+def login_of(dsn: str) -> str:
+    """The login a DSN connects as, as libpq picks it: the DSN's user, $PGUSER, the OS user."""
+    try:
+        user = conninfo_to_dict(dsn).get("user")
+    except psycopg.ProgrammingError:
+        user = None
+    return user or os.environ.get("PGUSER") or getpass.getuser()
+
+
+def missing_role(exc: psycopg.Error, role: str, login: str, also: str | None = None) -> str | None:
+    """For a permission refusal (42501) of a command that needs `role`: one line naming
+    the role to grant and the command that grants it; None for any other error.
+    `also` names a second role that would do as well (e.g. a worker reading the views)."""
+    if exc.sqlstate != "42501":
+        return None
+    either = f" (or {also})" if also else ""
+    ident = login if re.fullmatch(r"[a-z_][a-z0-9_$]*", login) else (
+        '"' + login.replace('"', '""') + '"')
+    return (f"login {login} may not do this: it needs the {role} role{either}. As the "
+            f"schema owner or a superuser, run: runlane grant-login {shlex.quote(login)} "
+            f"{GRANT_FLAGS[role]} (in SQL: grant {role} to {ident};)")
 
 
 def exit_code(exc: psycopg.Error) -> int:

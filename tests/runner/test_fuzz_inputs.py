@@ -18,6 +18,7 @@ they are, with the database checked to hold no trace of the call.
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 import string
 import uuid
@@ -40,6 +41,7 @@ DOCUMENTED = {
     "RL006",
     "RL007",
     "RL008",
+    "RL010",  # an idempotency key already used for another request
     "22004",  # null_value_not_allowed
     "22023",  # invalid_parameter_value
     "22021",  # character_not_in_repertoire (a NUL byte)
@@ -47,6 +49,7 @@ DOCUMENTED = {
     "22008",  # datetime_field_overflow: only a cast at the call boundary ('2024-02-30')
     "22007",  # invalid_datetime_format
     "22015",  # interval_field_overflow
+    "22P05",  # untranslatable_character: a \u0000 in JSON, refused as jsonb is read
 }
 
 
@@ -942,3 +945,261 @@ def test_a_null_in_any_argument_of_any_public_function_is_refused_clearly_or_har
     assert outcomes[("run_detail", "p_run_id")] == "22004"
     assert sum(1 for state in outcomes.values() if state == "ok") > 10
     assert_consistent(conn)
+
+
+# --- management, run ids, idempotency keys and the operator views (issue 13) ---------
+
+AGENT_KEYS = ["org_id", "owner_id", "model", "prompt", "thread_id", "computer_id", "schedule",
+              "enabled", "admin_locked"]
+ORG_KEYS = ["timezone", "agent_max_concurrency", "agent_iteration_cap", "agent_weekly_budget"]
+# Numbers JSON can spell and Python's json writes: huge, tiny, negative, fractional.
+json_numbers = st.one_of(
+    st.integers(-(10**400), 10**400),
+    st.sampled_from([0, -1, 1, 2**31 - 1, 2**31, 2**63, 10**12, 10**12 + 1, 0.5, -0.0, 1e-300,
+                     1.7976931348623157e308, 4.9e-324]),
+    st.floats(allow_nan=False, allow_infinity=False),
+)
+json_scalars = st.one_of(st.none(), st.booleans(), json_numbers, hostile_text,
+                         st.sampled_from(["UTC", "Europe/Berlin", "daily at 09:00",
+                                          "every 3 hours", "", " ", "m-2", "user-m", "org-m"]))
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(unicode_text, inner, max_size=3),
+    max_leaves=6,
+)
+
+
+def patches(keys: list[str]) -> st.SearchStrategy:
+    """A patch: mostly accepted keys with values of any JSON type, sometimes a hostile
+    key, sometimes not an object at all."""
+    key = weighted((8, st.sampled_from(keys)), (1, hostile_text))
+    return weighted(
+        (9, st.dictionaries(key, json_values, max_size=4)),
+        (1, json_values),
+    )
+
+
+def as_json(value) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def test_management_stores_exactly_what_was_sent_or_refuses_cleanly(conn, roles):
+    """put_org, put_user and put_agent with hostile ids and patches (wrong JSON types,
+    huge numbers, unicode, SQL fragments, NUL bytes, unknown keys, non-objects): each call
+    either stores exactly what it was sent and returns the row as stored, or raises a
+    documented code and changes nothing; rows committed before stay as they were."""
+    api, worker = roles
+    known = commit_known_set(conn, api, worker)
+    before = snapshot(conn, known)
+    api.execute("select runlane.put_org('org-m', '{}')")
+    api.execute("select runlane.put_user('user-m', 'org-m', '{}')")
+    api.execute("select runlane.put_agent('agent-m', '{\"org_id\": \"org-m\", "
+                "\"owner_id\": \"user-m\", \"model\": \"m-1\"}')")
+    row_sql = {
+        "agent": "select to_jsonb(a) from runlane.agents as a where a.agent_id = %s",
+        "org": "select to_jsonb(s) from runlane.platform_settings as s where s.org_id = %s",
+        "user": "select to_jsonb(u) from runlane.users as u where u.user_id = %s",
+    }
+    seen = {"ok": 0, "refused": 0, "errors": set()}
+
+    def row(kind: str, key: str):
+        found = conn.execute(row_sql[kind], (key,)).fetchone()
+        return found[0] if found else None
+
+    def check(kind: str, key: str, sql: str, params: tuple, patch) -> None:
+        was = row(kind, key) if "\x00" not in key else None
+        counts = conn.execute("select (select count(*) from runlane.agents), "
+                              "(select count(*) from runlane.users), "
+                              "(select count(*) from runlane.platform_settings)").fetchone()
+        outcome = attempt(api, sql, params)
+        if not outcome.ok:
+            if outcome.client_refused:
+                seen["refused"] += 1
+            else:
+                seen["errors"].add(outcome.sqlstate)
+            assert conn.execute("select (select count(*) from runlane.agents), "
+                                "(select count(*) from runlane.users), "
+                                "(select count(*) from runlane.platform_settings)"
+                                ).fetchone() == counts, f"a refused {sql} created a row"
+            if was is not None:
+                assert row(kind, key) == was, f"a refused {sql} changed the row"
+            return
+        seen["ok"] += 1
+        stored = row(kind, key)
+        assert stored is not None and outcome.rows[0][0] == stored, "returns the row as stored"
+        assert isinstance(patch, dict)
+        for k, v in patch.items():
+            if k in ("schedule", "agent_weekly_budget", "agent_max_concurrency",
+                     "agent_iteration_cap"):
+                continue  # canonical text / numeric: checked by their own tests
+            assert stored[k] == v, f"{kind} {key!r}: {k} stored {stored[k]!r}, sent {v!r}"
+        if kind == "agent":
+            gates_open = (stored["enabled"] and not stored["admin_locked"]
+                          and stored["model"] and stored["schedule"])
+            assert (stored["next_run_at"] is not None) == bool(gates_open), stored
+
+    agent_ids = weighted((6, st.just("agent-m")), (3, hostile_text))
+    org_ids = weighted((6, st.just("org-m")), (3, hostile_text))
+
+    @fuzz_settings(400)
+    @given(agent_ids, patches(AGENT_KEYS))
+    def agents(agent_id, patch):
+        check("agent", agent_id, "select to_jsonb(runlane.put_agent(%s::text, %s::jsonb))",
+              (agent_id, as_json(patch)), patch)
+
+    @fuzz_settings(200)
+    @given(org_ids, patches(ORG_KEYS))
+    def orgs(org_id, patch):
+        check("org", org_id, "select to_jsonb(runlane.put_org(%s::text, %s::jsonb))",
+              (org_id, as_json(patch)), patch)
+
+    @fuzz_settings(200)
+    @given(weighted((3, st.just("user-m")), (3, hostile_text)), org_ids,
+           patches(["timezone"]))
+    def users(user_id, org_id, patch):
+        check("user", user_id, "select to_jsonb(runlane.put_user(%s::text, %s::text, %s::jsonb))",
+              (user_id, org_id, as_json(patch)), patch)
+
+    agents()
+    orgs()
+    users()
+    assert seen["ok"] > 50 and seen["refused"] > 0, seen
+    assert {"22023", "RL008"} <= seen["errors"], seen
+
+    # A NUL inside a JSON string (\u0000): jsonb cannot hold it; refused at the call
+    # boundary (22P05), before put_agent runs.
+    was = row("agent", "agent-m")
+    outcome = attempt(api, "select runlane.put_agent('agent-m', %s::jsonb)",
+                      ('{"prompt": "a\\u0000b"}',))
+    assert outcome.sqlstate == "22P05" and row("agent", "agent-m") == was
+    # A 10 MB prompt is stored whole (prompts have no size bound; message bodies have 1 MB).
+    unit = "ünïcødé ✓ 🚀 "
+    prompt = unit * (10 * 1024 * 1024 // len(unit.encode()) + 1)
+    outcome = attempt(api, "select (runlane.put_agent('agent-m', %s::jsonb)).agent_id",
+                      (as_json({"prompt": prompt}),))
+    assert outcome.ok, outcome.sqlstate
+    assert conn.execute("select md5(prompt) from runlane.agents where agent_id = 'agent-m'"
+                        ).fetchone()[0] == hashlib.md5(prompt.encode()).hexdigest()
+    # Huge numbers: a budget over 1e12, a concurrency over the int range: 22023, unchanged.
+    was = row("org", "org-m")
+    for patch in ('{"agent_weekly_budget": 1e13}', '{"agent_max_concurrency": 1e400}',
+                  '{"agent_iteration_cap": 2147483648}', '{"agent_weekly_budget": -1e-400}',
+                  '{"agent_max_concurrency": 1.5}', '{"agent_weekly_budget": "12"}'):
+        outcome = attempt(api, "select runlane.put_org('org-m', %s::jsonb)", (patch,))
+        assert outcome.sqlstate == "22023", (patch, outcome.sqlstate)
+        assert row("org", "org-m") == was
+    assert_consistent(conn)
+    assert snapshot(conn, known) == before, "nothing committed before the fuzzing changed"
+
+
+def test_run_ids_keys_and_operator_views_refuse_cleanly(conn, roles):
+    """cancel_run, run_status, stream_token, run_timing and outputs_since with any bigint;
+    the keyed submit_message and run_now with hostile keys (10 MB, NUL, blanks, SQL);
+    agent_journal, timing_summary and lane_status with hostile arguments: each call
+    succeeds as specified or raises a documented code, and nothing committed changes."""
+    api, worker = roles
+    known = commit_known_set(conn, api, worker)
+    before = snapshot(conn, known)
+    conn.execute("select runlane_test.agent('agent-k', 'org-k')")
+    runs = known["runs"]
+    by_run = {
+        "cancel_run": "select runlane.cancel_run(%s::bigint)",
+        "run_status": "select * from runlane.run_status(%s::bigint)",
+        "stream_token": "select runlane.stream_token(%s::bigint)",
+        "run_timing": "select runlane.run_timing(%s::bigint)",
+        "outputs_since": "select * from runlane.outputs_since(%s::bigint)",
+    }
+    run_ids = st.one_of(st.integers(-(2**63), 2**63 - 1),
+                        st.sampled_from([0, -1, 2**63 - 1, -(2**63), *runs]))
+    seen: dict[str, set] = {name: set() for name in by_run}
+
+    @fuzz_settings(300)
+    @given(st.sampled_from(sorted(by_run)), run_ids)
+    def ids(name, run_id):
+        outcome = attempt(api, by_run[name], (run_id,))
+        seen[name].add(outcome.sqlstate or "ok")
+        if run_id in runs:
+            assert outcome.ok, (name, run_id, outcome.sqlstate)
+            if name == "cancel_run":
+                assert outcome.rows == [("succeeded",)], "a finished run stays as it is"
+        else:
+            assert outcome.sqlstate == "RL008", (name, run_id, outcome.sqlstate)
+
+    ids()
+    assert all(s == {"ok", "RL008"} for s in seen.values()), seen
+    with pytest.raises(psycopg.errors.NumericValueOutOfRange):
+        api.execute("select runlane.cancel_run(%s::numeric::bigint)", (2**64,))
+
+    def rows_of_agent_k():
+        return conn.execute(
+            "select (select count(*) from runlane.messages where agent_id = 'agent-k'), "
+            "(select count(*) from runlane.runs where agent_id = 'agent-k'), "
+            "(select count(*) from runlane.idempotency_keys where agent_id = 'agent-k')"
+        ).fetchone()
+
+    keys = weighted((6, hostile_text), (1, st.text(alphabet=st.sampled_from(BLANKS), max_size=8)),
+                    (1, st.sampled_from(["k-1", "k-2"])))
+    answers: dict[tuple[str, str], object] = {}
+    counts = {"ok": 0, "errors": set()}
+
+    @fuzz_settings(300)
+    @given(st.sampled_from(["submit", "run_now"]), keys, st.sampled_from(["hi", "hello"]))
+    def keyed(kind, key, body):
+        rows_before = rows_of_agent_k()
+        if kind == "submit":
+            sql = ("select message_id, run_id from runlane.submit_message("
+                   "'agent-k', 'thread-k', %s::text, %s::text)")
+            params = (body, key)
+        else:
+            sql = "select run_id from runlane.run_now('agent-k', %s::text)"
+            params = (key,)
+        outcome = attempt(api, sql, params)
+        if not outcome.ok:
+            counts["errors"].add(outcome.sqlstate or "client")
+            assert rows_of_agent_k() == rows_before, f"a refused keyed {kind} wrote something"
+            return
+        counts["ok"] += 1
+        first = answers.setdefault((kind, key, body if kind == "submit" else ""), outcome.rows)
+        assert outcome.rows == first, "the same key answers the first call's result"
+        # Finish what was made, so the next Run now is not skipped as already running.
+        conn.execute("update runlane.runs set state = 'succeeded', finished_at = now() "
+                     "where agent_id = 'agent-k' and state in ('queued', 'running')")
+
+    keyed()
+    assert counts["ok"] > 10 and {"22023", "RL010"} <= counts["errors"], counts
+    for huge in ("k" * 10 * 1024 * 1024, incompressible_text(3000)):
+        rows_before = rows_of_agent_k()
+        outcome = attempt(api, "select * from runlane.run_now('agent-k', %s::text)", (huge,))
+        assert outcome.sqlstate == "22023" and rows_of_agent_k() == rows_before
+
+    views = {
+        "agent_journal": "select * from runlane.agent_journal(%(text)s::text, %(limit)s::int)",
+        "timing_summary": ("select * from runlane.timing_summary(%(interval)s::interval, "
+                           "%(text)s::text, %(now)s::timestamptz)"),
+        "lane_status": "select * from runlane.lane_status(%(now)s::timestamptz)",
+        "agent_schedules": "select * from runlane.agent_schedules()",
+        "org_status": "select * from runlane.org_status()",
+    }
+    instants = weighted(
+        (8, st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30),
+                         timezones=st.just(UTC))),
+        (1, st.sampled_from(["infinity", "-infinity", "294276-12-31 23:59:59+00"])),
+    )
+    texts = weighted((3, st.sampled_from(["agent-k", "agent-known", "manual", "interactive"])),
+                     (3, hostile_text), (1, st.none()))
+    view_states: dict[str, set] = {name: set() for name in views}
+
+    @fuzz_settings(300)
+    @given(st.sampled_from(sorted(views)), texts, st.integers(-(2**31), 2**31 - 1),
+           st.timedeltas(min_value=timedelta(days=-10**6), max_value=timedelta(days=10**6)),
+           instants)
+    def read(name, text, limit, interval, now):
+        for connection in (api, worker):
+            outcome = attempt(connection, views[name],
+                              {"text": text, "limit": limit, "interval": interval, "now": now})
+            view_states[name].add(outcome.sqlstate or "ok")
+
+    read()
+    assert all("ok" in states for states in view_states.values()), view_states
+    assert_consistent(conn)
+    assert snapshot(conn, known) == before, "nothing committed before the fuzzing changed"
