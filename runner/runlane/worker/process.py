@@ -55,10 +55,10 @@ from psycopg import pq
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from . import hints, log
-from .admission import Admission, load_probe
-from .agents import HIDDEN_KINDS, UNCHANGED, VISIBLE_KINDS, Agent, LeaseLost, Message, StepResult
-from .maintenance import Maintenance, MaintenanceConfig
+from .. import hints, log
+from ..admission import Admission, load_probe
+from ..agents import HIDDEN_KINDS, UNCHANGED, VISIBLE_KINDS, Agent, LeaseLost, Message, StepResult
+from ..maintenance import Maintenance, MaintenanceConfig
 
 CHANNEL = "runlane_runs"
 OUTPUT_KINDS = VISIBLE_KINDS | HIDDEN_KINDS
