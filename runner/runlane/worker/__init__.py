@@ -3,16 +3,15 @@
 `serve(config)` runs a `Worker` (process.py) until SIGTERM/SIGINT.
 """
 
+from .config import WorkerConfig
+from .db import is_resendable, pg_array
 from .process import (
     CHECKPOINT_WITH_OUTPUTS,
     FINISH_RUNS,
     FINISH_WITH_OUTPUTS,
     RUN_MESSAGES_MANY,
     Worker,
-    WorkerConfig,
-    is_resendable,
     outputs_params,
-    pg_array,
     serve,
 )
 

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import json
 import os
 import signal
@@ -51,13 +50,13 @@ from typing import Any
 import psycopg
 from psycopg import pq
 from psycopg.rows import dict_row
-from psycopg_pool import AsyncConnectionPool
 
 from .. import hints, log
 from ..admission import Admission, load_probe
 from ..agents import HIDDEN_KINDS, UNCHANGED, VISIBLE_KINDS, LeaseLost, Message, StepResult
 from ..maintenance import Maintenance
 from .config import WorkerConfig
+from .db import Database, is_connection_error, pg_array
 
 CHANNEL = "runlane_runs"
 OUTPUT_KINDS = VISIBLE_KINDS | HIDDEN_KINDS
@@ -170,15 +169,6 @@ select runlane.release_run(
     p_wake_at => null, p_reason => 'shutdown', p_seq => %(seq)s::bigint) as released
 """
 RUN_TIMING = "select runlane.run_timing(p_run_id => %(run_id)s::bigint) as timing"
-# Write sequence numbers and claim keys need migration 0004 (runs.write_seq,
-# claim_receipts). Against an older schema (a rolling upgrade still at the expand step)
-# the worker passes NULL numbers and keys: the same calls, not deduplicated.
-WRITE_SEQS = """
-select exists (
-    select 1 from pg_catalog.pg_attribute
-    where attrelid = 'runlane.runs'::regclass and attname = 'write_seq' and not attisdropped
-) as ok
-"""
 REGISTER = """
 select runlane.register_worker(p_worker_id => %(worker)s::text, p_lanes => %(lanes)s::text[],
                                p_stopped => %(stopped)s::boolean)
@@ -190,13 +180,6 @@ select runlane.register_worker(p_worker_id => %(worker)s::text, p_lanes => %(lan
 PROBE_TTL = 0.1  # seconds
 PROBE_MAX_AGE = 1.0  # seconds
 REGISTRY_INTERVAL = 30.0  # seconds; the contract step treats 2 minutes of silence as gone
-
-# SQLSTATEs after which the same statement may be sent again on a fresh connection:
-# the connection broke (class 08, or no SQLSTATE at all) or the server ended the session.
-_RECONNECT_STATES = {"57P01", "57P02", "57P03"}
-# SQLSTATEs of a transaction the server rolled back to break a conflict, or because a
-# runlane function gave up waiting for a lock after its lock_timeout (55P03).
-_ROLLED_BACK_STATES = {"40001", "40P01", "55P03"}
 
 
 def _cached(probe: Callable[[], Any], ttl: float, max_age: float) -> Callable[[], Any]:
@@ -232,39 +215,8 @@ def _as_bytes(payload: str | bytes) -> bytes:
     return payload if isinstance(payload, bytes) else payload.encode(errors="replace")
 
 
-def pg_array(values: list[Any]) -> str:
-    """An array literal for a `%s::type[]` parameter: psycopg adapts long lists element
-    by element in Python (a regex per text element); this is string joins in C."""
-    parts = []
-    for v in values:
-        if v is None:
-            parts.append("NULL")
-        elif isinstance(v, str):
-            parts.append('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"')
-        elif isinstance(v, float):  # as PostgreSQL turns a float8 into numeric: 15 digits
-            parts.append(format(v, ".15g"))
-        else:
-            parts.append(str(v))
-    return "{" + ",".join(parts) + "}"
-
-
 def outputs_params(outputs: tuple[tuple[str, str], ...]) -> dict[str, list[str]]:
     return {"kinds": [kind for kind, _ in outputs], "bodies": [body for _, body in outputs]}
-
-
-def is_connection_error(exc: BaseException) -> bool:
-    if not isinstance(exc, psycopg.OperationalError):
-        return False
-    state = exc.sqlstate
-    return state is None or state.startswith("08") or state in _RECONNECT_STATES
-
-
-def is_resendable(exc: BaseException) -> bool:
-    """The statement's whole transaction was rolled back without effect, so sending it
-    again is safe: a broken connection, or a deadlock / serialization failure (one of
-    two finish batches sharing a thread is chosen as the deadlock victim)."""
-    return is_connection_error(exc) or (
-        isinstance(exc, psycopg.Error) and exc.sqlstate in _ROLLED_BACK_STATES)
 
 
 class RunHandle:
@@ -461,21 +413,14 @@ class Worker:
         self.signals = 0
         self.passes = dict.fromkeys(config.lanes, 0)
         self.claim_queries = dict.fromkeys(config.lanes, 0)
-        # One pool per lane: background work never holds a connection chat work waits for.
-        # No ping before each use (it doubled the round trips): a broken connection fails
-        # its statement, the pool drops it and db() resends on a fresh one.
-        kwargs = {"autocommit": True, "application_name": config.application_name}
-        self.pools = {lane: AsyncConnectionPool(
-            config.dsn, min_size=1, max_size=config.pool_size, open=False,
-            kwargs=kwargs, name=f"runlane-{lane}")
-            for lane in config.lanes}
+        self.database = Database(config)
+        self.db = self.database.call
         # And one connection per lane for claims only: a claim never queues behind runs.
         # A bare connection, not a pool of one: on the path from a notification to its
         # claim there is no pool bookkeeping to pay. Opened by the lane's first pass,
         # reopened by the pass after it broke.
         self.claim_conns: dict[str, psycopg.AsyncConnection | None] = dict.fromkeys(
             config.lanes)
-        self._conn_kwargs = kwargs
         self.claim_size = dict.fromkeys(config.lanes, config.claim_batch)
         # Finishes waiting to be sent together: (run, result, future) per lane.
         self.finishing: dict[str, list[tuple[RunHandle, StepResult, asyncio.Future]]] = {
@@ -483,45 +428,13 @@ class Worker:
         self.finish_timer: dict[str, asyncio.TimerHandle | None] = dict.fromkeys(config.lanes)
         self.finish_calls = dict.fromkeys(config.lanes, 0)  # finish_runs calls in flight
         self.background: set[asyncio.Task] = set()  # tasks nobody awaits, kept referenced
-        self.write_seqs = False  # migration 0004 applied: numbered writes, keyed claims
         self.maintenance = (Maintenance(config.dsn, config.maintenance,
                                         config.application_name)
                             if config.maintenance else None)
 
-    # -- database ----------------------------------------------------------------------
-    async def db(self, lane: str, sql: str, params: dict[str, Any] | None = None,
-                 fetch: str = "one", retries: int | None = None) -> Any:
-        """One statement in its own transaction; resent when the connection itself broke
-        (on a fresh one: the pool drops broken connections) or the server rolled the
-        transaction back to break a deadlock or a serialization conflict.
-
-        By default it keeps resending, with backoff, for up to half a lease: a server
-        restart or a terminated backend then costs a pause, not a failed attempt or an
-        abandoned run, and the run's heartbeat keeps the lease meanwhile. `retries=0`
-        is for callers that try again on their own schedule (claims, heartbeats)."""
-        deadline = time.monotonic() + (self.config.lease / 2 if retries is None else 0)
-        backoff = 0.1
-        for attempt in itertools.count():
-            try:
-                async with self.pools[lane].connection() as conn:
-                    cur = conn.cursor(row_factory=dict_row)
-                    await cur.execute(sql, params)
-                    if fetch == "one":
-                        return await cur.fetchone()
-                    if fetch == "all":
-                        return await cur.fetchall()
-                    return None
-            except psycopg.Error as exc:
-                if not is_resendable(exc):
-                    raise
-                if retries is not None:
-                    if attempt >= retries:
-                        raise
-                elif time.monotonic() + backoff > deadline:
-                    raise
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 1.0)
-        raise AssertionError("unreachable")
+    @property
+    def write_seqs(self) -> bool:
+        return self.database.write_seqs
 
     def timing(self, event: str, row: Any, **extra: Any) -> None:
         """Log a timing row the database returned, and count it in the metrics."""
@@ -534,9 +447,8 @@ class Worker:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
-        for pool in self.pools.values():
-            await pool.open(wait=False)
-        await self._check_write_seqs()
+        await self.database.open()
+        await self.database.check_write_seqs()
         log.get().info("worker.started", **{
             "worker.id": self.config.worker_id, "worker.lanes": self.config.lanes,
             "worker.pid": os.getpid()})
@@ -562,8 +474,7 @@ class Worker:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
         await self._register(stopped=True)
-        for pool in self.pools.values():
-            await pool.close()
+        await self.database.close()
         for conn in self.claim_conns.values():
             if conn is not None:
                 await conn.close()
@@ -586,17 +497,8 @@ class Worker:
         while not self.stopping:
             await self._register()
             if not self.write_seqs:
-                await self._check_write_seqs()
+                await self.database.check_write_seqs()
             await asyncio.sleep(REGISTRY_INTERVAL)
-
-    async def _check_write_seqs(self) -> None:
-        """Whether the schema has migration 0004 (asked at startup and, until it has, with
-        every registry refresh: a rolling upgrade may apply it while this worker runs)."""
-        try:
-            row = await self.db(self.config.lanes[0], WRITE_SEQS, retries=0)
-            self.write_seqs = bool(row and row["ok"])
-        except psycopg.Error as exc:
-            log.get().warning("worker.schema_check_failed", **log.error_fields(exc))
 
     def request_stop(self) -> None:
         self.signals += 1
@@ -633,7 +535,7 @@ class Worker:
         while not self.stopping:
             try:
                 async with await psycopg.AsyncConnection.connect(
-                        self.config.dsn, **self._conn_kwargs) as conn:
+                        self.config.dsn, **self.database.conn_kwargs) as conn:
                     await conn.execute(f"listen {CHANNEL}")
                     log.get().info("listener.reconnected" if connected_before
                                    else "listener.listening",
@@ -778,7 +680,7 @@ class Worker:
             try:
                 if conn is None or conn.closed:
                     conn = self.claim_conns[lane] = await psycopg.AsyncConnection.connect(
-                        self.config.dsn, row_factory=dict_row, **self._conn_kwargs)
+                        self.config.dsn, row_factory=dict_row, **self.database.conn_kwargs)
                     await conn.execute(
                         MAX_PER_ORG, {"bound": str(max(0, self.config.max_per_org))})
                 cur = await conn.execute(CLAIM, params)
