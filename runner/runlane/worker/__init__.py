@@ -6,14 +6,13 @@
 from .config import WorkerConfig
 from .db import is_resendable, pg_array
 from .process import (
-    CHECKPOINT_WITH_OUTPUTS,
     FINISH_RUNS,
     FINISH_WITH_OUTPUTS,
     RUN_MESSAGES_MANY,
     Worker,
-    outputs_params,
     serve,
 )
+from .run_handle import CHECKPOINT_WITH_OUTPUTS, outputs_params
 
 __all__ = ["CHECKPOINT_WITH_OUTPUTS", "FINISH_RUNS", "FINISH_WITH_OUTPUTS", "RUN_MESSAGES_MANY",
            "Worker", "WorkerConfig", "is_resendable", "outputs_params", "pg_array", "serve"]
