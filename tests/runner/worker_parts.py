@@ -28,13 +28,31 @@ def config(dsn: str, **options: Any) -> WorkerConfig:
     return WorkerConfig(dsn=dsn, **options)
 
 
+class RecordingDatabase(Database):
+    """The worker's Database, keeping a note of every statement it is asked to send (each
+    still goes to PostgreSQL, and fails or succeeds there)."""
+
+    def __init__(self, worker_config: WorkerConfig):
+        super().__init__(worker_config)
+        self.sent: list[tuple[str, str, Any]] = []  # (lane, sql, params)
+
+    async def call(self, lane: str, sql: str, params: dict[str, Any] | None = None,
+                   fetch: str = "one", retries: int | None = None) -> Any:
+        self.sent.append((lane, sql, params))
+        return await super().call(lane, sql, params, fetch, retries)
+
+    def count(self, sql: str) -> int:
+        return sum(1 for _, sent, _ in self.sent if sent == sql)
+
+
 @contextlib.asynccontextmanager
-async def database(dsn: str, **options: Any) -> AsyncIterator[Database]:
+async def database(dsn: str, **options: Any) -> AsyncIterator[RecordingDatabase]:
     """The worker's Database, open, with the schema check done (numbered writes on)."""
-    db = Database(config(dsn, **options))
+    db = RecordingDatabase(config(dsn, **options))
     await db.open()
     try:
         await db.check_write_seqs()
+        db.sent.clear()  # what the test's part sends, from here on
         yield db
     finally:
         await db.close()

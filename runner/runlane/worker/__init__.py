@@ -5,9 +5,8 @@
 
 from .config import WorkerConfig
 from .db import is_resendable, pg_array
+from .finisher import FINISH_RUNS, FINISH_WITH_OUTPUTS
 from .process import (
-    FINISH_RUNS,
-    FINISH_WITH_OUTPUTS,
     RUN_MESSAGES_MANY,
     Worker,
     serve,

@@ -56,7 +56,8 @@ from ..agents import HIDDEN_KINDS, VISIBLE_KINDS, LeaseLost, Message, StepResult
 from ..maintenance import Maintenance
 from .config import WorkerConfig
 from .db import Database, is_connection_error, pg_array
-from .run_handle import STEP_OUTPUTS, RunHandle, outputs_params
+from .finisher import Finisher
+from .run_handle import RunHandle
 
 CHANNEL = "runlane_runs"
 OUTPUT_KINDS = VISIBLE_KINDS | HIDDEN_KINDS
@@ -78,45 +79,11 @@ select runlane.heartbeat(
     p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
     p_lease => %(lease)s::interval) as ok
 """
-FINISH_RUN = """
-select runlane.finish_run(
-    p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
-    p_outcome => %(outcome)s::text, p_error => %(error)s::text,
-    p_cost => %(cost)s::numeric, p_seq => %(last_seq)s::bigint) as timing
-"""
-FINISH_WITH_OUTPUTS = STEP_OUTPUTS + """
-select w.first_response, runlane.finish_run(
-    p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
-    p_outcome => %(outcome)s::text, p_error => %(error)s::text,
-    p_cost => %(cost)s::numeric, p_seq => %(last_seq)s::bigint) as timing
-from written as w
-"""
-# Batched forms (sql/functions/runner): a claimed batch's messages in one read, and the
-# finishes of runs ending together in one statement, each run in its own subtransaction.
+# The batched read (sql/functions/runner): a claimed page's messages in one call.
 RUN_MESSAGES_MANY = """
 select run_id, message_id, body, created_at from runlane.run_messages_many(
     p_run_ids => %(run_ids)s::bigint[], p_fences => %(fences)s::bigint[])
 """
-FINISH_RUNS = """
-select run_id, ok, first_response, timing, sqlstate from runlane.finish_runs(
-    p_run_ids => %(run_ids)s::bigint[], p_fences => %(fences)s::bigint[],
-    p_outcomes => %(outcomes)s::text[], p_errors => %(errors)s::text[],
-    p_costs => %(costs)s::numeric[], p_output_counts => %(counts)s::int[],
-    p_output_kinds => %(kinds)s::text[], p_output_bodies => %(bodies)s::text[],
-    p_seqs => %(seqs)s::bigint[])
-"""
-RETRY_RUN = """
-select runlane.retry_run(
-    p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
-    p_error => %(error)s::text, p_delay => %(delay)s::interval,
-    p_seq => %(seq)s::bigint) as state
-"""
-RELEASE_RUN = """
-select runlane.release_run(
-    p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
-    p_wake_at => null, p_reason => 'shutdown', p_seq => %(seq)s::bigint) as released
-"""
-RUN_TIMING = "select runlane.run_timing(p_run_id => %(run_id)s::bigint) as timing"
 REGISTER = """
 select runlane.register_worker(p_worker_id => %(worker)s::text, p_lanes => %(lanes)s::text[],
                                p_stopped => %(stopped)s::boolean)
@@ -188,12 +155,8 @@ class Worker:
         self.claim_conns: dict[str, psycopg.AsyncConnection | None] = dict.fromkeys(
             config.lanes)
         self.claim_size = dict.fromkeys(config.lanes, config.claim_batch)
-        # Finishes waiting to be sent together: (run, result, future) per lane.
-        self.finishing: dict[str, list[tuple[RunHandle, StepResult, asyncio.Future]]] = {
-            lane: [] for lane in config.lanes}
-        self.finish_timer: dict[str, asyncio.TimerHandle | None] = dict.fromkeys(config.lanes)
-        self.finish_calls = dict.fromkeys(config.lanes, 0)  # finish_runs calls in flight
         self.background: set[asyncio.Task] = set()  # tasks nobody awaits, kept referenced
+        self.finisher = Finisher(config, self.database, self.timing, self._spawn)
         self.maintenance = (Maintenance(config.dsn, config.maintenance,
                                         config.application_name)
                             if config.maintenance else None)
@@ -507,7 +470,7 @@ class Worker:
         try:
             await self._run_to_end(run)
             if run.lost:
-                await self._end_lost(run)
+                await self.finisher.end_lost(run)
         except Exception as exc:  # noqa: BLE001 - never let one run take the worker down
             log.get().warning("run.supervisor_failed", **run.fields, **log.error_fields(exc))
         finally:
@@ -534,37 +497,16 @@ class Worker:
             if not run.agent_task.cancelled():
                 raise  # the supervisor itself was cancelled
             if run.releasing and not run.lost:
-                await self._release(run)
+                await self.finisher.release(run)
             return
         except LeaseLost:
             return
         except Exception as exc:  # noqa: BLE001 - an agent failure fails the attempt
             if not run.lost:
-                await self._retry(run, exc)
+                await self.finisher.retry(run, exc)
             return
         if not run.lost:
-            await self._finish(run, result)
-
-    async def _end_lost(self, run: RunHandle) -> None:
-        """A run whose heartbeat or write was refused: either another owner has it (the
-        lease is lost: nothing more is written) or it was stopped (runlane.cancel_run),
-        and then its finish closes it canceled, freeing its computer. One finish call
-        tells the two apart: the database accepts it only from the attempt that still
-        owns the run, and refuses (RL001) every other. Its agent is stopped already."""
-        params = {"run_id": run.run_id, "fence": run.fence, "outcome": "canceled",
-                  "error": "canceled", "cost": run.cost, **run.next_seq()}
-        try:
-            row = await self.db(run.lane, FINISH_RUN, params)
-        except psycopg.Error as exc:
-            if exc.sqlstate == "RL001":
-                log.get().warning("run.lease_lost", **{
-                    "run.id": run.run_id, "run.lane": run.lane, "run.attempt": run.attempt,
-                    "lease.why": run.lost_why})
-            else:
-                log.get().warning("run.stop_failed", **run.fields, **log.error_fields(exc))
-            return
-        log.get().info("run.stopped", **run.fields, **{"lease.why": run.lost_why})
-        self.timing("run.finished", row["timing"] if row else None, **run.fields)
+            await self.finisher.finish(run, result)
 
     async def _check_stop(self, run: RunHandle) -> None:
         """A Stop hint named this run: one heartbeat asks the database (it answers false
@@ -624,156 +566,6 @@ class Worker:
                 return
             await asyncio.sleep(self._beat_interval)
 
-    async def _finish(self, run: RunHandle, result: StepResult) -> None:
-        """The last step's outputs and the finish: queued to go with the finishes of runs
-        ending at about the same time (one finish_runs call, one commit), each run fenced
-        and rolled back alone. A run refused with anything but RL001 (a deadlock between
-        batches, a bad outcome) is finished alone, as without the batch."""
-        if self.config.finish_batch > 1:
-            future = asyncio.get_running_loop().create_future()
-            self.finishing[run.lane].append((run, result, future))
-            self._schedule_finish(run.lane)
-            try:
-                row = await asyncio.shield(future)
-            except psycopg.Error as exc:
-                if is_connection_error(exc):
-                    raise
-                row = None  # refused as a whole (cannot happen for good input): alone
-            if row is not None:
-                if row["ok"]:
-                    run._log_first_response(row["first_response"])
-                    self.timing("run.finished", row["timing"], **run.fields)
-                    return
-                if row["sqlstate"] == "RL001":
-                    run.lose("fenced_out")
-                    return
-        await self._finish_alone(run, result)
-
-    def _schedule_finish(self, lane: str) -> None:
-        """Idle: at the end of this loop iteration (the runs ending in it go together, no
-        wait). While a finish_runs call is in flight: when it returns, after
-        finish_window, or once finish_batch runs wait, whichever comes first."""
-        queue = self.finishing[lane]
-        if len(queue) >= self.config.finish_batch:
-            self._send_finishes(lane)
-        elif self.finish_timer[lane] is None:
-            delay = self.config.finish_window if self.finish_calls[lane] else 0
-            self.finish_timer[lane] = asyncio.get_running_loop().call_later(
-                delay, self._send_finishes, lane)
-
-    def _send_finishes(self, lane: str) -> None:
-        timer, self.finish_timer[lane] = self.finish_timer[lane], None
-        if timer is not None:
-            timer.cancel()
-        queue = self.finishing[lane]
-        while queue:
-            batch = queue[:self.config.finish_batch]
-            del queue[:self.config.finish_batch]
-            self._spawn(self._finish_batch(lane, batch))
-
-    async def _finish_batch(self, lane: str,
-                            batch: list[tuple[RunHandle, StepResult, asyncio.Future]]) -> None:
-        params: dict[str, list[Any]] = {
-            "run_ids": [], "fences": [], "outcomes": [], "errors": [], "costs": [],
-            "counts": [], "kinds": [], "bodies": [], "seqs": []}
-        for run, result, _ in batch:
-            params["run_ids"].append(run.run_id)
-            params["seqs"].append(run.next_seq()["seq"])  # outputs and finish: one number
-            params["fences"].append(run.fence)
-            params["outcomes"].append(result.outcome)
-            params["errors"].append(result.error)
-            params["costs"].append(run.cost)
-            params["counts"].append(len(result.outputs))
-            for kind, body in result.outputs:
-                params["kinds"].append(kind)
-                params["bodies"].append(body)
-        self.finish_calls[lane] += 1
-        try:
-            rows = await self.db(lane, FINISH_RUNS,
-                                 {k: pg_array(v) for k, v in params.items()}, fetch="all")
-        except BaseException as exc:
-            for _, _, future in batch:
-                if not future.done():
-                    future.set_exception(exc if isinstance(exc, Exception)
-                                         else asyncio.CancelledError())
-            if not isinstance(exc, Exception):
-                raise
-            return
-        finally:
-            self.finish_calls[lane] -= 1
-            if self.finishing[lane] and not self.finish_calls[lane]:
-                self._send_finishes(lane)  # what waited for this call goes now
-        by_run = {row["run_id"]: row for row in rows}
-        for run, _, future in batch:
-            if not future.done():
-                future.set_result(by_run.get(run.run_id))
-
-    async def _finish_alone(self, run: RunHandle, result: StepResult) -> None:
-        """The last step's outputs and the finish, in one statement (one commit)."""
-        params = {"run_id": run.run_id, "fence": run.fence, "outcome": result.outcome,
-                  "error": result.error, "cost": run.cost,
-                  **run.next_seq(len(result.outputs) + 1)}
-        sql = FINISH_RUN
-        if result.outputs:
-            sql = FINISH_WITH_OUTPUTS
-            params.update(outputs_params(result.outputs))
-        try:
-            row = await self.db(run.lane, sql, params)
-        except psycopg.Error as exc:
-            if exc.sqlstate == "RL001":
-                run.lose("fenced_out")
-                return
-            raise
-        run._log_first_response(row.get("first_response") if row else None)
-        self.timing("run.finished", row["timing"] if row else None, **run.fields)
-
-    async def _retry(self, run: RunHandle, exc: Exception) -> None:
-        with contextlib.suppress(Exception):  # the failed step's charges, before the failure
-            await run.settle_charges()
-        if run.lost:
-            return
-        delay = timedelta(seconds=min(2 ** run.attempt, 60))
-        error = f"{type(exc).__name__}: {exc}"[:500]
-        try:
-            row = await self.db(run.lane, RETRY_RUN, {"run_id": run.run_id, "fence": run.fence,
-                                            "error": error, "delay": delay,
-                                            **run.next_seq()})
-        except psycopg.Error as db_exc:
-            if db_exc.sqlstate == "RL001":
-                run.lose("fenced_out")
-                return
-            raise
-        state = row["state"] if row else None
-        log.get().warning("run.attempt_failed",
-                          **run.fields, **log.error_fields(exc), **{"run.state": state})
-        if state in ("failed", "canceled"):  # canceled: it was stopped, never retried
-            await self._log_terminal(run)
-
-    async def _log_terminal(self, run: RunHandle) -> None:
-        try:
-            row = await self.db(run.lane, RUN_TIMING, {"run_id": run.run_id})
-            self.timing("run.finished", row["timing"] if row else None)
-        except Exception as exc:  # noqa: BLE001 - a timing read never fails anything
-            log.get().warning("log.timing_failed", **run.fields, **log.error_fields(exc))
-
-    async def _release(self, run: RunHandle) -> None:
-        with contextlib.suppress(Exception):  # the interrupted step's charges stay charged
-            await run.settle_charges()
-        if run.lost:
-            return
-        try:
-            row = await self.db(run.lane, RELEASE_RUN, {"run_id": run.run_id, "fence": run.fence,
-                                                        **run.next_seq()})
-            if row and row["released"] is False:  # it was stopped: closed canceled instead
-                log.get().info("run.stopped", **run.fields, **{"lease.why": "shutdown"})
-                await self._log_terminal(run)
-            else:
-                log.get().info("run.released", **run.fields, **{"run.reason": "shutdown"})
-        except psycopg.Error as exc:
-            if exc.sqlstate == "RL001":
-                run.lose("fenced_out")
-                return
-            log.get().warning("run.release_failed", **run.fields, **log.error_fields(exc))
 
 
 async def serve(config: WorkerConfig) -> None:

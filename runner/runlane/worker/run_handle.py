@@ -146,7 +146,7 @@ class RunHandle:
         """Ownership is gone, or the run was stopped (runlane.cancel_run: the database
         refuses its writes and heartbeats the same way): stop the agent now; every later
         write is refused locally. The supervisor then tries to finish it canceled, which
-        only a stopped run still owned by this attempt accepts (Worker._end_lost)."""
+        only a stopped run still owned by this attempt accepts (Finisher.end_lost)."""
         if self.lost:
             return
         self.lost = True
