@@ -52,15 +52,15 @@ from psycopg.rows import dict_row
 
 from .. import hints, log
 from ..admission import Admission, load_probe
-from ..agents import HIDDEN_KINDS, VISIBLE_KINDS, LeaseLost, Message, StepResult
+from ..agents import Message
 from ..maintenance import Maintenance
 from .config import WorkerConfig
 from .db import Database, is_connection_error, pg_array
 from .finisher import Finisher
 from .run_handle import RunHandle
+from .supervisor import Supervisor
 
 CHANNEL = "runlane_runs"
-OUTPUT_KINDS = VISIBLE_KINDS | HIDDEN_KINDS
 
 # Keyed: a claim resent with its key after a lost reply returns what it claimed. And
 # reporting: the runs the claim ended skipped because a gate closed after they were
@@ -74,11 +74,6 @@ select * from runlane.claim_runs(
 """
 # The per-worker organization bound claim_runs reads (runlane._max_per_org).
 MAX_PER_ORG = "select set_config('runlane.max_per_org', %(bound)s::text, false)"
-HEARTBEAT = """
-select runlane.heartbeat(
-    p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
-    p_lease => %(lease)s::interval) as ok
-"""
 # The batched read (sql/functions/runner): a claimed page's messages in one call.
 RUN_MESSAGES_MANY = """
 select run_id, message_id, body, created_at from runlane.run_messages_many(
@@ -139,8 +134,6 @@ class Worker:
             probe = _cached(probe, PROBE_TTL, PROBE_MAX_AGE)
         self.admission = Admission(probe, config.memory_buffer_mb * 1024 * 1024)
         self.wake = {lane: asyncio.Event() for lane in config.lanes}
-        self.runs: dict[int, RunHandle] = {}
-        self.org_runs: dict[str, int] = {}  # runs in flight per organization
         self.stopping = False
         self.stopped = asyncio.Event()
         self.signals = 0
@@ -157,6 +150,8 @@ class Worker:
         self.claim_size = dict.fromkeys(config.lanes, config.claim_batch)
         self.background: set[asyncio.Task] = set()  # tasks nobody awaits, kept referenced
         self.finisher = Finisher(config, self.database, self.timing, self._spawn)
+        self.supervisor = Supervisor(config, self.database, self.finisher, self.timing,
+                                     self._spawn, self.notify)
         self.maintenance = (Maintenance(config.dsn, config.maintenance,
                                         config.application_name)
                             if config.maintenance else None)
@@ -194,7 +189,7 @@ class Worker:
                    if self.config.metrics is not None else None)
         await self.stopped.wait()
         await asyncio.gather(*lanes, return_exceptions=True)
-        await self._drain()
+        await self.supervisor.drain(wait=self.signals < 2)
         if maintenance is not None:  # a leader hands its lease back (a few ms) before it ends
             await asyncio.wait([maintenance], timeout=5.0)
         for task in (registry, listener, maintenance, metrics):
@@ -240,23 +235,7 @@ class Worker:
         for event in self.wake.values():
             event.set()
         if self.signals > 1:  # a second signal: release what runs now, do not wait
-            self._release_all()
-
-    async def _drain(self) -> None:
-        """Let running runs finish within the grace period, then release the rest."""
-        supervisors = [r.supervisor for r in self.runs.values() if r.supervisor]
-        if supervisors and self.signals < 2:
-            await asyncio.wait(supervisors, timeout=self.config.shutdown_grace)
-        self._release_all()
-        supervisors = [r.supervisor for r in self.runs.values() if r.supervisor]
-        if supervisors:
-            await asyncio.wait(supervisors, timeout=30)
-
-    def _release_all(self) -> None:
-        for run in list(self.runs.values()):
-            if not run.releasing and run.agent_task and not run.agent_task.done():
-                run.releasing = True
-                run.agent_task.cancel()
+            self.supervisor.release_all()
 
     # -- listening ---------------------------------------------------------------------
     async def _listen(self) -> None:
@@ -320,9 +299,12 @@ class Worker:
         """A Stop (runlane.cancel_run) may concern `run_id`: when this worker runs it, the
         database is asked (a heartbeat) and a stopped run's agent is stopped at once.
         Embedded mode calls it after its cancel_run commits; never raises."""
-        run = self.runs.get(run_id)
-        if run is not None:
-            self._spawn(self._check_stop(run))
+        self.supervisor.stop_hint(run_id)
+
+    @property
+    def runs(self) -> dict[int, RunHandle]:
+        """The runs this worker holds now, by run id."""
+        return self.supervisor.runs
 
     def notify(self, lane: str | None = None) -> None:
         """In-process notification: mark `lane` (every lane when None) for one more pass.
@@ -385,7 +367,7 @@ class Worker:
                 prefetch = self._spawn(self._prefetch_messages(lane, runs))
                 for run in runs:
                     run.prefetch = prefetch
-                    self._start(run)
+                    self.supervisor.start(run)
             if len(runs) < limit:
                 self.claim_size[lane] = self.config.claim_batch  # the queue is drained
                 return
@@ -451,120 +433,6 @@ class Worker:
             batch.setdefault(r["run_id"], []).append(
                 Message(r["message_id"], r["body"], r["created_at"]))
         return batch
-
-    def _start(self, run: RunHandle) -> None:
-        self.timing("run.execution_started", run.row_timing, **run.fields)
-        self.runs[run.run_id] = run
-        self.org_runs[run.org_id] = self.org_runs.get(run.org_id, 0) + 1
-        run.supervisor = asyncio.create_task(self._supervise(run), name=f"run-{run.run_id}")
-
-    # -- one run -----------------------------------------------------------------------
-    async def _supervise(self, run: RunHandle) -> None:
-        # The first beat is due after lease/3: until then a timer, not a task (most runs
-        # end before it fires).
-        beats: list[asyncio.Task] = []
-        timer = asyncio.get_running_loop().call_later(
-            self._beat_interval,
-            lambda: beats.append(asyncio.create_task(self._heartbeat(run))))
-        run.agent_task = asyncio.create_task(self._agent_loop(run))
-        try:
-            await self._run_to_end(run)
-            if run.lost:
-                await self.finisher.end_lost(run)
-        except Exception as exc:  # noqa: BLE001 - never let one run take the worker down
-            log.get().warning("run.supervisor_failed", **run.fields, **log.error_fields(exc))
-        finally:
-            timer.cancel()
-            for beat in beats:
-                beat.cancel()
-            self.runs.pop(run.run_id, None)
-            held = self.org_runs.pop(run.org_id, 1)
-            if held > 1:
-                self.org_runs[run.org_id] = held - 1
-            if 0 < self.config.max_per_org <= held:
-                # Its organization was at this worker's bound: claims skipped its queued
-                # runs, and no notification announces the room this run leaves.
-                self.notify()
-            elif not self.config.listen:
-                self.notify()  # no LISTEN hears the follow-up run or the freed computer
-
-    async def _run_to_end(self, run: RunHandle) -> None:
-        """Awaits the agent and writes how its attempt ended (finish, retry, release);
-        writes nothing once the run is lost."""
-        try:
-            result = await run.agent_task
-        except asyncio.CancelledError:
-            if not run.agent_task.cancelled():
-                raise  # the supervisor itself was cancelled
-            if run.releasing and not run.lost:
-                await self.finisher.release(run)
-            return
-        except LeaseLost:
-            return
-        except Exception as exc:  # noqa: BLE001 - an agent failure fails the attempt
-            if not run.lost:
-                await self.finisher.retry(run, exc)
-            return
-        if not run.lost:
-            await self.finisher.finish(run, result)
-
-    async def _check_stop(self, run: RunHandle) -> None:
-        """A Stop hint named this run: one heartbeat asks the database (it answers false
-        for a stopped run), so a forged hint costs a heartbeat and stops nothing."""
-        if run.lost:
-            return
-        try:
-            row = await self.db(run.lane, HEARTBEAT, {"run_id": run.run_id, "fence": run.fence,
-                                                      "lease": self.lease}, retries=0)
-        except psycopg.Error as exc:  # the heartbeat loop asks again within lease/3
-            log.get().warning("run.heartbeat_failed", **run.fields, **log.error_fields(exc))
-            return
-        if not (row and row["ok"]):
-            run.lose("stop_requested")
-
-    async def _agent_loop(self, run: RunHandle) -> StepResult:
-        """Steps until one is done (its outputs are written with the finish)."""
-        agent = self.config.agent
-        while True:
-            if run.iteration >= run.iteration_cap:
-                return StepResult(done=True, outcome="failed", error="iteration_cap")
-            result = await agent.step(run)
-            await run.settle_charges()  # recorded before the step's end is written
-            if run.lost:
-                raise LeaseLost(f"run {run.run_id} is owned by another worker now")
-            run.iteration += 1
-            if not isinstance(result, StepResult):
-                raise TypeError("an agent step must return a StepResult")
-            for kind, body in result.outputs:  # refused here, as a failed step
-                if kind not in OUTPUT_KINDS or not isinstance(body, str):
-                    raise ValueError(f"a step output needs a known kind and a text body, "
-                                     f"not {kind!r}")
-            if result.done:
-                return result
-            await run.end_step(result)
-
-    @property
-    def _beat_interval(self) -> float:
-        return max(self.config.lease / 3, 0.05)
-
-    async def _heartbeat(self, run: RunHandle) -> None:
-        """Beats now, then every lease/3, until the run ends or is lost."""
-        while not run.lost:
-            try:
-                row = await self.db(run.lane, HEARTBEAT, {"run_id": run.run_id, "fence": run.fence,
-                                                "lease": self.lease}, retries=0)
-                owned = bool(row and row["ok"])
-            except psycopg.Error as exc:
-                if exc.sqlstate == "RL001":
-                    owned = False
-                else:  # a broken connection: try again next beat; the lease still runs
-                    log.get().warning("run.heartbeat_failed",
-                                      **run.fields, **log.error_fields(exc))
-                    owned = True
-            if not owned:
-                run.lose("heartbeat_refused")
-                return
-            await asyncio.sleep(self._beat_interval)
 
 
 
