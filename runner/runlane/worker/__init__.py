@@ -5,12 +5,9 @@
 
 from .config import WorkerConfig
 from .db import is_resendable, pg_array
+from .dispatcher import RUN_MESSAGES_MANY
 from .finisher import FINISH_RUNS, FINISH_WITH_OUTPUTS
-from .process import (
-    RUN_MESSAGES_MANY,
-    Worker,
-    serve,
-)
+from .process import Worker, serve
 from .run_handle import CHECKPOINT_WITH_OUTPUTS, outputs_params
 
 __all__ = ["CHECKPOINT_WITH_OUTPUTS", "FINISH_RUNS", "FINISH_WITH_OUTPUTS", "RUN_MESSAGES_MANY",

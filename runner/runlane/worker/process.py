@@ -40,85 +40,27 @@ import asyncio
 import contextlib
 import os
 import signal
-import time
-import uuid
-from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 import psycopg
 from psycopg import pq
-from psycopg.rows import dict_row
 
 from .. import hints, log
-from ..admission import Admission, load_probe
-from ..agents import Message
 from ..maintenance import Maintenance
 from .config import WorkerConfig
-from .db import Database, is_connection_error, pg_array
+from .db import Database
+from .dispatcher import LaneDispatcher, admission_for
 from .finisher import Finisher
 from .run_handle import RunHandle
 from .supervisor import Supervisor
 
 CHANNEL = "runlane_runs"
 
-# Keyed: a claim resent with its key after a lost reply returns what it claimed. And
-# reporting: the runs the claim ended skipped because a gate closed after they were
-# queued (agent switched off or locked, no model, budget spent) come back as rows with
-# skipped_reason set, after the claimed ones, for the run.skipped log line.
-CLAIM = """
-select * from runlane.claim_runs(
-    p_worker => %(worker)s::text, p_lanes => %(lanes)s::text[],
-    p_limit => %(limit)s::int, p_lease => %(lease)s::interval,
-    p_claim_key => %(claim_key)s::uuid, p_report_skipped => true)
-"""
-# The per-worker organization bound claim_runs reads (runlane._max_per_org).
-MAX_PER_ORG = "select set_config('runlane.max_per_org', %(bound)s::text, false)"
-# The batched read (sql/functions/runner): a claimed page's messages in one call.
-RUN_MESSAGES_MANY = """
-select run_id, message_id, body, created_at from runlane.run_messages_many(
-    p_run_ids => %(run_ids)s::bigint[], p_fences => %(fences)s::bigint[])
-"""
 REGISTER = """
 select runlane.register_worker(p_worker_id => %(worker)s::text, p_lanes => %(lanes)s::text[],
                                p_stopped => %(stopped)s::boolean)
 """
-# The system memory probe reads five /proc and cgroup files (~0.1 ms, up to 0.4 ms on a
-# busy machine). A reading younger than PROBE_TTL answers as it is; an older one still
-# answers but is refreshed right after (while the claim it admitted is on the wire); one
-# older than PROBE_MAX_AGE, or none, is read first.
-PROBE_TTL = 0.1  # seconds
-PROBE_MAX_AGE = 1.0  # seconds
 REGISTRY_INTERVAL = 30.0  # seconds; the contract step treats 2 minutes of silence as gone
-
-
-def _cached(probe: Callable[[], Any], ttl: float, max_age: float) -> Callable[[], Any]:
-    """`probe`, read at most every `ttl` seconds and never on the caller's path unless the
-    reading in hand is older than `max_age` (call it on the running event loop)."""
-    last: list[Any] = [0.0, None]
-    scheduled = [False]
-
-    def read() -> None:
-        last[1] = probe()
-        last[0] = time.monotonic()
-
-    def refresh() -> None:
-        scheduled[0] = False
-        try:
-            read()
-        except Exception:  # noqa: BLE001 - the next reading is taken in line and reported
-            last[0] = 0.0
-
-    def cached() -> Any:
-        age = time.monotonic() - last[0]
-        if last[1] is None or age >= max_age:
-            read()
-        elif age >= ttl and not scheduled[0]:
-            scheduled[0] = True
-            asyncio.get_running_loop().call_soon(refresh)
-        return last[1]
-
-    return cached
 
 
 def _as_bytes(payload: str | bytes) -> bytes:
@@ -128,33 +70,34 @@ def _as_bytes(payload: str | bytes) -> bytes:
 class Worker:
     def __init__(self, config: WorkerConfig):
         self.config = config
-        self.lease = timedelta(seconds=config.lease)
-        probe = load_probe(config.memory_probe)
-        if not config.memory_probe:  # the system's: kept fresh off the claim path
-            probe = _cached(probe, PROBE_TTL, PROBE_MAX_AGE)
-        self.admission = Admission(probe, config.memory_buffer_mb * 1024 * 1024)
-        self.wake = {lane: asyncio.Event() for lane in config.lanes}
+        self.admission = admission_for(config)
         self.stopping = False
         self.stopped = asyncio.Event()
         self.signals = 0
-        self.passes = dict.fromkeys(config.lanes, 0)
-        self.claim_queries = dict.fromkeys(config.lanes, 0)
         self.database = Database(config)
         self.db = self.database.call
-        # And one connection per lane for claims only: a claim never queues behind runs.
-        # A bare connection, not a pool of one: on the path from a notification to its
-        # claim there is no pool bookkeeping to pay. Opened by the lane's first pass,
-        # reopened by the pass after it broke.
-        self.claim_conns: dict[str, psycopg.AsyncConnection | None] = dict.fromkeys(
-            config.lanes)
-        self.claim_size = dict.fromkeys(config.lanes, config.claim_batch)
         self.background: set[asyncio.Task] = set()  # tasks nobody awaits, kept referenced
         self.finisher = Finisher(config, self.database, self.timing, self._spawn)
         self.supervisor = Supervisor(config, self.database, self.finisher, self.timing,
                                      self._spawn, self.notify)
+        self.dispatchers = {lane: LaneDispatcher(
+            lane, config, self.database, self.admission, self.supervisor.start,
+            self.timing, self._spawn) for lane in config.lanes}
+        # What a notification sets: the lane's dispatcher makes one more pass.
+        self.wake = {lane: d.wake for lane, d in self.dispatchers.items()}
         self.maintenance = (Maintenance(config.dsn, config.maintenance,
                                         config.application_name)
                             if config.maintenance else None)
+
+    @property
+    def passes(self) -> dict[str, int]:
+        """Passes made so far, by lane."""
+        return {lane: d.passes for lane, d in self.dispatchers.items()}
+
+    @property
+    def claim_queries(self) -> dict[str, int]:
+        """claim_runs calls made so far, by lane."""
+        return {lane: d.claim_queries for lane, d in self.dispatchers.items()}
 
     @property
     def write_seqs(self) -> bool:
@@ -179,8 +122,8 @@ class Worker:
         registry = asyncio.create_task(self._keep_registered(), name="registry")
         listener = (asyncio.create_task(self._listen(), name="listener")
                     if self.config.listen else None)
-        lanes = [asyncio.create_task(self._lane_loop(lane), name=f"lane-{lane}")
-                 for lane in self.config.lanes]
+        lanes = [asyncio.create_task(d.run(), name=f"lane-{lane}")
+                 for lane, d in self.dispatchers.items()]
         maintenance = (asyncio.create_task(self.maintenance.run_forever(self.stopped),
                                            name="maintenance")
                        if self.maintenance else None)
@@ -199,9 +142,8 @@ class Worker:
                     await task
         await self._register(stopped=True)
         await self.database.close()
-        for conn in self.claim_conns.values():
-            if conn is not None:
-                await conn.close()
+        for dispatcher in self.dispatchers.values():
+            await dispatcher.close()
         log.get().info("worker.stopped", **{
             "worker.id": self.config.worker_id,
             "dispatch.passes": sum(self.passes.values()),
@@ -232,8 +174,8 @@ class Worker:
                 "worker.shutdown_grace_s": self.config.shutdown_grace})
         self.stopping = True
         self.stopped.set()
-        for event in self.wake.values():
-            event.set()
+        for dispatcher in self.dispatchers.values():
+            dispatcher.stop()
         if self.signals > 1:  # a second signal: release what runs now, do not wait
             self.supervisor.release_all()
 
@@ -316,123 +258,11 @@ class Worker:
             for event in self.wake.values():
                 event.set()
 
-    # -- dispatching -------------------------------------------------------------------
-    async def _lane_loop(self, lane: str) -> None:
-        event = self.wake[lane]
-        event.set()  # the startup pass
-        ready = False
-        loop = asyncio.get_running_loop()
-        while not self.stopping:
-            timeout = self.config.scan_interval
-            if self.admission.waiting:
-                timeout = min(timeout, self.config.admission_retry)
-            # The scan is a timer that sets the same event a notification sets (no task
-            # per wait, as asyncio.wait_for would create).
-            scan = loop.call_later(timeout, event.set)
-            try:
-                await event.wait()
-            finally:
-                scan.cancel()
-            if self.stopping:
-                return
-            event.clear()  # notifications from now on mark exactly one more pass
-            try:
-                await self._pass(lane)
-                if not ready:
-                    ready = True
-                    log.get().info("dispatch.ready", **{"run.lane": lane})
-            except Exception as exc:  # noqa: BLE001 - the dispatcher must keep going
-                log.get().warning("dispatch.pass_failed",
-                                  **{"run.lane": lane, **log.error_fields(exc)})
-                await asyncio.sleep(0.5)
-                event.set()  # try the pass again rather than wait for the next scan
-
-    async def _pass(self, lane: str) -> None:
-        self.passes[lane] += 1
-        for _page in range(self.config.max_pages):
-            if self.stopping or not self.admission.admit(lane):
-                return
-            self.claim_queries[lane] += 1
-            limit = self.claim_size[lane]
-            rows = await self._claim(lane, limit)
-            runs = []
-            for row in rows:
-                if row.get("skipped_reason") is None:
-                    runs.append(RunHandle(row, self.database, self.timing))
-                else:  # a gate closed between queue and claim: ended skipped, not claimed
-                    log.get().info("run.skipped", **{
-                        "run.id": row["run_id"], "run.lane": row["lane"],
-                        "run.trigger": row["trigger"], "run.reason": row["skipped_reason"]})
-            if runs:
-                prefetch = self._spawn(self._prefetch_messages(lane, runs))
-                for run in runs:
-                    run.prefetch = prefetch
-                    self.supervisor.start(run)
-            if len(runs) < limit:
-                self.claim_size[lane] = self.config.claim_batch  # the queue is drained
-                return
-            # A full page: more is likely waiting, take bigger pages (fewer claims).
-            self.claim_size[lane] = min(limit * 2, self.config.claim_batch_max)
-        self.wake[lane].set()  # the page budget ran out with work left: one more pass
-
-    async def _claim(self, lane: str, limit: int) -> list[dict[str, Any]]:
-        """One keyed claim_runs call on the lane's own connection. When the connection
-        breaks (before or after the server committed the claim: the client cannot tell),
-        it is reopened and the claim resent with the SAME key, which returns the runs the
-        lost reply held instead of claiming others and leaving those to their lease; for
-        up to half a lease, then the pass fails (the lane loop tries again shortly)."""
-        params = {"worker": self.config.worker_id, "lanes": [lane], "limit": limit,
-                  "lease": self.lease,
-                  "claim_key": uuid.uuid4() if self.write_seqs else None}
-        deadline = time.monotonic() + self.config.lease / 2
-        backoff = 0.05
-        while True:
-            conn = self.claim_conns[lane]
-            try:
-                if conn is None or conn.closed:
-                    conn = self.claim_conns[lane] = await psycopg.AsyncConnection.connect(
-                        self.config.dsn, row_factory=dict_row, **self.database.conn_kwargs)
-                    await conn.execute(
-                        MAX_PER_ORG, {"bound": str(max(0, self.config.max_per_org))})
-                cur = await conn.execute(CLAIM, params)
-                return await cur.fetchall()
-            except psycopg.Error as exc:
-                broken = is_connection_error(exc) or (conn is not None and conn.broken)
-                if broken and conn is not None:
-                    self.claim_conns[lane] = None
-                    with contextlib.suppress(Exception):
-                        await conn.close()
-                if not broken or time.monotonic() + backoff > deadline or self.stopping:
-                    raise
-                log.get().info("dispatch.claim_resent", **{"run.lane": lane},
-                               **log.error_fields(exc))
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 1.0)
-
     def _spawn(self, coro: Any) -> asyncio.Task:
         task = asyncio.create_task(coro)
         self.background.add(task)
         task.add_done_callback(self.background.discard)
         return task
-
-    async def _prefetch_messages(self, lane: str, runs: list[RunHandle]
-                                 ) -> dict[int, list[Message]]:
-        """The messages of a claimed batch in one read; {} on any failure (each run then
-        reads its own, as without the batch)."""
-        try:
-            rows = await self.db(lane, RUN_MESSAGES_MANY, {
-                "run_ids": pg_array([r.run_id for r in runs]),
-                "fences": pg_array([r.fence for r in runs])},
-                fetch="all", retries=0)
-        except Exception as exc:  # noqa: BLE001 - the per-run read is the fallback
-            log.get().warning("run.messages_prefetch_failed", **{"run.lane": lane},
-                              **log.error_fields(exc))
-            return {}
-        batch: dict[int, list[Message]] = {}
-        for r in rows:
-            batch.setdefault(r["run_id"], []).append(
-                Message(r["message_id"], r["body"], r["created_at"]))
-        return batch
 
 
 
