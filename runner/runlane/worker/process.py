@@ -43,28 +43,22 @@ import signal
 from typing import Any
 
 import psycopg
-from psycopg import pq
 
-from .. import hints, log
+from .. import log
 from ..maintenance import Maintenance
 from .config import WorkerConfig
 from .db import Database
 from .dispatcher import LaneDispatcher, admission_for
 from .finisher import Finisher
+from .listener import Listener
 from .run_handle import RunHandle
 from .supervisor import Supervisor
-
-CHANNEL = "runlane_runs"
 
 REGISTER = """
 select runlane.register_worker(p_worker_id => %(worker)s::text, p_lanes => %(lanes)s::text[],
                                p_stopped => %(stopped)s::boolean)
 """
 REGISTRY_INTERVAL = 30.0  # seconds; the contract step treats 2 minutes of silence as gone
-
-
-def _as_bytes(payload: str | bytes) -> bytes:
-    return payload if isinstance(payload, bytes) else payload.encode(errors="replace")
 
 
 class Worker:
@@ -85,6 +79,8 @@ class Worker:
             self.timing, self._spawn) for lane in config.lanes}
         # What a notification sets: the lane's dispatcher makes one more pass.
         self.wake = {lane: d.wake for lane, d in self.dispatchers.items()}
+        self.listener = Listener(config.dsn, self.database.conn_kwargs, config.worker_id,
+                                 self.notify, self.stop_hint)
         self.maintenance = (Maintenance(config.dsn, config.maintenance,
                                         config.application_name)
                             if config.maintenance else None)
@@ -120,7 +116,7 @@ class Worker:
             "worker.id": self.config.worker_id, "worker.lanes": self.config.lanes,
             "worker.pid": os.getpid()})
         registry = asyncio.create_task(self._keep_registered(), name="registry")
-        listener = (asyncio.create_task(self._listen(), name="listener")
+        listener = (asyncio.create_task(self.listener.run(), name="listener")
                     if self.config.listen else None)
         lanes = [asyncio.create_task(d.run(), name=f"lane-{lane}")
                  for lane, d in self.dispatchers.items()]
@@ -174,68 +170,11 @@ class Worker:
                 "worker.shutdown_grace_s": self.config.shutdown_grace})
         self.stopping = True
         self.stopped.set()
+        self.listener.stop()
         for dispatcher in self.dispatchers.values():
             dispatcher.stop()
         if self.signals > 1:  # a second signal: release what runs now, do not wait
             self.supervisor.release_all()
-
-    # -- listening ---------------------------------------------------------------------
-    async def _listen(self) -> None:
-        backoff, connected_before = 0.1, False
-        while not self.stopping:
-            try:
-                async with await psycopg.AsyncConnection.connect(
-                        self.config.dsn, **self.database.conn_kwargs) as conn:
-                    await conn.execute(f"listen {CHANNEL}")
-                    log.get().info("listener.reconnected" if connected_before
-                                   else "listener.listening",
-                                   **{"worker.id": self.config.worker_id})
-                    connected_before, backoff = True, 0.1
-                    for event in self.wake.values():  # scan whatever was missed meanwhile
-                        event.set()
-                    await self._receive_notifications(conn.pgconn)
-            except psycopg.Error as exc:
-                log.get().warning("listener.lost", **log.error_fields(exc))
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
-
-    async def _receive_notifications(self, pgconn: Any) -> None:
-        """Hands every notification to its lane from the socket's reader callback, until
-        the connection breaks (raised). The connection does nothing but LISTEN, so its
-        libpq handle is read directly: psycopg's notifies() costs a task switch and a
-        re-armed wait per notification, about 0.1 ms on the path to the claim."""
-        loop = asyncio.get_running_loop()
-        lost: asyncio.Future[None] = loop.create_future()
-
-        def readable() -> None:
-            try:
-                pgconn.consume_input()
-                while (notification := pgconn.notifies()) is not None:
-                    self._on_notify(notification.extra)
-                if pgconn.status != pq.ConnStatus.OK:  # never spin on a dead socket
-                    raise psycopg.OperationalError("the listening connection is gone")
-            except psycopg.Error as exc:
-                if not lost.done():
-                    lost.set_exception(exc)
-
-        fd = pgconn.socket
-        loop.add_reader(fd, readable)
-        try:
-            readable()  # what arrived with the LISTEN reply
-            await lost
-        finally:
-            loop.remove_reader(fd)
-
-    def _on_notify(self, payload: str | bytes) -> None:
-        """A `runlane_runs` payload is an untrusted hint (runlane.hints): a readable one
-        wakes its lane, an unreadable or forged one is counted and ignored (the periodic
-        scan finds the work anyway). Never raises, so no notification behind it waits."""
-        lane = hints.lane_of(payload)
-        if lane is not None:
-            self.notify(lane)
-            stopped = hints.stop_of(payload) if b"cancel" in _as_bytes(payload) else None
-            if stopped is not None:
-                self.stop_hint(stopped)
 
     def stop_hint(self, run_id: int) -> None:
         """A Stop (runlane.cancel_run) may concern `run_id`: when this worker runs it, the
