@@ -1,37 +1,13 @@
-"""`runlane worker`: listen, scan, claim, execute agent steps, heartbeat, log timing.
+"""The Worker: one `runlane worker` process, wiring its parts and running them until a
+signal; what each part guarantees is in its own module (see the package's docstring).
 
-One asyncio process. A dedicated connection LISTENs on `runlane_runs`; each lane has its
-own dispatcher loop, its own connection for claims and its own connection pool for run
-work, so lanes never wait on each other and a burst's run work never delays the next
-claim. A
-lane makes a pass at startup, after every (re)connect of the listener, when a
-notification names it and at least every `scan_interval` seconds; a notification
-arriving during a pass only marks the lane for one more pass (an asyncio.Event), it
-never restarts the pass in progress. A pass claims in bounded pages (`claim_runs`),
-each page admitted by memory first; a full page doubles the next page's size (up to
-`claim_batch_max`), a short one ends the pass.
-
-Every claimed run gets a supervisor task: the claim is its durable ownership; it starts
-the run's heartbeat (every lease/3) and then the agent loop. A heartbeat returning false
-or any RL001 cancels the agent task at once and nothing more is written for the run but
-one finish as canceled, which the database accepts only for a run that was stopped
-(runlane.cancel_run) and is still owned by this attempt. A Stop reaches the worker as a
-`runlane_runs` hint ({"cancel": run_id, "lane": …}), confirmed by a heartbeat before
-anything is stopped, or, when the hint is lost, by the run's next heartbeat.
-There is no run-duration limit and no per-worker run cap. All rules about which run may
-run live in the database; this module only calls its functions.
-
-Commits per run are kept to what durability needs: a step's last outputs, its checkpoint
-and the finish travel on its StepResult and are written by ONE statement (one round trip,
-one commit); the run's messages are read once per attempt; pool connections are not
-pinged before use (a broken one fails its statement, which is resent on a fresh one).
-Across runs: a claimed page's messages are read in one run_messages_many call right after
-the claim (a run missing from it reads its own), and the finishes of runs ending together
-go as one finish_runs call (at once when no such call is in flight, else when it returns,
-after finish_window or at finish_batch runs), each run in its own subtransaction, so a
-run fenced out (RL001) is lost alone and a run refused otherwise is finished alone. A run
-is queued for finishing only once its last step is done; a crash before the call commits
-leaves it to the lease, as before.
+Start: the lane pools open, the schema's numbered writes are checked, then the registry,
+the listener (unless embedded), one dispatcher per lane, maintenance and metrics start.
+Stop (SIGTERM/SIGINT or request_stop): no new claim and no reconnect; running runs get
+`shutdown_grace` seconds to finish, then the rest are released (a second signal releases
+at once); a maintenance leader hands its lease back; the registry row is marked stopped.
+All rules about which run may run live in the database; the worker only calls its
+functions.
 """
 
 from __future__ import annotations
@@ -42,8 +18,6 @@ import os
 import signal
 from typing import Any
 
-import psycopg
-
 from .. import log
 from ..maintenance import Maintenance
 from .config import WorkerConfig
@@ -51,17 +25,15 @@ from .db import Database
 from .dispatcher import LaneDispatcher, admission_for
 from .finisher import Finisher
 from .listener import Listener
+from .registry import Registry
 from .run_handle import RunHandle
 from .supervisor import Supervisor
 
-REGISTER = """
-select runlane.register_worker(p_worker_id => %(worker)s::text, p_lanes => %(lanes)s::text[],
-                               p_stopped => %(stopped)s::boolean)
-"""
-REGISTRY_INTERVAL = 30.0  # seconds; the contract step treats 2 minutes of silence as gone
-
 
 class Worker:
+    """One worker process: its parts, its start and its stop (see the module's docstring).
+    Embedded mode drives it in-process through notify(), stop_hint() and request_stop()."""
+
     def __init__(self, config: WorkerConfig):
         self.config = config
         self.admission = admission_for(config)
@@ -69,7 +41,6 @@ class Worker:
         self.stopped = asyncio.Event()
         self.signals = 0
         self.database = Database(config)
-        self.db = self.database.call
         self.background: set[asyncio.Task] = set()  # tasks nobody awaits, kept referenced
         self.finisher = Finisher(config, self.database, self.timing, self._spawn)
         self.supervisor = Supervisor(config, self.database, self.finisher, self.timing,
@@ -79,6 +50,7 @@ class Worker:
             self.timing, self._spawn) for lane in config.lanes}
         # What a notification sets: the lane's dispatcher makes one more pass.
         self.wake = {lane: d.wake for lane, d in self.dispatchers.items()}
+        self.registry = Registry(config, self.database)
         self.listener = Listener(config.dsn, self.database.conn_kwargs, config.worker_id,
                                  self.notify, self.stop_hint)
         self.maintenance = (Maintenance(config.dsn, config.maintenance,
@@ -94,10 +66,6 @@ class Worker:
     def claim_queries(self) -> dict[str, int]:
         """claim_runs calls made so far, by lane."""
         return {lane: d.claim_queries for lane, d in self.dispatchers.items()}
-
-    @property
-    def write_seqs(self) -> bool:
-        return self.database.write_seqs
 
     def timing(self, event: str, row: Any, **extra: Any) -> None:
         """Log a timing row the database returned, and count it in the metrics."""
@@ -115,7 +83,8 @@ class Worker:
         log.get().info("worker.started", **{
             "worker.id": self.config.worker_id, "worker.lanes": self.config.lanes,
             "worker.pid": os.getpid()})
-        registry = asyncio.create_task(self._keep_registered(), name="registry")
+        registry = asyncio.create_task(self.registry.run_forever(self.stopped),
+                                       name="registry")
         listener = (asyncio.create_task(self.listener.run(), name="listener")
                     if self.config.listen else None)
         lanes = [asyncio.create_task(d.run(), name=f"lane-{lane}")
@@ -136,7 +105,7 @@ class Worker:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
-        await self._register(stopped=True)
+        await self.registry.register(stopped=True)
         await self.database.close()
         for dispatcher in self.dispatchers.values():
             await dispatcher.close()
@@ -144,23 +113,6 @@ class Worker:
             "worker.id": self.config.worker_id,
             "dispatch.passes": sum(self.passes.values()),
             "dispatch.claim_queries": sum(self.claim_queries.values())})
-
-    async def _register(self, stopped: bool = False) -> None:
-        """The worker registry is for operators: failing to write it never stops work."""
-        lane = self.config.lanes[0]
-        try:
-            await self.db(lane, REGISTER, {"worker": self.config.worker_id,
-                                           "lanes": self.config.lanes, "stopped": stopped},
-                          fetch="none")
-        except psycopg.Error as exc:
-            log.get().warning("worker.register_failed", **log.error_fields(exc))
-
-    async def _keep_registered(self) -> None:
-        while not self.stopping:
-            await self._register()
-            if not self.write_seqs:
-                await self.database.check_write_seqs()
-            await asyncio.sleep(REGISTRY_INTERVAL)
 
     def request_stop(self) -> None:
         self.signals += 1
@@ -204,6 +156,6 @@ class Worker:
         return task
 
 
-
 async def serve(config: WorkerConfig) -> None:
+    """Runs one worker until it is stopped (`runlane worker`)."""
     await Worker(config).run()
