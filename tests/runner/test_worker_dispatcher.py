@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import psycopg
-from worker_helpers import make_agent, run_state, submit, wait_until
+from worker_helpers import DEADLINE, make_agent, run_state, submit, wait_until
 from worker_parts import Timings, config, database
 
 from runlane.admission import Admission, Memory
@@ -62,7 +63,9 @@ def test_wake_ups_during_a_pass_mark_exactly_one_more_pass(conn, db_dsn):
         async with dispatcher(db_dsn, notified_meanwhile) as (lane, started):
             holder.append(lane)
             loop = asyncio.create_task(lane.run())
-            while lane.passes < 2:
+            deadline = time.monotonic() + DEADLINE
+            while lane.passes < 2:  # the marked pass
+                assert time.monotonic() < deadline, "no second pass after the wake-ups"
                 await asyncio.sleep(0.01)
             # A third pass would start at once; the scan timer is an hour away.
             await asyncio.sleep(0.3)
