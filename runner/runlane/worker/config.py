@@ -1,0 +1,67 @@
+"""The worker's settings (`runlane worker`'s options, embedded mode's arguments).
+
+Plain values and their defaults; nothing here talks to the database. Derived values are
+fixed once, in __post_init__: the largest claim page, the finish batch kept within 1..60
+runs (each run is one subtransaction of a finish_runs call), and a worker id when none
+is given.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..agents import Agent
+from ..maintenance import MaintenanceConfig
+
+
+@dataclass
+class WorkerConfig:
+    dsn: str
+    lanes: list[str]
+    agent: Agent
+    worker_id: str = ""
+    shutdown_grace: float = 30.0
+    memory_buffer_mb: int = 64
+    memory_probe: str | None = None
+    lease: float = 60.0
+    scan_interval: float = 5.0
+    claim_batch: int = 10
+    claim_batch_max: int = 0  # 0: 10 x claim_batch; pages grow while they come back full
+    max_pages: int = 50
+    pool_size: int = 10
+    # At most this many runs of one organization in flight on this worker (claim_runs
+    # reads it as the session setting runlane.max_per_org of the claim connections):
+    # one organization's burst leaves room for the others'. 0: no bound.
+    max_per_org: int = 100
+    admission_retry: float = 0.5
+    maintenance: MaintenanceConfig | None = field(default_factory=MaintenanceConfig)
+    # False in embedded mode: no LISTEN connection; whoever commits a run in the same
+    # process calls Worker.notify(lane), and every run that ends wakes the lanes (what
+    # the database would have announced: follow-up runs, a freed computer).
+    listen: bool = True
+    # A runlane.metrics.Metrics: fed every timing row, refreshed from the database.
+    metrics: Any = None
+    # Finishes of runs ending within finish_window seconds of each other go to the
+    # database as one finish_runs call of at most finish_batch runs (1: one call per run).
+    # Kept under 64 runs: each run is one subtransaction of the call.
+    # Defaults from RUNLANE_WORKER_FINISH_WINDOW / RUNLANE_WORKER_FINISH_BATCH.
+    finish_window: float = field(default_factory=lambda: float(
+        os.environ.get("RUNLANE_WORKER_FINISH_WINDOW", "0.002")))
+    finish_batch: int = field(default_factory=lambda: int(
+        os.environ.get("RUNLANE_WORKER_FINISH_BATCH", "50")))
+
+    def __post_init__(self) -> None:
+        if self.claim_batch_max <= 0:
+            self.claim_batch_max = 10 * self.claim_batch
+        self.claim_batch_max = max(self.claim_batch_max, self.claim_batch)
+        self.finish_batch = max(1, min(self.finish_batch, 60))
+        if not self.worker_id:
+            self.worker_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+    @property
+    def application_name(self) -> str:
+        return f"runlane-worker:{self.worker_id}"[:63]

@@ -1,0 +1,145 @@
+"""How the worker's statements reach PostgreSQL: one connection pool per lane, and when a
+statement is sent again.
+
+Guarantees:
+- one pool per lane, so background work never holds a connection chat work waits for;
+  connections are autocommit and named `runlane-worker:<id>` (application_name);
+- `call()` runs one statement in its own transaction and resends it only when the server
+  cannot have applied it: the connection broke (class 08, no SQLSTATE, a terminated
+  session) or the transaction was rolled back to break a deadlock, a serialization
+  conflict or a lock_timeout (`is_resendable`). By default it keeps resending, with
+  backoff, for up to half a lease; `retries=0` is for callers with their own schedule;
+- `write_seqs` says whether the schema numbers writes and keys claims (migration 0004).
+  Writes that carry a number are applied once even when resent; without it the worker
+  sends NULL numbers and keys (the same calls, not deduplicated).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from .. import log
+from .config import WorkerConfig
+
+# Write sequence numbers and claim keys need migration 0004 (runs.write_seq,
+# claim_receipts). Against an older schema (a rolling upgrade still at the expand step)
+# the worker passes NULL numbers and keys: the same calls, not deduplicated.
+WRITE_SEQS = """
+select exists (
+    select 1 from pg_catalog.pg_attribute
+    where attrelid = 'runlane.runs'::regclass and attname = 'write_seq' and not attisdropped
+) as ok
+"""
+
+# SQLSTATEs after which the same statement may be sent again on a fresh connection:
+# the connection broke (class 08, or no SQLSTATE at all) or the server ended the session.
+_RECONNECT_STATES = {"57P01", "57P02", "57P03"}
+# SQLSTATEs of a transaction the server rolled back to break a conflict, or because a
+# runlane function gave up waiting for a lock after its lock_timeout (55P03).
+_ROLLED_BACK_STATES = {"40001", "40P01", "55P03"}
+
+
+def pg_array(values: list[Any]) -> str:
+    """An array literal for a `%s::type[]` parameter: psycopg adapts long lists element
+    by element in Python (a regex per text element); this is string joins in C."""
+    parts = []
+    for v in values:
+        if v is None:
+            parts.append("NULL")
+        elif isinstance(v, str):
+            parts.append('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"')
+        elif isinstance(v, float):  # as PostgreSQL turns a float8 into numeric: 15 digits
+            parts.append(format(v, ".15g"))
+        else:
+            parts.append(str(v))
+    return "{" + ",".join(parts) + "}"
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = exc.sqlstate
+    return state is None or state.startswith("08") or state in _RECONNECT_STATES
+
+
+def is_resendable(exc: BaseException) -> bool:
+    """The statement's whole transaction was rolled back without effect, so sending it
+    again is safe: a broken connection, or a deadlock / serialization failure (one of
+    two finish batches sharing a thread is chosen as the deadlock victim)."""
+    return is_connection_error(exc) or (
+        isinstance(exc, psycopg.Error) and exc.sqlstate in _ROLLED_BACK_STATES)
+
+
+class Database:
+    """The worker's lane pools and its resend rule (see the module's docstring)."""
+
+    def __init__(self, config: WorkerConfig):
+        self.config = config
+        # One pool per lane: background work never holds a connection chat work waits for.
+        # No ping before each use (it doubled the round trips): a broken connection fails
+        # its statement, the pool drops it and call() resends on a fresh one.
+        self.conn_kwargs: dict[str, Any] = {
+            "autocommit": True, "application_name": config.application_name}
+        self.pools = {lane: AsyncConnectionPool(
+            config.dsn, min_size=1, max_size=config.pool_size, open=False,
+            kwargs=self.conn_kwargs, name=f"runlane-{lane}")
+            for lane in config.lanes}
+        self.write_seqs = False  # migration 0004 applied: numbered writes, keyed claims
+
+    async def open(self) -> None:
+        for pool in self.pools.values():
+            await pool.open(wait=False)
+
+    async def close(self) -> None:
+        for pool in self.pools.values():
+            await pool.close()
+
+    async def call(self, lane: str, sql: str, params: dict[str, Any] | None = None,
+                   fetch: str = "one", retries: int | None = None) -> Any:
+        """One statement in its own transaction; resent when the connection itself broke
+        (on a fresh one: the pool drops broken connections) or the server rolled the
+        transaction back to break a deadlock or a serialization conflict.
+
+        By default it keeps resending, with backoff, for up to half a lease: a server
+        restart or a terminated backend then costs a pause, not a failed attempt or an
+        abandoned run, and the run's heartbeat keeps the lease meanwhile. `retries=0`
+        is for callers that try again on their own schedule (claims, heartbeats)."""
+        deadline = time.monotonic() + (self.config.lease / 2 if retries is None else 0)
+        backoff = 0.1
+        for attempt in itertools.count():
+            try:
+                async with self.pools[lane].connection() as conn:
+                    cur = conn.cursor(row_factory=dict_row)
+                    await cur.execute(sql, params)
+                    if fetch == "one":
+                        return await cur.fetchone()
+                    if fetch == "all":
+                        return await cur.fetchall()
+                    return None
+            except psycopg.Error as exc:
+                if not is_resendable(exc):
+                    raise
+                if retries is not None:
+                    if attempt >= retries:
+                        raise
+                elif time.monotonic() + backoff > deadline:
+                    raise
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+        raise AssertionError("unreachable")
+
+    async def check_write_seqs(self) -> None:
+        """Whether the schema has migration 0004 (asked at startup and, until it has, with
+        every registry refresh: a rolling upgrade may apply it while this worker runs)."""
+        try:
+            row = await self.call(self.config.lanes[0], WRITE_SEQS, retries=0)
+            self.write_seqs = bool(row and row["ok"])
+        except psycopg.Error as exc:
+            log.get().warning("worker.schema_check_failed", **log.error_fields(exc))

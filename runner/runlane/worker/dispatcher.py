@@ -1,0 +1,252 @@
+"""The lane dispatcher: when and how much one lane claims.
+
+Guarantees:
+- each lane has its own dispatcher loop and its own connection for claims only (a bare
+  connection, not a pool: no bookkeeping on the path from a notification to its claim),
+  so lanes never wait on each other and a claim never queues behind run work;
+- a lane makes a pass at start, when woken (a notification naming it, the listener's
+  (re)connect, a run ending at its organization's bound) and at least every
+  scan_interval seconds (admission_retry while memory admission is waiting); a wake-up
+  during a pass only marks the lane for ONE more pass (an asyncio.Event), it never
+  restarts the pass in progress; a failed pass is tried again after 0.5 s;
+- a pass claims in bounded pages (claim_runs), each page admitted by memory first; a
+  full page doubles the next page's size (up to claim_batch_max), a short one ends the
+  pass; after max_pages full pages the lane is marked for one more pass;
+- the claim connection carries this worker's max_per_org bound (runlane.max_per_org,
+  read by claim_runs): the database decides which runs may start;
+- a claim whose connection broke is resent with the SAME claim key on a fresh connection
+  (for up to half a lease), so a lost reply returns the runs it claimed instead of
+  leaving them to their lease;
+- runs a closed gate skipped come back in the claim's reply and are logged run.skipped;
+  each claimed run is handed to the supervisor, and the page's messages are read in one
+  run_messages_many call (a run missing from it reads its own).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from .. import log
+from ..admission import Admission, load_probe
+from ..agents import Message
+from .config import WorkerConfig
+from .db import Database, is_connection_error, pg_array
+from .run_handle import RunHandle
+
+# Keyed: a claim resent with its key after a lost reply returns what it claimed. And
+# reporting: the runs the claim ended skipped because a gate closed after they were
+# queued (agent switched off or locked, no model, budget spent) come back as rows with
+# skipped_reason set, after the claimed ones, for the run.skipped log line.
+CLAIM = """
+select * from runlane.claim_runs(
+    p_worker => %(worker)s::text, p_lanes => %(lanes)s::text[],
+    p_limit => %(limit)s::int, p_lease => %(lease)s::interval,
+    p_claim_key => %(claim_key)s::uuid, p_report_skipped => true)
+"""
+# The per-worker organization bound claim_runs reads (runlane._max_per_org).
+MAX_PER_ORG = "select set_config('runlane.max_per_org', %(bound)s::text, false)"
+# The batched read (sql/functions/runner): a claimed page's messages in one call.
+RUN_MESSAGES_MANY = """
+select run_id, message_id, body, created_at from runlane.run_messages_many(
+    p_run_ids => %(run_ids)s::bigint[], p_fences => %(fences)s::bigint[])
+"""
+# The system memory probe reads five /proc and cgroup files (~0.1 ms, up to 0.4 ms on a
+# busy machine). A reading younger than PROBE_TTL answers as it is; an older one still
+# answers but is refreshed right after (while the claim it admitted is on the wire); one
+# older than PROBE_MAX_AGE, or none, is read first.
+PROBE_TTL = 0.1  # seconds
+PROBE_MAX_AGE = 1.0  # seconds
+
+
+def cached_probe(probe: Callable[[], Any], ttl: float, max_age: float) -> Callable[[], Any]:
+    """`probe`, read at most every `ttl` seconds and never on the caller's path unless the
+    reading in hand is older than `max_age` (call it on the running event loop)."""
+    last: list[Any] = [0.0, None]
+    scheduled = [False]
+
+    def read() -> None:
+        last[1] = probe()
+        last[0] = time.monotonic()
+
+    def refresh() -> None:
+        scheduled[0] = False
+        try:
+            read()
+        except Exception:  # noqa: BLE001 - the next reading is taken in line and reported
+            last[0] = 0.0
+
+    def cached() -> Any:
+        age = time.monotonic() - last[0]
+        if last[1] is None or age >= max_age:
+            read()
+        elif age >= ttl and not scheduled[0]:
+            scheduled[0] = True
+            asyncio.get_running_loop().call_soon(refresh)
+        return last[1]
+
+    return cached
+
+
+def admission_for(config: WorkerConfig) -> Admission:
+    """The worker's memory admission, shared by its lanes; the system's probe is read off
+    the claim path (cached_probe), an injected one (--memory-probe) on every claim."""
+    probe = load_probe(config.memory_probe)
+    if not config.memory_probe:  # the system's: kept fresh off the claim path
+        probe = cached_probe(probe, PROBE_TTL, PROBE_MAX_AGE)
+    return Admission(probe, config.memory_buffer_mb * 1024 * 1024)
+
+
+class LaneDispatcher:
+    """Scans and claims for one lane (see the module's docstring)."""
+
+    def __init__(self, lane: str, config: WorkerConfig, database: Database,
+                 admission: Admission, start: Callable[[RunHandle], None],
+                 timing: Callable[..., None], spawn: Callable[[Any], asyncio.Task]):
+        self.lane = lane
+        self.config = config
+        self.db = database
+        self.admission = admission
+        self._start = start  # hands a claimed run to the supervisor
+        self.timing = timing
+        self._spawn = spawn
+        self.lease = timedelta(seconds=config.lease)
+        self.wake = asyncio.Event()  # set: one more pass
+        self.stopping = False
+        self.passes = 0
+        self.claim_queries = 0
+        # Opened by the lane's first pass, reopened by the pass after it broke.
+        self.claim_conn: psycopg.AsyncConnection | None = None
+        self.claim_size = config.claim_batch
+
+    def stop(self) -> None:
+        """No new pass and no new page from now on; the loop returns."""
+        self.stopping = True
+        self.wake.set()
+
+    async def close(self) -> None:
+        if self.claim_conn is not None:
+            await self.claim_conn.close()
+
+    async def run(self) -> None:
+        """The lane's loop: a pass at start, then one per wake-up, until stop()."""
+        lane, event = self.lane, self.wake
+        event.set()  # the startup pass
+        ready = False
+        loop = asyncio.get_running_loop()
+        while not self.stopping:
+            timeout = self.config.scan_interval
+            if self.admission.waiting:
+                timeout = min(timeout, self.config.admission_retry)
+            # The scan is a timer that sets the same event a notification sets (no task
+            # per wait, as asyncio.wait_for would create).
+            scan = loop.call_later(timeout, event.set)
+            try:
+                await event.wait()
+            finally:
+                scan.cancel()
+            if self.stopping:
+                return
+            event.clear()  # notifications from now on mark exactly one more pass
+            try:
+                await self.pass_once()
+                if not ready:
+                    ready = True
+                    log.get().info("dispatch.ready", **{"run.lane": lane})
+            except Exception as exc:  # noqa: BLE001 - the dispatcher must keep going
+                log.get().warning("dispatch.pass_failed",
+                                  **{"run.lane": lane, **log.error_fields(exc)})
+                await asyncio.sleep(0.5)
+                event.set()  # try the pass again rather than wait for the next scan
+
+    async def pass_once(self) -> None:
+        """Claims page after page until the queue is drained, admission declines, the
+        worker stops or max_pages ran out (then the lane is marked for one more pass)."""
+        lane = self.lane
+        self.passes += 1
+        for _page in range(self.config.max_pages):
+            if self.stopping or not self.admission.admit(lane):
+                return
+            self.claim_queries += 1
+            limit = self.claim_size
+            rows = await self.claim(limit)
+            runs = []
+            for row in rows:
+                if row.get("skipped_reason") is None:
+                    runs.append(RunHandle(row, self.db, self.timing))
+                else:  # a gate closed between queue and claim: ended skipped, not claimed
+                    log.get().info("run.skipped", **{
+                        "run.id": row["run_id"], "run.lane": row["lane"],
+                        "run.trigger": row["trigger"], "run.reason": row["skipped_reason"]})
+            if runs:
+                prefetch = self._spawn(self._prefetch_messages(runs))
+                for run in runs:
+                    run.prefetch = prefetch
+                    self._start(run)
+            if len(runs) < limit:
+                self.claim_size = self.config.claim_batch  # the queue is drained
+                return
+            # A full page: more is likely waiting, take bigger pages (fewer claims).
+            self.claim_size = min(limit * 2, self.config.claim_batch_max)
+        self.wake.set()  # the page budget ran out with work left: one more pass
+
+    async def claim(self, limit: int) -> list[dict[str, Any]]:
+        """One keyed claim_runs call on the lane's own connection. When the connection
+        breaks (before or after the server committed the claim: the client cannot tell),
+        it is reopened and the claim resent with the SAME key, which returns the runs the
+        lost reply held instead of claiming others and leaving those to their lease; for
+        up to half a lease, then the pass fails (the lane loop tries again shortly)."""
+        lane = self.lane
+        params = {"worker": self.config.worker_id, "lanes": [lane], "limit": limit,
+                  "lease": self.lease,
+                  "claim_key": uuid.uuid4() if self.db.write_seqs else None}
+        deadline = time.monotonic() + self.config.lease / 2
+        backoff = 0.05
+        while True:
+            conn = self.claim_conn
+            try:
+                if conn is None or conn.closed:
+                    conn = self.claim_conn = await psycopg.AsyncConnection.connect(
+                        self.config.dsn, row_factory=dict_row, **self.db.conn_kwargs)
+                    await conn.execute(
+                        MAX_PER_ORG, {"bound": str(max(0, self.config.max_per_org))})
+                cur = await conn.execute(CLAIM, params)
+                return await cur.fetchall()
+            except psycopg.Error as exc:
+                broken = is_connection_error(exc) or (conn is not None and conn.broken)
+                if broken and conn is not None:
+                    self.claim_conn = None
+                    with contextlib.suppress(Exception):
+                        await conn.close()
+                if not broken or time.monotonic() + backoff > deadline or self.stopping:
+                    raise
+                log.get().info("dispatch.claim_resent", **{"run.lane": lane},
+                               **log.error_fields(exc))
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+
+    async def _prefetch_messages(self, runs: list[RunHandle]) -> dict[int, list[Message]]:
+        """The messages of a claimed batch in one read; {} on any failure (each run then
+        reads its own, as without the batch)."""
+        try:
+            rows = await self.db.call(self.lane, RUN_MESSAGES_MANY, {
+                "run_ids": pg_array([r.run_id for r in runs]),
+                "fences": pg_array([r.fence for r in runs])},
+                fetch="all", retries=0)
+        except Exception as exc:  # noqa: BLE001 - the per-run read is the fallback
+            log.get().warning("run.messages_prefetch_failed", **{"run.lane": self.lane},
+                              **log.error_fields(exc))
+            return {}
+        batch: dict[int, list[Message]] = {}
+        for r in rows:
+            batch.setdefault(r["run_id"], []).append(
+                Message(r["message_id"], r["body"], r["created_at"]))
+        return batch

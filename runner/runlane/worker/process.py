@@ -1,0 +1,161 @@
+"""The Worker: one `runlane worker` process, wiring its parts and running them until a
+signal; what each part guarantees is in its own module (see the package's docstring).
+
+Start: the lane pools open, the schema's numbered writes are checked, then the registry,
+the listener (unless embedded), one dispatcher per lane, maintenance and metrics start.
+Stop (SIGTERM/SIGINT or request_stop): no new claim and no reconnect; running runs get
+`shutdown_grace` seconds to finish, then the rest are released (a second signal releases
+at once); a maintenance leader hands its lease back; the registry row is marked stopped.
+All rules about which run may run live in the database; the worker only calls its
+functions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from typing import Any
+
+from .. import log
+from ..maintenance import Maintenance
+from .config import WorkerConfig
+from .db import Database
+from .dispatcher import LaneDispatcher, admission_for
+from .finisher import Finisher
+from .listener import Listener
+from .registry import Registry
+from .run_handle import RunHandle
+from .supervisor import Supervisor
+
+
+class Worker:
+    """One worker process: its parts, its start and its stop (see the module's docstring).
+    Embedded mode drives it in-process through notify(), stop_hint() and request_stop()."""
+
+    def __init__(self, config: WorkerConfig):
+        self.config = config
+        self.admission = admission_for(config)
+        self.stopping = False
+        self.stopped = asyncio.Event()
+        self.signals = 0
+        self.database = Database(config)
+        self.background: set[asyncio.Task] = set()  # tasks nobody awaits, kept referenced
+        self.finisher = Finisher(config, self.database, self.timing, self._spawn)
+        self.supervisor = Supervisor(config, self.database, self.finisher, self.timing,
+                                     self._spawn, self.notify)
+        self.dispatchers = {lane: LaneDispatcher(
+            lane, config, self.database, self.admission, self.supervisor.start,
+            self.timing, self._spawn) for lane in config.lanes}
+        # What a notification sets: the lane's dispatcher makes one more pass.
+        self.wake = {lane: d.wake for lane, d in self.dispatchers.items()}
+        self.registry = Registry(config, self.database)
+        self.listener = Listener(config.dsn, self.database.conn_kwargs, config.worker_id,
+                                 self.notify, self.stop_hint)
+        self.maintenance = (Maintenance(config.dsn, config.maintenance,
+                                        config.application_name)
+                            if config.maintenance else None)
+
+    @property
+    def passes(self) -> dict[str, int]:
+        """Passes made so far, by lane."""
+        return {lane: d.passes for lane, d in self.dispatchers.items()}
+
+    @property
+    def claim_queries(self) -> dict[str, int]:
+        """claim_runs calls made so far, by lane."""
+        return {lane: d.claim_queries for lane, d in self.dispatchers.items()}
+
+    def timing(self, event: str, row: Any, **extra: Any) -> None:
+        """Log a timing row the database returned, and count it in the metrics."""
+        log.timing(event, row, **extra)
+        if self.config.metrics is not None:
+            self.config.metrics.observe(event, row)
+
+    # -- lifecycle ---------------------------------------------------------------------
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.request_stop)
+        await self.database.open()
+        await self.database.check_write_seqs()
+        log.get().info("worker.started", **{
+            "worker.id": self.config.worker_id, "worker.lanes": self.config.lanes,
+            "worker.pid": os.getpid()})
+        registry = asyncio.create_task(self.registry.run_forever(self.stopped),
+                                       name="registry")
+        listener = (asyncio.create_task(self.listener.run(), name="listener")
+                    if self.config.listen else None)
+        lanes = [asyncio.create_task(d.run(), name=f"lane-{lane}")
+                 for lane, d in self.dispatchers.items()]
+        maintenance = (asyncio.create_task(self.maintenance.run_forever(self.stopped),
+                                           name="maintenance")
+                       if self.maintenance else None)
+        metrics = (asyncio.create_task(self.config.metrics.run_forever(self.stopped),
+                                       name="metrics")
+                   if self.config.metrics is not None else None)
+        await self.stopped.wait()
+        await asyncio.gather(*lanes, return_exceptions=True)
+        await self.supervisor.drain(wait=self.signals < 2)
+        if maintenance is not None:  # a leader hands its lease back (a few ms) before it ends
+            await asyncio.wait([maintenance], timeout=5.0)
+        for task in (registry, listener, maintenance, metrics):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        await self.registry.register(stopped=True)
+        await self.database.close()
+        for dispatcher in self.dispatchers.values():
+            await dispatcher.close()
+        log.get().info("worker.stopped", **{
+            "worker.id": self.config.worker_id,
+            "dispatch.passes": sum(self.passes.values()),
+            "dispatch.claim_queries": sum(self.claim_queries.values())})
+
+    def request_stop(self) -> None:
+        self.signals += 1
+        if self.signals == 1:
+            log.get().info("worker.stopping", **{
+                "worker.id": self.config.worker_id, "worker.runs": len(self.runs),
+                "worker.shutdown_grace_s": self.config.shutdown_grace})
+        self.stopping = True
+        self.stopped.set()
+        self.listener.stop()
+        for dispatcher in self.dispatchers.values():
+            dispatcher.stop()
+        if self.signals > 1:  # a second signal: release what runs now, do not wait
+            self.supervisor.release_all()
+
+    def stop_hint(self, run_id: int) -> None:
+        """A Stop (runlane.cancel_run) may concern `run_id`: when this worker runs it, the
+        database is asked (a heartbeat) and a stopped run's agent is stopped at once.
+        Embedded mode calls it after its cancel_run commits; never raises."""
+        self.supervisor.stop_hint(run_id)
+
+    @property
+    def runs(self) -> dict[int, RunHandle]:
+        """The runs this worker holds now, by run id."""
+        return self.supervisor.runs
+
+    def notify(self, lane: str | None = None) -> None:
+        """In-process notification: mark `lane` (every lane when None) for one more pass.
+        Call it only after the run is committed; a lane this worker does not serve is
+        ignored."""
+        if lane in self.wake:
+            self.wake[lane].set()
+        elif lane is None:
+            for event in self.wake.values():
+                event.set()
+
+    def _spawn(self, coro: Any) -> asyncio.Task:
+        task = asyncio.create_task(coro)
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+        return task
+
+
+async def serve(config: WorkerConfig) -> None:
+    """Runs one worker until it is stopped (`runlane worker`)."""
+    await Worker(config).run()

@@ -1,0 +1,198 @@
+"""The run supervisor: every claimed run, from its claim to the end of its attempt.
+
+Guarantees:
+- the claim is the run's durable ownership; the supervisor keeps it with a heartbeat
+  every lease/3 (the first one a timer, not a task: most runs end before it fires);
+- a heartbeat answering false, or any RL001, stops the agent task at once (the run is
+  lost) and nothing more is written for the run but the one canceled finish the
+  database accepts only for a stopped run still owned by this attempt (Finisher.end_lost);
+- a Stop hint (runlane.cancel_run's notification, or embedded mode's call) is confirmed by
+  one heartbeat before anything is stopped: a forged hint costs a heartbeat;
+- the agent steps until a step is done or the run's iteration cap is reached; a step's
+  charges are recorded before its end is written; a step's outputs must have a known
+  kind and a text body, else the step fails; the attempt then ends through the Finisher
+  (finish, retry, or release at shutdown);
+- runs in flight are counted per organization: when a run of an organization at the
+  worker's max_per_org bound ends (or, without LISTEN, when any run ends) every lane is
+  woken for one more pass;
+- one run's failure never takes the worker down. There is no run-duration limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+
+from .. import log
+from ..agents import HIDDEN_KINDS, VISIBLE_KINDS, LeaseLost, StepResult
+from .config import WorkerConfig
+from .db import Database
+from .finisher import Finisher
+from .run_handle import RunHandle
+
+OUTPUT_KINDS = VISIBLE_KINDS | HIDDEN_KINDS
+HEARTBEAT = """
+select runlane.heartbeat(
+    p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
+    p_lease => %(lease)s::interval) as ok
+"""
+
+
+class Supervisor:
+    """Supervises every run this worker holds (see the module's docstring)."""
+
+    def __init__(self, config: WorkerConfig, database: Database, finisher: Finisher,
+                 timing: Callable[..., None], spawn: Callable[[Any], asyncio.Task],
+                 wake_lanes: Callable[[], None]):
+        self.config = config
+        self.db = database
+        self.finisher = finisher
+        self.timing = timing
+        self._spawn = spawn
+        self._wake_lanes = wake_lanes  # every lane: one more pass
+        self.lease = timedelta(seconds=config.lease)
+        self.runs: dict[int, RunHandle] = {}
+        self.org_runs: dict[str, int] = {}  # runs in flight per organization
+
+    def start(self, run: RunHandle) -> None:
+        """A claimed run: counted in flight and supervised until its attempt ends."""
+        self.timing("run.execution_started", run.row_timing, **run.fields)
+        self.runs[run.run_id] = run
+        self.org_runs[run.org_id] = self.org_runs.get(run.org_id, 0) + 1
+        run.supervisor = asyncio.create_task(self._supervise(run), name=f"run-{run.run_id}")
+
+    async def _supervise(self, run: RunHandle) -> None:
+        # The first beat is due after lease/3: until then a timer, not a task (most runs
+        # end before it fires).
+        beats: list[asyncio.Task] = []
+        timer = asyncio.get_running_loop().call_later(
+            self._beat_interval,
+            lambda: beats.append(asyncio.create_task(self._heartbeat(run))))
+        run.agent_task = asyncio.create_task(self._agent_loop(run))
+        try:
+            await self._run_to_end(run)
+            if run.lost:
+                await self.finisher.end_lost(run)
+        except Exception as exc:  # noqa: BLE001 - never let one run take the worker down
+            log.get().warning("run.supervisor_failed", **run.fields, **log.error_fields(exc))
+        finally:
+            timer.cancel()
+            for beat in beats:
+                beat.cancel()
+            self.runs.pop(run.run_id, None)
+            held = self.org_runs.pop(run.org_id, 1)
+            if held > 1:
+                self.org_runs[run.org_id] = held - 1
+            if 0 < self.config.max_per_org <= held:
+                # Its organization was at this worker's bound: claims skipped its queued
+                # runs, and no notification announces the room this run leaves.
+                self._wake_lanes()
+            elif not self.config.listen:
+                self._wake_lanes()  # no LISTEN hears the follow-up run or the freed computer
+
+    async def _run_to_end(self, run: RunHandle) -> None:
+        """Awaits the agent and writes how its attempt ended (finish, retry, release);
+        writes nothing once the run is lost."""
+        try:
+            result = await run.agent_task
+        except asyncio.CancelledError:
+            if not run.agent_task.cancelled():
+                raise  # the supervisor itself was cancelled
+            if run.releasing and not run.lost:
+                await self.finisher.release(run)
+            return
+        except LeaseLost:
+            return
+        except Exception as exc:  # noqa: BLE001 - an agent failure fails the attempt
+            if not run.lost:
+                await self.finisher.retry(run, exc)
+            return
+        if not run.lost:
+            await self.finisher.finish(run, result)
+
+    async def _check_stop(self, run: RunHandle) -> None:
+        """A Stop hint named this run: one heartbeat asks the database (it answers false
+        for a stopped run), so a forged hint costs a heartbeat and stops nothing."""
+        if run.lost:
+            return
+        try:
+            row = await self.db.call(run.lane, HEARTBEAT, {
+                "run_id": run.run_id, "fence": run.fence, "lease": self.lease}, retries=0)
+        except psycopg.Error as exc:  # the heartbeat loop asks again within lease/3
+            log.get().warning("run.heartbeat_failed", **run.fields, **log.error_fields(exc))
+            return
+        if not (row and row["ok"]):
+            run.lose("stop_requested")
+
+    async def _agent_loop(self, run: RunHandle) -> StepResult:
+        """Steps until one is done (its outputs are written with the finish)."""
+        agent = self.config.agent
+        while True:
+            if run.iteration >= run.iteration_cap:
+                return StepResult(done=True, outcome="failed", error="iteration_cap")
+            result = await agent.step(run)
+            await run.settle_charges()  # recorded before the step's end is written
+            if run.lost:
+                raise LeaseLost(f"run {run.run_id} is owned by another worker now")
+            run.iteration += 1
+            if not isinstance(result, StepResult):
+                raise TypeError("an agent step must return a StepResult")
+            for kind, body in result.outputs:  # refused here, as a failed step
+                if kind not in OUTPUT_KINDS or not isinstance(body, str):
+                    raise ValueError(f"a step output needs a known kind and a text body, "
+                                     f"not {kind!r}")
+            if result.done:
+                return result
+            await run.end_step(result)
+
+    @property
+    def _beat_interval(self) -> float:
+        return max(self.config.lease / 3, 0.05)
+
+    async def _heartbeat(self, run: RunHandle) -> None:
+        """Beats now, then every lease/3, until the run ends or is lost."""
+        while not run.lost:
+            try:
+                row = await self.db.call(run.lane, HEARTBEAT, {
+                    "run_id": run.run_id, "fence": run.fence, "lease": self.lease}, retries=0)
+                owned = bool(row and row["ok"])
+            except psycopg.Error as exc:
+                if exc.sqlstate == "RL001":
+                    owned = False
+                else:  # a broken connection: try again next beat; the lease still runs
+                    log.get().warning("run.heartbeat_failed",
+                                      **run.fields, **log.error_fields(exc))
+                    owned = True
+            if not owned:
+                run.lose("heartbeat_refused")
+                return
+            await asyncio.sleep(self._beat_interval)
+
+    def stop_hint(self, run_id: int) -> None:
+        """A Stop (runlane.cancel_run) may concern `run_id`: when this worker runs it, the
+        database is asked (a heartbeat) and a stopped run's agent is stopped at once.
+        Embedded mode calls it after its cancel_run commits; never raises."""
+        run = self.runs.get(run_id)
+        if run is not None:
+            self._spawn(self._check_stop(run))
+
+    async def drain(self, wait: bool) -> None:
+        """Let running runs finish within the grace period (when `wait`: no second signal
+        came), then release the rest."""
+        supervisors = [r.supervisor for r in self.runs.values() if r.supervisor]
+        if supervisors and wait:
+            await asyncio.wait(supervisors, timeout=self.config.shutdown_grace)
+        self.release_all()
+        supervisors = [r.supervisor for r in self.runs.values() if r.supervisor]
+        if supervisors:
+            await asyncio.wait(supervisors, timeout=30)
+
+    def release_all(self) -> None:
+        for run in list(self.runs.values()):
+            if not run.releasing and run.agent_task and not run.agent_task.done():
+                run.releasing = True
+                run.agent_task.cancel()

@@ -1,0 +1,119 @@
+"""runlane.worker.db against a real PostgreSQL: a statement is sent again only when the
+server cannot have applied it (a broken connection, a rolled-back transaction), on a
+fresh connection, and never after any other error."""
+
+from __future__ import annotations
+
+import asyncio
+
+import psycopg
+import pytest
+from worker_helpers import wait_until
+
+from runlane.agents.echo import agent
+from runlane.worker.config import WorkerConfig
+from runlane.worker.db import Database, is_resendable
+
+# Fails with `state` while the sequence is below `times`, then answers its value: the
+# sequence is not transactional, so it counts every attempt the server received.
+FAIL_FIRST = """
+select case when nextval('attempts') <= %(times)s
+            then runlane_test_fail(%(state)s) else currval('attempts') end as n
+"""
+FAIL_FUNCTION = """
+create function runlane_test_fail(p_state text) returns bigint language plpgsql as $$
+begin
+    raise exception 'fail on purpose' using errcode = p_state;
+end $$
+"""
+
+
+def _terminate(conn: psycopg.Connection, pid: int) -> None:
+    """Ends backend `pid` and waits until it is gone (so the next statement finds it dead)."""
+    conn.execute("select pg_terminate_backend(%s)", (pid,))
+    wait_until(lambda: not conn.execute(
+        "select exists (select 1 from pg_stat_activity where pid = %s)", (pid,)).fetchone()[0],
+        what=f"backend {pid} gone")
+
+
+def _database(dsn: str, **options) -> Database:
+    return Database(WorkerConfig(dsn=dsn, lanes=["interactive"], agent=agent, pool_size=1,
+                                 maintenance=None, **options))
+
+
+@pytest.fixture
+def attempts(conn):
+    conn.execute("create sequence attempts")
+    conn.execute(FAIL_FUNCTION)
+    return conn
+
+
+def test_a_statement_whose_backend_was_terminated_is_sent_again_on_a_fresh_connection(
+        db_dsn, conn):
+    async def scenario() -> tuple[int, int]:
+        db = _database(db_dsn)
+        await db.open()
+        try:
+            first = (await db.call("interactive", "select pg_backend_pid() as pid"))["pid"]
+            _terminate(conn, first)
+            second = (await db.call("interactive", "select pg_backend_pid() as pid"))["pid"]
+            return first, second
+        finally:
+            await db.close()
+    first, second = asyncio.run(scenario())
+    assert second != first
+
+
+def test_without_retries_a_broken_connection_is_raised_to_the_caller(db_dsn, conn):
+    async def scenario() -> None:
+        db = _database(db_dsn)
+        await db.open()
+        try:
+            pid = (await db.call("interactive", "select pg_backend_pid() as pid"))["pid"]
+            _terminate(conn, pid)
+            with pytest.raises(psycopg.OperationalError) as raised:
+                await db.call("interactive", "select 1", retries=0)
+            assert is_resendable(raised.value)
+        finally:
+            await db.close()
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("state", ["40001", "40P01", "55P03"])
+def test_a_transaction_rolled_back_by_a_conflict_is_sent_again(db_dsn, attempts, state):
+    async def scenario() -> int:
+        db = _database(db_dsn)
+        await db.open()
+        try:
+            row = await db.call("interactive", FAIL_FIRST, {"times": 2, "state": state})
+            return row["n"]
+        finally:
+            await db.close()
+    assert asyncio.run(scenario()) == 3  # two rolled back, the third applied
+
+
+def test_any_other_error_is_raised_at_once_and_never_resent(db_dsn, attempts):
+    async def scenario() -> None:
+        db = _database(db_dsn)
+        await db.open()
+        try:
+            with pytest.raises(psycopg.Error) as raised:
+                await db.call("interactive", FAIL_FIRST, {"times": 5, "state": "RL001"})
+            assert raised.value.sqlstate == "RL001"
+        finally:
+            await db.close()
+    asyncio.run(scenario())
+    assert attempts.execute("select last_value from attempts").fetchone()[0] == 1
+
+
+def test_the_schema_check_finds_numbered_writes_in_a_migrated_database(db_dsn):
+    async def scenario() -> tuple[bool, bool]:
+        db = _database(db_dsn)
+        before = db.write_seqs
+        await db.open()
+        try:
+            await db.check_write_seqs()
+            return before, db.write_seqs
+        finally:
+            await db.close()
+    assert asyncio.run(scenario()) == (False, True)

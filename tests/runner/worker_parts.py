@@ -1,0 +1,79 @@
+"""In-process helpers for the tests of one part of the worker (runlane.worker.*) at a
+time, against the test's real PostgreSQL database: nothing here stands in for it."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from runlane.agents.echo import agent
+from runlane.worker.config import WorkerConfig
+from runlane.worker.db import Database
+
+# The reporting claim form the worker sends (six arguments), for runs claimed by a test.
+CLAIM_ROWS = """
+select * from runlane.claim_runs(
+    p_worker => %(worker)s::text, p_lanes => array[%(lane)s::text], p_limit => %(limit)s::int,
+    p_lease => interval '60 seconds', p_claim_key => null::uuid, p_report_skipped => true)
+"""
+
+
+def config(dsn: str, **options: Any) -> WorkerConfig:
+    """A worker's settings for one lane, without maintenance (no leader to elect)."""
+    options = {"lanes": ["interactive"], "agent": agent, "maintenance": None, **options}
+    return WorkerConfig(dsn=dsn, **options)
+
+
+class RecordingDatabase(Database):
+    """The worker's Database, keeping a note of every statement it is asked to send (each
+    still goes to PostgreSQL, and fails or succeeds there)."""
+
+    def __init__(self, worker_config: WorkerConfig):
+        super().__init__(worker_config)
+        self.sent: list[tuple[str, str, Any]] = []  # (lane, sql, params)
+
+    async def call(self, lane: str, sql: str, params: dict[str, Any] | None = None,
+                   fetch: str = "one", retries: int | None = None) -> Any:
+        self.sent.append((lane, sql, params))
+        return await super().call(lane, sql, params, fetch, retries)
+
+    def count(self, sql: str) -> int:
+        return sum(1 for _, sent, _ in self.sent if sent == sql)
+
+
+@contextlib.asynccontextmanager
+async def database(dsn: str, **options: Any) -> AsyncIterator[RecordingDatabase]:
+    """The worker's Database, open, with the schema check done (numbered writes on)."""
+    db = RecordingDatabase(config(dsn, **options))
+    await db.open()
+    try:
+        await db.check_write_seqs()
+        db.sent.clear()  # what the test's part sends, from here on
+        yield db
+    finally:
+        await db.close()
+
+
+def claim(conn: psycopg.Connection, lane: str = "interactive", limit: int = 10,
+          worker: str = "w-test") -> list[dict[str, Any]]:
+    """Claim rows as claim_runs returns them to a worker."""
+    with conn.cursor(row_factory=dict_row) as cur:
+        cur.execute(CLAIM_ROWS, {"worker": worker, "lane": lane, "limit": limit})
+        return cur.fetchall()
+
+
+class Timings:
+    """The `timing` callback the parts are given: keeps every (event, row) it is handed."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, Any]] = []
+
+    def __call__(self, event: str, row: Any, **extra: Any) -> None:
+        self.seen.append((event, row))
+
+    def events(self) -> list[str]:
+        return [event for event, _ in self.seen]
