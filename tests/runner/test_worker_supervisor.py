@@ -13,7 +13,7 @@ from worker_helpers import make_agent, run_state, submit
 from worker_parts import Timings, claim, config, database
 
 from runlane.agents import CONTINUE, StepResult, done
-from runlane.worker.finisher import Finisher
+from runlane.worker.finisher import FINISH_RUN, FINISH_RUNS, Finisher
 from runlane.worker.run_handle import RunHandle
 from runlane.worker.supervisor import HEARTBEAT, Supervisor
 
@@ -161,3 +161,47 @@ def test_a_step_output_of_an_unknown_kind_fails_the_attempt(conn, db_dsn):
     assert "ValueError" in error
     assert conn.execute("select count(*) from runlane.run_outputs where run_id = %s",
                         (row["run_id"],)).fetchone()[0] == 0
+
+
+def test_a_heartbeat_refused_after_the_finish_committed_writes_nothing_more(conn, db_dsn):
+    """The finish commits but its reply is slow (lost and resent, in production): the
+    heartbeat meanwhile finds the run finished and is refused. That refusal is the run's
+    own end, not a lost lease: no canceled finish is tried for it (it would be refused with
+    RL001 and logged run.lease_lost, as the chaos soak's lost_acks check caught)."""
+    row = _claimed(conn)
+    agent = Waiting()
+    agent.gate.set()
+    refused = asyncio.Event()
+
+    async def scenario():
+        async with database(db_dsn) as db:
+            call = db.call
+
+            async def slow_finish_reply(lane, sql, params=None, fetch="one", retries=None):
+                result = await call(lane, sql, params, fetch, retries)
+                if sql == FINISH_RUNS:  # committed: the reply waits for a refused heartbeat
+                    await asyncio.wait_for(refused.wait(), timeout=30)
+                if sql == HEARTBEAT and not (result and result["ok"]):
+                    refused.set()
+                return result
+
+            db.call = slow_finish_reply
+            timings, spawned = Timings(), []
+
+            def spawn(coro: Any) -> asyncio.Task:
+                spawned.append(asyncio.create_task(coro))
+                return spawned[-1]
+
+            cfg = config(db_dsn, agent=agent, lease=0.3, max_per_org=0)
+            supervisor = Supervisor(cfg, db, Finisher(cfg, db, timings, spawn), timings,
+                                    spawn, lambda: None)
+            run = RunHandle(row, db, timings)
+            supervisor.start(run)
+            await run.supervisor
+            await asyncio.gather(*spawned)
+            return run, db, timings
+    run, db, timings = asyncio.run(scenario())
+    assert run.lost, "the heartbeat was refused while the finish's reply was on its way"
+    assert run_state(conn, row["run_id"]) == "succeeded"
+    assert db.count(FINISH_RUN) == 0, "a canceled finish was tried for a finished run"
+    assert timings.events().count("run.finished") == 1

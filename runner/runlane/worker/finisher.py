@@ -100,6 +100,7 @@ class Finisher:
                 row = None  # refused as a whole (cannot happen for good input): alone
             if row is not None:
                 if row["ok"]:
+                    run.ended = True
                     run._log_first_response(row["first_response"])
                     self.timing("run.finished", row["timing"], **run.fields)
                     return
@@ -183,6 +184,7 @@ class Finisher:
                 run.lose("fenced_out")
                 return
             raise
+        run.ended = True
         run._log_first_response(row.get("first_response") if row else None)
         self.timing("run.finished", row["timing"] if row else None, **run.fields)
 
@@ -202,6 +204,7 @@ class Finisher:
                 run.lose("fenced_out")
                 return
             raise
+        run.ended = True
         state = row["state"] if row else None
         log.get().warning("run.attempt_failed",
                           **run.fields, **log.error_fields(exc), **{"run.state": state})
@@ -223,6 +226,7 @@ class Finisher:
         try:
             row = await self.db.call(run.lane, RELEASE_RUN, {
                 "run_id": run.run_id, "fence": run.fence, **run.next_seq()})
+            run.ended = True
             if row and row["released"] is False:  # it was stopped: closed canceled instead
                 log.get().info("run.stopped", **run.fields, **{"lease.why": "shutdown"})
                 await self._log_terminal(run)

@@ -124,6 +124,9 @@ class RunHandle:
         self.prefetch: asyncio.Task | None = None
         self.lost = False
         self.lost_why = ""
+        # The attempt's end (finish, retry, release) was accepted: a heartbeat refused from
+        # then on (the run is no longer running) is that end, not a lost lease.
+        self.ended = False
         self.releasing = False
         self.agent_task: asyncio.Task | None = None
         self.supervisor: asyncio.Task | None = None

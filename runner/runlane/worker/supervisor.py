@@ -75,7 +75,7 @@ class Supervisor:
         run.agent_task = asyncio.create_task(self._agent_loop(run))
         try:
             await self._run_to_end(run)
-            if run.lost:
+            if run.lost and not run.ended:  # a refusal after the end is that end
                 await self.finisher.end_lost(run)
         except Exception as exc:  # noqa: BLE001 - never let one run take the worker down
             log.get().warning("run.supervisor_failed", **run.fields, **log.error_fields(exc))
