@@ -619,6 +619,7 @@ def test_limits_and_intervals_are_validated(conn, roles):
             "select * from runlane.queue_delay_status(%(interval)s::interval, "
             "%(now)s::timestamptz)",
         ),
+        "owner_spend": (api, "select * from runlane.owner_spend(%(now)s::timestamptz)"),
         "drain_legacy_deliveries": (
             worker,
             "select runlane.drain_legacy_deliveries(%(limit)s::int)",

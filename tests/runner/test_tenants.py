@@ -56,7 +56,7 @@ NO_OBJECTS = {"parse_schedule", "next_slot"}
 # Views over every object of the login's organization: they filter instead of refusing
 # (test_a_scoped_api_login_sees_only_its_organization_in_the_operator_views).
 FILTERED_VIEWS = {"lane_status", "org_status", "agent_schedules", "timing_summary",
-                  "lane_minutes", "queue_delay_status"}
+                  "lane_minutes", "queue_delay_status", "owner_spend"}
 
 
 def _db(dsn: str) -> str:
@@ -385,15 +385,18 @@ def test_a_scoped_api_login_sees_only_its_organization_in_the_operator_views(
                     "order by lane").fetchall(),
                 "delayed": c.execute("select delayed_runs from runlane.queue_delay_status("
                                      "'0 seconds')").fetchone()[0],
+                "owners": [r[0] for r in c.execute(
+                    "select owner_id from runlane.owner_spend()")],
             }
 
     assert views(login("runlane_api")) == {
         "lanes": [("background", 0, 0), ("interactive", 2, 1)],
         "orgs": ["org-a", "org-b"], "agents": ["agent-a", "agent-b"], "started": 2,
-        "journal_a": 2, "waiting": [("background", 0), ("interactive", 2)], "delayed": 2}
+        "journal_a": 2, "waiting": [("background", 0), ("interactive", 2)], "delayed": 2,
+        "owners": ["owner-of-org-a", "owner-of-org-b"]}
     scoped = login("runlane_api", org="org-a")
     assert views(scoped) == {"lanes": [("background", 0, 0), ("interactive", 1, 0)],
                              "orgs": ["org-a"], "agents": ["agent-a"], "started": 1,
                              "journal_a": 2, "waiting": [("background", 0), ("interactive", 1)],
-                             "delayed": 1}
+                             "delayed": 1, "owners": ["owner-of-org-a"]}
     assert _error(scoped, "select * from runlane.agent_journal('agent-b')", {})[0] == "RL008"

@@ -76,6 +76,7 @@ select has_function(
     'runlane', 'queue_delay_status', array['interval', 'timestamp with time zone'],
     'queue_delay_status(threshold, now)'
 );
+select has_function('runlane', 'owner_spend', array['timestamp with time zone'], 'owner_spend(now)');
 
 select * from finish();
 rollback;
