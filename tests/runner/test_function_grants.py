@@ -99,6 +99,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.lane_minutes(interval,timestamp with time zone)": BOTH,
     "runlane.queue_delay_status(interval,timestamp with time zone)": BOTH,
     "runlane.owner_spend(timestamp with time zone)": BOTH,
+    "runlane.agent_last_runs()": BOTH,
     # the journal's event counts across every organization, for the worker's /metrics
     "runlane.journal_counts()": WORKER,
     # schedules and budget: read-only queries

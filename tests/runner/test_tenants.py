@@ -56,7 +56,8 @@ NO_OBJECTS = {"parse_schedule", "next_slot"}
 # Views over every object of the login's organization: they filter instead of refusing
 # (test_a_scoped_api_login_sees_only_its_organization_in_the_operator_views).
 FILTERED_VIEWS = {"lane_status", "org_status", "agent_schedules", "timing_summary",
-                  "lane_minutes", "queue_delay_status", "owner_spend"}
+                  "lane_minutes", "queue_delay_status", "owner_spend",
+                  "agent_last_runs"}
 
 
 def _db(dsn: str) -> str:
@@ -387,16 +388,19 @@ def test_a_scoped_api_login_sees_only_its_organization_in_the_operator_views(
                                      "'0 seconds')").fetchone()[0],
                 "owners": [r[0] for r in c.execute(
                     "select owner_id from runlane.owner_spend()")],
+                "last_runs": [r[0] for r in c.execute(
+                    "select agent_id from runlane.agent_last_runs()")],
             }
 
     assert views(login("runlane_api")) == {
         "lanes": [("background", 0, 0), ("interactive", 2, 1)],
         "orgs": ["org-a", "org-b"], "agents": ["agent-a", "agent-b"], "started": 2,
         "journal_a": 2, "waiting": [("background", 0), ("interactive", 2)], "delayed": 2,
-        "owners": ["owner-of-org-a", "owner-of-org-b"]}
+        "owners": ["owner-of-org-a", "owner-of-org-b"], "last_runs": ["agent-a", "agent-b"]}
     scoped = login("runlane_api", org="org-a")
     assert views(scoped) == {"lanes": [("background", 0, 0), ("interactive", 1, 0)],
                              "orgs": ["org-a"], "agents": ["agent-a"], "started": 1,
                              "journal_a": 2, "waiting": [("background", 0), ("interactive", 1)],
-                             "delayed": 1, "owners": ["owner-of-org-a"]}
+                             "delayed": 1, "owners": ["owner-of-org-a"],
+                             "last_runs": ["agent-a"]}
     assert _error(scoped, "select * from runlane.agent_journal('agent-b')", {})[0] == "RL008"

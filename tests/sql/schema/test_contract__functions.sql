@@ -1,6 +1,6 @@
 -- Every function DESIGN.md fixes exists with exactly its name and parameter types.
 begin;
-select plan(41);
+select plan(42);
 
 select has_function('runlane', 'submit_message', array['text', 'text', 'text'], 'submit_message(agent, thread, body)');
 select has_function('runlane', 'publish_run', array['bigint', 'timestamp with time zone'], 'publish_run(run, wake_at)');
@@ -77,6 +77,7 @@ select has_function(
     'queue_delay_status(threshold, now)'
 );
 select has_function('runlane', 'owner_spend', array['timestamp with time zone'], 'owner_spend(now)');
+select has_function('runlane', 'agent_last_runs', array[]::text[], 'agent_last_runs()');
 
 select * from finish();
 rollback;
