@@ -46,7 +46,10 @@
     }
     var ms = { label: "ms", values: function (u, vals) { return vals.map(fmtMs); }, size: 70 };
     function line(label, color, dash) {
+      // a minute without a first response is a gap, not zero; points keep sparse
+      // minutes (one sample here and there) visible
       return { label: label, stroke: color, width: 2, dash: dash, spanGaps: false,
+               points: { show: true, size: 4, fill: color },
                value: function (u, v) { return fmtMs(v); } };
     }
     charts.latency = new uPlot(Object.assign(chartSize(lat), {
