@@ -16,14 +16,17 @@ returns table (
     state text,
     reason text
 )
-language sql
+language plpgsql
 stable
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+declare
+    v_org text := runlane._api_org();  -- once per call, not once per agent
+begin
+    return query
     select a.agent_id, r.run_id, r.created_at, r.lane, r.trigger, r.state, r.reason
     from runlane.agents as a
-    cross join (select runlane._api_org() as org_id) as scope
     cross join lateral (
         select x.run_id, x.created_at, x.lane, x.trigger, x.state, x.reason
         from runlane.runs as x
@@ -31,8 +34,9 @@ as $$
         order by x.created_at desc, x.run_id desc
         limit 1
     ) as r
-    where scope.org_id is null or a.org_id = scope.org_id
+    where v_org is null or a.org_id = v_org
     order by a.agent_id;
+end;
 $$;
 
 comment on function runlane.agent_last_runs() is
