@@ -221,3 +221,22 @@ def test_a_real_dashboard_streams_the_overview_as_it_changes(conn, api_dsn, dash
             (login,)).fetchone()[0]
         assert listening == 1
     print(f"overview change reached two streams after {waited:.2f} s")
+
+
+def test_run_page_shows_the_last_error_class_and_its_message_only_with_content(conn, api_dsn):
+    """run_detail's error: the class always, the message (it can quote user content) only
+    with --show-content."""
+    seed(conn)
+    run_id = conn.execute(
+        "select runlane_test.timed_run('agent-chat', 'interactive', 'interactive', 'failed', "
+        "now() - interval '1 minute', 10, null, 500, 'error')").fetchone()[0]
+    conn.execute("update runlane.runs set last_error = %s where run_id = %s",
+                 (f"ValueError: the model quoted {MARKER}", run_id))
+    with client(api_dsn) as c:
+        hidden = c.get(f"/runs/{run_id}").text
+    with client(api_dsn, show_content=True) as c:
+        shown = c.get(f"/runs/{run_id}").text
+    error = re.search(r'id="run-error">(.*?)</td>', hidden, re.S).group(1)
+    assert error.startswith("ValueError") and "message hidden" in error
+    assert MARKER not in hidden
+    assert f"ValueError: the model quoted {MARKER}" in shown

@@ -5,7 +5,7 @@ follows a change live; a run page shows outputs as they arrive; the Stop button 
 running run when actions are allowed and is absent otherwise.
 
 The overview's screenshot is written to a temporary file on every run and to
-docs/dashboard.png (the README's picture) when RUNLANE_UPDATE_SCREENSHOT=1.
+docs/dashboard.png (the README's picture) when UPDATE_SCREENSHOT=1.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def test_the_overview_shows_the_seeded_counts_draws_its_charts_and_follows_a_cha
     shot = tmp_path / "dashboard.png"
     assert browser.save_screenshot(str(shot))
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    if os.environ.get("RUNLANE_UPDATE_SCREENSHOT") == "1":
+    if os.environ.get("UPDATE_SCREENSHOT") == "1":
         shutil.copy(shot, DOCS / "dashboard.png")
 
     submit(conn, "agent-chat", "thread-browser", "one more")

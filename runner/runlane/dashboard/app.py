@@ -253,13 +253,15 @@ def create_app(dsn: str, *, token: str | None = None, allow_actions: bool = Fals
         try:
             status = (await hub.rows(queries.RUN_STATUS, {"run": run_id}))[0]
             timing = (await hub.rows(queries.RUN_TIMING, {"run": run_id}))[0]["timing"]
+            detail = (await hub.rows(queries.RUN_DETAIL, {"run": run_id}))[0]
             outputs = await hub.rows(queries.OUTPUTS, {"run": run_id, "after": 0,
                                                        "limit": 500})
         except psycopg.Error as exc:
             return refused(request, exc)
         shown = [output_view(o) for o in outputs]
         return page(request, "run.html", title=f"Run {run_id}", active="runs", run_id=run_id,
-                    status=status, timing=timing, durations=DURATIONS, outputs=shown,
+                    status=status, timing=timing, detail=detail, durations=DURATIONS,
+                    outputs=shown,
                     last_output_id=shown[-1]["output_id"] if shown else 0,
                     more=len(outputs) == 500, terminal=status["state"] in TERMINAL,
                     action_key=action_key)

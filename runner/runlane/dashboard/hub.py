@@ -179,13 +179,13 @@ class Hub:
         if self.overview.watchers:
             snapshot = await self.read_overview()
             changed = snapshot != self.snapshot
-            self.snapshot = snapshot
             if loop.time() - self._minutes_at >= self.minutes_every:
                 self._minutes_at = loop.time()
                 minutes = await self.read_minutes()
                 if minutes != self.minutes:
                     self.minutes, self.minutes_version = minutes, self.minutes_version + 1
                     changed = True
+            self.snapshot = snapshot  # after the minutes: a first event carries both
             if changed:
                 self.overview.bump()
         watched = [run_id for run_id, topic in self.runs.items() if topic.watchers]

@@ -14,9 +14,10 @@ JOURNAL = ("select * from runlane.agent_journal(p_agent_id => %(agent)s::text, "
            "p_limit => %(limit)s::int)")
 RUN_STATUS = "select * from runlane.run_status(p_run_id => %(run)s::bigint)"
 RUN_TIMING = "select runlane.run_timing(p_run_id => %(run)s::bigint) as timing"
-# TODO(run_detail): once runlane.run_detail(bigint) is in main (issue 14, h14-cli), read the
-# last error class and message from it here and show them on the run page (run.html,
-# "Error" row); until then the page shows the run's reason, the error class it records.
+# The last failed attempt's error (class, and message: shown only with --show-content, as
+# it can quote user content) and the output counts (issue 14's run_detail).
+RUN_DETAIL = ("select d.error_class, d.error, d.visible_outputs, d.outputs, d.max_attempts "
+              "from runlane.run_detail(p_run_id => %(run)s::bigint) as d")
 OUTPUTS = ("select o.output_id, o.attempt, o.kind, o.body, o.created_at "
            "from runlane.outputs_since(p_run_id => %(run)s::bigint, "
            "p_after_output_id => %(after)s::bigint, p_limit => %(limit)s::int) as o")
