@@ -6,7 +6,9 @@ queue_delay_status at most once per `tick` (1 s) and at once after a run hint, a
 lane_minutes at most once per `minutes_every`; while browsers watch runs it reads their
 run_status in one statement per tick (a finish or a claim sends no notification, so a
 state change is seen within a tick). However many browsers watch, the database sees one
-listener and these few reads. Each watcher waits on a version number that the hub raises
+listener and these few reads, and never more than a fifth of the time (a round is followed
+by four times its own duration of rest: with a very long queue, updates slow down instead
+of the reads piling up). Each watcher waits on a version number that the hub raises
 when what it shows may have changed; an output hint ({"stream": token}) raises the
 version of the run whose stream token it names. Payloads are untrusted hints
 (runlane.hints): an unreadable or forged one is counted and ignored, and a forged one at
@@ -27,6 +29,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from .. import hints, log
 from . import queries
+
+REST = 4.0  # a refresh round is followed by at least REST times its own duration of rest
 
 
 @dataclass
@@ -164,14 +168,19 @@ class Hub:
             self._wake.set()  # a run was published or stopped: read now, not in a tick
 
     async def _refresh_loop(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.tick)
             self._wake.clear()
+            started = loop.time()
             try:
                 await self.refresh()
             except psycopg.Error as exc:
                 log.get().warning("dashboard.refresh_failed", **log.error_fields(exc))
+            # GUARD: at most 1 / (1 + REST) of the time reading: a round that took 100 ms
+            # (a queue of 100,000 runs) waits 400 ms more before the next, hints or not.
+            await asyncio.sleep(REST * (loop.time() - started))
 
     async def refresh(self) -> None:
         """One round of the periodic reads, only for what someone watches."""

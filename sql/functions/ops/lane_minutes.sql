@@ -54,7 +54,7 @@ begin
     v_first := p_now - (v_minutes - 1) * interval '1 minute';
 
     return query
-    with unfinished as (
+    with unfinished as not materialized (
         -- GUARD: the runs that can matter are unfinished ones (runs_unfinished_agent_idx)
         -- and those finished after the window opened (runs_finished_idx); no other run
         -- waited or answered in it. Each part is read once per use, never materialized.
@@ -64,7 +64,7 @@ begin
         where r.state in ('queued', 'running')
           and (v_org is null or r.org_id = v_org)
     ),
-    finished as (
+    finished as not materialized (
         select r.lane, r.created_at, r.first_response_at, r.source_message_id,
                coalesce(r.first_started_at, r.finished_at) as left_at
         from runlane.runs as r
