@@ -117,6 +117,11 @@ def pages(run_id: int, agent: str, watched: list[int]) -> dict[str, list[tuple[s
     }
 
 
+def _short(sql: str) -> str:
+    """The function a statement calls: `runlane.lane_status` -> lane_status."""
+    return sql.split("runlane.", 1)[1].split("(", 1)[0]
+
+
 def timed(conn: psycopg.Connection, statements: list[tuple[str, dict]]) -> float:
     t0 = time.perf_counter()
     for sql, params in statements:
@@ -171,9 +176,15 @@ def main(argv=None) -> list[str]:
                 for statements in plan.values():
                     timed(api, statements)
             timings: dict[str, list[float]] = {name: [] for name in plan}
+            statements_ms: dict[str, list[float]] = {}
             for _ in range(args.calls):
                 for name, statements in plan.items():
                     timings[name].append(timed(api, statements) * 1000)
+                for statements in plan.values():  # each statement alone, for the breakdown
+                    for sql, params in statements:
+                        key = _short(sql)
+                        if len(statements_ms.setdefault(key, [])) < args.calls:
+                            statements_ms[key].append(timed(api, [(sql, params)]) * 1000)
             lanes = api.execute(queries.LANES).fetchall()
         finally:
             api.close()
@@ -190,10 +201,14 @@ def main(argv=None) -> list[str]:
                         "p90_ms": round(p90, 2), "max_ms": round(max(ms), 2)})
         summary.append(f"  {name:<30} p50 {p50:7.2f} ms  p90 {p90:7.2f} ms  "
                        f"(goal < {GOAL_MS:.0f} ms: {verdict})")
+    summary.append("  each statement alone, p50: " + ", ".join(
+        f"{key} {_common.percentile(ms, 0.5):.1f} ms" for key, ms in statements_ms.items()))
     summary.append(f"  lane_status saw {lanes}")
     path = _common.write_result("dashboard_queries", {
         "machine": info, "queued": args.queued, "finished": args.finished,
-        "running": RUNNING, "agents": AGENTS, "results": results, "goal_ms": GOAL_MS})
+        "running": RUNNING, "agents": AGENTS, "results": results, "goal_ms": GOAL_MS,
+        "statements_p50_ms": {k: round(_common.percentile(v, 0.5), 2)
+                              for k, v in statements_ms.items()}})
     summary.append(f"  ({time.monotonic() - started:.0f} s; {path})")
     print("\n".join(summary))
     return summary
