@@ -4,11 +4,12 @@ VENV ?= .venv
 DEMO_VENV ?= .venv-demo
 PY := $(VENV)/bin/python
 PGTAP := /usr/share/postgresql/15/extension/pgtap.control
+CHROMEDRIVER := /usr/bin/chromedriver
 PYTEST_ARGS ?=
 
 .PHONY: setup test lint bench demo pg-server soak clean node-client
 
-setup: $(VENV)/.installed $(PGTAP)
+setup: $(VENV)/.installed $(PGTAP) $(CHROMEDRIVER)
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -33,6 +34,12 @@ $(NODE_PG): clients/node/package.json clients/node/package-lock.json
 		else echo "node/npm missing: run 'sudo apt-get install nodejs npm'"; exit 1; fi; fi
 	cd clients/node && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
+
+# Debian's headless chromium and its driver, for the dashboard's browser tests (Selenium
+# drives them; no browser is downloaded by anything else).
+$(CHROMEDRIVER):
+	@if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
+	else echo "chromium missing: run 'sudo apt-get install chromium chromium-driver'"; exit 1; fi
 
 test: setup node-client
 	$(VENV)/bin/pytest $(PYTEST_ARGS)

@@ -666,3 +666,32 @@ def follow_cmd(dsn: str, run_id: int, after: int) -> None:
     except KeyboardInterrupt:
         sys.exit(130)
     sys.exit(FOLLOW_EXIT[state])
+
+
+@main.command("dashboard")
+@dsn_option
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to bind; anything but loopback needs --token.")
+@click.option("--port", type=int, default=8780, show_default=True)
+@click.option("--token", default=None,
+              help="Required on every request; open /?token=… once in a browser.")
+@click.option("--allow-actions", is_flag=True,
+              help="Show the Stop button on running runs (calls cancel_run).")
+@click.option("--show-content", is_flag=True,
+              help="Show output text on run pages (hidden by default).")
+@click.option("--queue-delay-threshold", type=float, default=30.0, show_default=True,
+              help="Seconds an interactive run may wait before the overview warns.")
+@log_options
+def dashboard_cmd(dsn: str, host: str, port: int, token: str | None, allow_actions: bool,
+                  show_content: bool, queue_delay_threshold: float, log_level: str,
+                  log_format: str, log_errors: bool) -> None:
+    """The operator's web page: lanes, organizations, agents and runs, live."""
+    from .dashboard import serve
+
+    log.configure(log_level, fmt=log_format, log_errors=log_errors)
+    try:
+        serve(dsn, host=host, port=port, token=token, allow_actions=allow_actions,
+              show_content=show_content, queue_delay_threshold=queue_delay_threshold)
+    except ValueError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)

@@ -95,6 +95,11 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.lane_status(timestamp with time zone)": BOTH,
     "runlane.org_status()": BOTH,
     "runlane.timing_summary(interval,text,timestamp with time zone)": BOTH,
+    # the dashboard's charts and queue-delay warning (issue 16), scoped the same way
+    "runlane.lane_minutes(interval,timestamp with time zone)": BOTH,
+    "runlane.queue_delay_status(interval,timestamp with time zone)": BOTH,
+    "runlane.owner_spend(timestamp with time zone)": BOTH,
+    "runlane.agent_last_runs()": BOTH,
     # the journal's event counts across every organization, for the worker's /metrics
     "runlane.journal_counts()": WORKER,
     # schedules and budget: read-only queries
@@ -109,6 +114,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane._agent_gates(text,boolean)": NOBODY,
     "runlane._api_org()": NOBODY,
     "runlane._in_scope(text)": NOBODY,
+    "runlane._queue_delay(interval,timestamp with time zone,text)": NOBODY,
     "runlane._claim_idempotency_key(text,text,text,bytea)": NOBODY,
     "runlane._stream_token(bigint)": NOBODY,
     "runlane._max_per_org()": NOBODY,

@@ -609,6 +609,17 @@ def test_limits_and_intervals_are_validated(conn, roles):
             worker,
             "select * from runlane.queue_delay(%(interval)s::interval, %(now)s::timestamptz)",
         ),
+        # the dashboard's views (issue 16): a window and an instant
+        "lane_minutes": (
+            api,
+            "select * from runlane.lane_minutes(%(interval)s::interval, %(now)s::timestamptz)",
+        ),
+        "queue_delay_status": (
+            api,
+            "select * from runlane.queue_delay_status(%(interval)s::interval, "
+            "%(now)s::timestamptz)",
+        ),
+        "owner_spend": (api, "select * from runlane.owner_spend(%(now)s::timestamptz)"),
         "drain_legacy_deliveries": (
             worker,
             "select runlane.drain_legacy_deliveries(%(limit)s::int)",

@@ -55,7 +55,9 @@ FOREIGN_CALLS = {
 NO_OBJECTS = {"parse_schedule", "next_slot"}
 # Views over every object of the login's organization: they filter instead of refusing
 # (test_a_scoped_api_login_sees_only_its_organization_in_the_operator_views).
-FILTERED_VIEWS = {"lane_status", "org_status", "agent_schedules", "timing_summary"}
+FILTERED_VIEWS = {"lane_status", "org_status", "agent_schedules", "timing_summary",
+                  "lane_minutes", "queue_delay_status", "owner_spend",
+                  "agent_last_runs"}
 
 
 def _db(dsn: str) -> str:
@@ -364,6 +366,7 @@ def test_a_scoped_api_login_sees_only_its_organization_in_the_operator_views(
         "select runlane_test.queued_run('agent-a', 'interactive', 'interactive')").fetchone()
     fence = conn.execute("select runlane_test.claimed(%s)", (run_a,)).fetchone()[0]
     conn.execute("select runlane.finish_run(%s, %s, 'succeeded')", (run_a, fence))
+    conn.execute("select runlane_test.queued_run('agent-b', 'interactive', 'interactive')")
 
     def views(dsn: str) -> dict:
         with psycopg.connect(dsn, autocommit=True) as c:
@@ -377,14 +380,27 @@ def test_a_scoped_api_login_sees_only_its_organization_in_the_operator_views(
                                      "where measure = 'queue_wait'").fetchone()[0],
                 "journal_a": len(c.execute(
                     "select * from runlane.agent_journal('agent-a')").fetchall()),
+                # the dashboard's: runs waiting now, per lane, and the queue-delay warning
+                "waiting": c.execute(
+                    "select lane, queued from runlane.lane_minutes('1 minute') "
+                    "order by lane").fetchall(),
+                "delayed": c.execute("select delayed_runs from runlane.queue_delay_status("
+                                     "'0 seconds')").fetchone()[0],
+                "owners": [r[0] for r in c.execute(
+                    "select owner_id from runlane.owner_spend()")],
+                "last_runs": [r[0] for r in c.execute(
+                    "select agent_id from runlane.agent_last_runs()")],
             }
 
     assert views(login("runlane_api")) == {
-        "lanes": [("background", 0, 0), ("interactive", 1, 1)],
+        "lanes": [("background", 0, 0), ("interactive", 2, 1)],
         "orgs": ["org-a", "org-b"], "agents": ["agent-a", "agent-b"], "started": 2,
-        "journal_a": 2}
+        "journal_a": 2, "waiting": [("background", 0), ("interactive", 2)], "delayed": 2,
+        "owners": ["owner-of-org-a", "owner-of-org-b"], "last_runs": ["agent-a", "agent-b"]}
     scoped = login("runlane_api", org="org-a")
     assert views(scoped) == {"lanes": [("background", 0, 0), ("interactive", 1, 0)],
                              "orgs": ["org-a"], "agents": ["agent-a"], "started": 1,
-                             "journal_a": 2}
+                             "journal_a": 2, "waiting": [("background", 0), ("interactive", 1)],
+                             "delayed": 1, "owners": ["owner-of-org-a"],
+                             "last_runs": ["agent-a"]}
     assert _error(scoped, "select * from runlane.agent_journal('agent-b')", {})[0] == "RL008"

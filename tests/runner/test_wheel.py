@@ -84,6 +84,11 @@ def test_the_sdist_and_the_wheel_carry_the_sql_and_the_license(built):
                 if m.startswith(f"{prefix}/runner/runlane/sql/") and m.endswith(".sql")}
     assert in_sdist == SQL_FILES
     assert f"{prefix}/LICENSE" in members
+    # the dashboard's templates and its vendored chart library (no CDN at run time)
+    dashboard = {p.relative_to(ROOT / "runner").as_posix() for sub in ("templates", "static")
+                 for p in (ROOT / "runner" / "runlane" / "dashboard" / sub).iterdir()}
+    assert "runlane/dashboard/static/uPlot.iife.min.js" in dashboard
+    assert dashboard <= set(names)
     assert (ROOT / "LICENSE").read_text().lstrip().startswith("Apache License")
 
 

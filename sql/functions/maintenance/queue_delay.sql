@@ -8,7 +8,8 @@
 -- reaction work (claim_class 1) never counts: nobody is watching it start. The wait of a
 -- run is measured from the later of its creation and its wake time, so normal retry
 -- backoff does not count, and runs whose wake time is still in the future (future
--- retries) never do. Always returns exactly one row: (0, null) when nothing is delayed.
+-- retries) never do (the rule lives in runlane._queue_delay, shared with the dashboard's
+-- queue_delay_status). Always returns exactly one row: (0, null) when nothing is delayed.
 -- Read-only; the runner's maintenance leader calls it every 30 s to log
 -- run.queue_delayed / run.queue_recovered.
 create or replace function runlane.queue_delay(
@@ -32,14 +33,8 @@ begin
     perform runlane._check_instant('now', p_now);
 
     return query
-    select
-        count(*)::int,
-        floor(extract(epoch from (p_now - min(greatest(r.created_at, r.wake_at)))) * 1000)::bigint
-    from runlane.runs as r
-    where r.state = 'queued'
-      and r.claim_class = 0
-      -- greatest() ignores a null wake_at: a run without one waits from its creation.
-      and greatest(r.created_at, r.wake_at) <= p_now - p_threshold;
+    select d.delayed_runs, d.oldest_wait_ms
+    from runlane._queue_delay(p_threshold, p_now, null) as d;  -- every organization
 end;
 $$;
 

@@ -26,24 +26,32 @@ begin
     perform runlane._check_instant('now', p_now);
 
     return query
-    select
-        l.lane,
-        count(*) filter (where r.state = 'queued')::int,
-        count(*) filter (
-            where r.state = 'queued' and coalesce(r.wake_at, r.created_at) <= p_now
-        )::int,
-        count(*) filter (where r.state = 'running')::int,
-        runlane._ms_between(
+    with counts as (
+        -- one pass over the unfinished runs (runs_unfinished_agent_idx), grouped by lane
+        -- before the two lanes are listed (joined first, 100,000 queued runs took twice as long)
+        select
+            r.lane,
+            count(*) filter (where r.state = 'queued') as queued,
+            count(*) filter (
+                where r.state = 'queued' and coalesce(r.wake_at, r.created_at) <= p_now
+            ) as due,
+            count(*) filter (where r.state = 'running') as running,
             min(greatest(r.created_at, r.wake_at)) filter (
                 where r.state = 'queued' and coalesce(r.wake_at, r.created_at) <= p_now
-            ),
-            p_now
-        )
+            ) as oldest_due
+        from runlane.runs as r
+        where r.state in ('queued', 'running')
+          and (v_org is null or r.org_id = v_org)
+        group by r.lane
+    )
+    select
+        l.lane,
+        coalesce(c.queued, 0)::int,
+        coalesce(c.due, 0)::int,
+        coalesce(c.running, 0)::int,
+        runlane._ms_between(c.oldest_due, p_now)
     from (values (1, 'interactive'), (2, 'background')) as l (ord, lane)
-    left join runlane.runs as r
-        on r.lane = l.lane and r.state in ('queued', 'running')
-        and (v_org is null or r.org_id = v_org)
-    group by l.ord, l.lane
+    left join counts as c on c.lane = l.lane
     order by l.ord;
 end;
 $$;

@@ -3,7 +3,8 @@
 -- Guarantees: one row per organization, ordered by org_id: its running and queued
 -- background runs against its agent_max_concurrency (the cap claim_runs enforces;
 -- interactive runs never count against it). Read-only; counts only. A login scoped to an
--- organization (runlane._api_org) sees that organization's row only.
+-- organization (runlane._api_org) sees that organization's row only. One pass over the
+-- unfinished runs (runs_unfinished_agent_idx), not one scan per organization.
 create or replace function runlane.org_status()
 returns table (org_id text, running_background int, queued_background int, agent_max_concurrency int)
 language sql
@@ -11,19 +12,26 @@ stable
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+    with scope as materialized (
+        select runlane._api_org() as org_id
+    ),
+    counts as (
+        select
+            r.org_id,
+            count(*) filter (where r.state = 'running')::int as running,
+            count(*) filter (where r.state = 'queued')::int as queued
+        from runlane.runs as r
+        where r.state in ('queued', 'running') and r.lane = 'background'
+        group by r.org_id
+    )
     select
         s.org_id,
-        (
-            select count(*)::int from runlane.runs as r
-            where r.org_id = s.org_id and r.lane = 'background' and r.state = 'running'
-        ),
-        (
-            select count(*)::int from runlane.runs as r
-            where r.org_id = s.org_id and r.lane = 'background' and r.state = 'queued'
-        ),
+        coalesce(c.running, 0),
+        coalesce(c.queued, 0),
         s.agent_max_concurrency
     from runlane.platform_settings as s
-    cross join (select runlane._api_org() as org_id) as scope
+    cross join scope
+    left join counts as c on c.org_id = s.org_id
     where scope.org_id is null or s.org_id = scope.org_id
     order by s.org_id;
 $$;

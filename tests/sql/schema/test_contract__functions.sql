@@ -1,6 +1,6 @@
 -- Every function DESIGN.md fixes exists with exactly its name and parameter types.
 begin;
-select plan(39);
+select plan(43);
 
 select has_function('runlane', 'submit_message', array['text', 'text', 'text'], 'submit_message(agent, thread, body)');
 select has_function('runlane', 'publish_run', array['bigint', 'timestamp with time zone'], 'publish_run(run, wake_at)');
@@ -68,6 +68,16 @@ select has_function(
 );
 -- one run with its last error, for `runlane run ID` (issue 14, item 2)
 select has_function('runlane', 'run_detail', array['bigint'], 'run_detail(run)');
+-- the dashboard's charts and queue-delay warning (issue 16)
+select has_function(
+    'runlane', 'lane_minutes', array['interval', 'timestamp with time zone'], 'lane_minutes(since, now)'
+);
+select has_function(
+    'runlane', 'queue_delay_status', array['interval', 'timestamp with time zone'],
+    'queue_delay_status(threshold, now)'
+);
+select has_function('runlane', 'owner_spend', array['timestamp with time zone'], 'owner_spend(now)');
+select has_function('runlane', 'agent_last_runs', array[]::text[], 'agent_last_runs()');
 
 select * from finish();
 rollback;

@@ -92,7 +92,9 @@ select is(
 -- stream_token names a run's runlane_outputs hints for a reader allowed to read the run;
 -- the operator views (lane_status, org_status, agent_schedules, timing_summary,
 -- agent_journal) are what an application reads about its agents and runs, each limited to
--- the login's organization when it is scoped; so is run_detail (one run with its error).
+-- the login's organization when it is scoped; so is run_detail (one run with its error);
+-- and so are the dashboard's views (lane_minutes, queue_delay_status, owner_spend,
+-- agent_last_runs).
 select set_eq(
     $$
         select p.proname::text
@@ -105,7 +107,8 @@ select set_eq(
         'parse_schedule', 'next_slot', 'weekly_spend', 'stream_token', 'cancel_run', 'run_status',
         'put_org', 'put_user', 'put_agent',
         'lane_status', 'org_status', 'agent_schedules', 'timing_summary', 'agent_journal',
-        'superseded_through', 'run_detail'
+        'superseded_through', 'run_detail',
+        'lane_minutes', 'queue_delay_status', 'owner_spend', 'agent_last_runs'
     ],
     'the api role executes exactly the client functions'
 );

@@ -1,0 +1,46 @@
+-- agent_last_runs: each agent's newest run, for the dashboard's agents page.
+--
+-- Guarantees: one row per agent that has at least one run (any lane, any state, skipped
+-- ones included), ordered by agent_id: the run newest by (created_at, run_id), as
+-- agent_journal orders them, with its id, creation, lane, trigger, state and reason. An
+-- agent without runs has no row. One index probe per agent (runs_agent_idx), never a scan
+-- of the run history. A login scoped to an organization (runlane._api_org) sees that
+-- organization's agents only. Read-only; ids, states and times, no text.
+create or replace function runlane.agent_last_runs()
+returns table (
+    agent_id text,
+    run_id bigint,
+    created_at timestamptz,
+    lane text,
+    trigger text,
+    state text,
+    reason text
+)
+language plpgsql
+stable
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    v_org text := runlane._api_org();  -- once per call, not once per agent
+begin
+    return query
+    select a.agent_id, r.run_id, r.created_at, r.lane, r.trigger, r.state, r.reason
+    from runlane.agents as a
+    cross join lateral (
+        select x.run_id, x.created_at, x.lane, x.trigger, x.state, x.reason
+        from runlane.runs as x
+        where x.agent_id = a.agent_id
+        order by x.created_at desc, x.run_id desc
+        limit 1
+    ) as r
+    where v_org is null or a.org_id = v_org
+    order by a.agent_id;
+end;
+$$;
+
+comment on function runlane.agent_last_runs() is
+'Per agent with runs: its newest run (id, created_at, lane, trigger, state, reason).';
+
+revoke all on function runlane.agent_last_runs() from public;
+grant execute on function runlane.agent_last_runs() to runlane_worker, runlane_api;
