@@ -33,7 +33,9 @@
 --   locks and counts) runs only when a background run was locked or two locked runs
 --   share a computer, the computer lease only for computer-bound runs. Plans are
 --   generic (plan_cache_mode): re-planning the statements for one-element arrays cost
---   more than the whole claim.
+--   more than the whole claim. A generic plan made while every run was queued stays on
+--   the queued-run indexes for the rest of a drain: no statement can get its order from
+--   runs_pkey (which would filter every finished run on every claim).
 -- * Per worker, at most runlane.max_per_org (a session setting; unset: no bound) running
 --   runs of one organization: locked runs over the bound are left queued.
 -- * Each claimed run gets fence + 1, attempts + 1, a lease of p_lease, its computer lease
@@ -397,12 +399,20 @@ begin
                             row_number() over (partition by o.org_id order by h.run_id) as round
                         from unnest(v_scan_lanes, v_scan_orgs) as o (lane, org_id)
                         cross join lateral (
+                            -- GUARD: org_id is bounded on both sides, not equated: with an
+                            -- equality the planner drops org_id from the sort order, and
+                            -- runs_pkey then gives run_id order as well as runs_fair_claim_idx
+                            -- does. Under statistics gathered while every run was queued it
+                            -- picks the primary key and filters every finished run on each
+                            -- claim (quadratic over a drain). Bounded, only the index has
+                            -- the order: the primary key would have to sort the whole table.
                             select r.run_id
                             from runlane.runs as r
                             where r.state = 'queued'
                               and r.claim_class = v_class
                               and r.lane = o.lane
-                              and r.org_id = o.org_id
+                              and r.org_id >= o.org_id
+                              and r.org_id <= o.org_id
                               and r.run_id <> all(v_tried)
                               and (r.wake_at is null or r.wake_at <= now())
                               and (r.computer_id is null or not exists (
@@ -412,7 +422,7 @@ begin
                                     and cl.expires_at > now()
                                     and cl.run_id <> r.run_id
                               ))
-                            order by r.org_id, r.run_id  -- (the index's order, not the primary key's)
+                            order by r.org_id, r.run_id  -- runs_fair_claim_idx's order
                             limit v_k
                         ) as h
                     ) as c
