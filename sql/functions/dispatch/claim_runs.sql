@@ -55,7 +55,8 @@
 --   the message was sent. The skipped runs are returned by the reporting form only
 --   (six arguments); this form's rows are claimed runs.
 -- Returns, per claimed run, what the worker needs to execute it, its late notice (timer
--- runs started more than 15 minutes late) and its run.execution_started timing row.
+-- runs started more than 15 minutes late) and its run.execution_started timing row (built
+-- from the claimed row in hand, as run_timing would build it: no second read of the run).
 -- The five-argument form (below) adds a claim key, so a claim resent after a lost reply
 -- returns what it already claimed.
 create or replace function runlane.claim_runs(
@@ -685,11 +686,16 @@ begin
         r.model,
         r.checkpoint,
         s.agent_iteration_cap,
-        runlane._late_notice(r),
-        runlane._timing_row(r.run_id, 'run.execution_started')
+        -- (only timer runs can be late: no call for the others)
+        case when r.timer_routine is not null then runlane._late_notice(r) end,
+        -- The run.execution_started row from the row in hand and its source message, as
+        -- runlane.run_timing builds it (runlane._timing_of), without reading the run again.
+        runlane._timing_of(r, coalesce(m.created_at, r.created_at))
+        || jsonb_build_object('event', 'run.execution_started')
     from unnest(v_locked) with ordinality as l (run_id, position)
     join runlane.runs as r on r.run_id = l.run_id
     join runlane.platform_settings as s on s.org_id = r.org_id
+    left join runlane.messages as m on m.message_id = r.source_message_id
     where r.run_id = any(v_claimed)
     order by l.position;
 end;
