@@ -131,6 +131,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane._notify_output(bigint,bigint)": NOBODY,
     "runlane._thread_lock(text,text)": NOBODY,
     "runlane._require_owner(bigint,bigint,bigint)": NOBODY,
+    "runlane._require_owner(bigint,bigint,bigint,boolean)": NOBODY,
     "runlane._write_applied(runlane.runs,bigint,bigint)": NOBODY,
     "runlane._agent_timezone(text,text)": NOBODY,
     "runlane._is_timezone(text)": NOBODY,
@@ -145,6 +146,8 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane._close_run(runlane.runs,text,text,text)": NOBODY,
     "runlane._close_run_with(runlane.runs,text,text,text,numeric,timestamp with time zone)":
         NOBODY,
+    "runlane._close_run_with(runlane.runs,text,text,text,numeric,timestamp with time zone,"
+    "bigint)": NOBODY,
     "runlane._notify_computer_waiter(text)": NOBODY,
     "runlane._require_owner(bigint,bigint)": NOBODY,
     "runlane._refuse_stopped(runlane.runs)": NOBODY,

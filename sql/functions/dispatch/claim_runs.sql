@@ -33,7 +33,9 @@
 --   locks and counts) runs only when a background run was locked or two locked runs
 --   share a computer, the computer lease only for computer-bound runs. Plans are
 --   generic (plan_cache_mode): re-planning the statements for one-element arrays cost
---   more than the whole claim.
+--   more than the whole claim. A generic plan made while every run was queued stays on
+--   the queued-run indexes for the rest of a drain: no statement can get its order from
+--   runs_pkey (which would filter every finished run on every claim).
 -- * Per worker, at most runlane.max_per_org (a session setting; unset: no bound) running
 --   runs of one organization: locked runs over the bound are left queued.
 -- * Each claimed run gets fence + 1, attempts + 1, a lease of p_lease, its computer lease
@@ -53,7 +55,8 @@
 --   the message was sent. The skipped runs are returned by the reporting form only
 --   (six arguments); this form's rows are claimed runs.
 -- Returns, per claimed run, what the worker needs to execute it, its late notice (timer
--- runs started more than 15 minutes late) and its run.execution_started timing row.
+-- runs started more than 15 minutes late) and its run.execution_started timing row (built
+-- from the claimed row in hand, as run_timing would build it: no second read of the run).
 -- The five-argument form (below) adds a claim key, so a claim resent after a lost reply
 -- returns what it already claimed.
 create or replace function runlane.claim_runs(
@@ -397,12 +400,20 @@ begin
                             row_number() over (partition by o.org_id order by h.run_id) as round
                         from unnest(v_scan_lanes, v_scan_orgs) as o (lane, org_id)
                         cross join lateral (
+                            -- GUARD: org_id is bounded on both sides, not equated: with an
+                            -- equality the planner drops org_id from the sort order, and
+                            -- runs_pkey then gives run_id order as well as runs_fair_claim_idx
+                            -- does. Under statistics gathered while every run was queued it
+                            -- picks the primary key and filters every finished run on each
+                            -- claim (quadratic over a drain). Bounded, only the index has
+                            -- the order: the primary key would have to sort the whole table.
                             select r.run_id
                             from runlane.runs as r
                             where r.state = 'queued'
                               and r.claim_class = v_class
                               and r.lane = o.lane
-                              and r.org_id = o.org_id
+                              and r.org_id >= o.org_id
+                              and r.org_id <= o.org_id
                               and r.run_id <> all(v_tried)
                               and (r.wake_at is null or r.wake_at <= now())
                               and (r.computer_id is null or not exists (
@@ -412,7 +423,7 @@ begin
                                     and cl.expires_at > now()
                                     and cl.run_id <> r.run_id
                               ))
-                            order by r.org_id, r.run_id  -- (the index's order, not the primary key's)
+                            order by r.org_id, r.run_id  -- runs_fair_claim_idx's order
                             limit v_k
                         ) as h
                     ) as c
@@ -675,11 +686,16 @@ begin
         r.model,
         r.checkpoint,
         s.agent_iteration_cap,
-        runlane._late_notice(r),
-        runlane._timing_row(r.run_id, 'run.execution_started')
+        -- (only timer runs can be late: no call for the others)
+        case when r.timer_routine is not null then runlane._late_notice(r) end,
+        -- The run.execution_started row from the row in hand and its source message, as
+        -- runlane.run_timing builds it (runlane._timing_of), without reading the run again.
+        runlane._timing_of(r, coalesce(m.created_at, r.created_at))
+        || jsonb_build_object('event', 'run.execution_started')
     from unnest(v_locked) with ordinality as l (run_id, position)
     join runlane.runs as r on r.run_id = l.run_id
     join runlane.platform_settings as s on s.org_id = r.org_id
+    left join runlane.messages as m on m.message_id = r.source_message_id
     where r.run_id = any(v_claimed)
     order by l.position;
 end;

@@ -112,31 +112,38 @@ begin
         v_state := null;
     end loop;
 
-    insert into runlane.messages as m (org_id, agent_id, thread_id, body, run_id)
-    values (
-        v_agent.org_id, v_agent.agent_id, p_thread_id, p_body,
-        case when v_state = 'queued' then v_run_id end
-    )
-    returning m.message_id into v_message_id;
+    if v_state in ('queued', 'running') then
+        insert into runlane.messages as m (org_id, agent_id, thread_id, body, run_id)
+        values (
+            v_agent.org_id, v_agent.agent_id, p_thread_id, p_body,
+            case when v_state = 'queued' then v_run_id end
+        )
+        returning m.message_id into v_message_id;
+    end if;
 
     if v_state = 'queued' then
         return query select v_message_id, v_run_id, 'steering'::text;
     elsif v_state = 'running' then
         return query select v_message_id, null::bigint, 'held'::text;
     else
+        -- GUARD: the message and its run point at each other. Both ids are drawn first
+        -- and both rows inserted by one statement (the foreign keys are checked at its
+        -- end), so each row is written once: no insert of the message then an update of
+        -- it (a second, non-HOT version and its foreign-key checks again).
+        v_message_id := nextval('runlane.messages_message_id_seq'::regclass);
+        v_run_id := nextval('runlane.runs_run_id_seq'::regclass);
+        with message as (
+            insert into runlane.messages as m (message_id, org_id, agent_id, thread_id, body, run_id)
+            values (v_message_id, v_agent.org_id, v_agent.agent_id, p_thread_id, p_body, v_run_id)
+        )
         insert into runlane.runs as r (
-            org_id, agent_id, lane, trigger, state, thread_id, prompt, model,
+            run_id, org_id, agent_id, lane, trigger, state, thread_id, prompt, model,
             computer_id, source_message_id
         )
         values (
-            v_agent.org_id, v_agent.agent_id, 'interactive', 'interactive', 'queued',
+            v_run_id, v_agent.org_id, v_agent.agent_id, 'interactive', 'interactive', 'queued',
             p_thread_id, v_agent.prompt, v_agent.model, v_agent.computer_id, v_message_id
-        )
-        returning r.run_id into v_run_id;
-
-        update runlane.messages as m
-        set run_id = v_run_id
-        where m.message_id = v_message_id;
+        );
 
         return query select v_message_id, v_run_id, 'created'::text;
     end if;

@@ -39,8 +39,9 @@
 --   one subtransaction, all or nothing; null = not sequenced, and the contract form passes
 --   none): ownership is checked first (runlane._require_owner with the number), and a
 --   run whose numbered write was already applied (the reply was lost) writes nothing and
---   answers ok with its run.finished timing row again, never RL001. Recording the number
---   costs a sequenced run one more update of its row (in runlane._require_owner).
+--   answers ok with its run.finished timing row again, never RL001. The number is
+--   recorded by the closing update itself (runlane._close_run_with), so a sequenced
+--   finish still updates its run once.
 create or replace function runlane.finish_runs(
     p_run_ids bigint[],
     p_fences bigint[],
@@ -123,8 +124,10 @@ begin
         begin
             -- GUARD: a sequenced run is checked first, so a resend of its applied write is
             -- answered without writing anything again.
+            -- The number is recorded by the closing update below (runlane._close_run_with's
+            -- p_write_seq), in this same subtransaction: one update of the run, not two.
             if p_seqs[v_i] is not null then
-                v_run := runlane._require_owner(p_run_ids[v_i], p_fences[v_i], p_seqs[v_i]);
+                v_run := runlane._require_owner(p_run_ids[v_i], p_fences[v_i], p_seqs[v_i], false);
                 if runlane._write_applied(v_run, p_fences[v_i], p_seqs[v_i]) then
                     timing := runlane._timing_row(v_run.run_id, 'run.finished');
                     ok := true;
@@ -168,13 +171,16 @@ begin
                 end if;
             end loop;
 
-            begin
-                foreach v_output_id in array v_output_ids loop
-                    perform runlane._notify_output(v_run.run_id, v_output_id);
-                end loop;
-            exception when others then
-                null;  -- a hint only: chat clients page with outputs_since after a reconnect
-            end;
+            -- (a run without outputs enters no block: each entry is a subtransaction)
+            if cardinality(v_output_ids) > 0 then
+                begin
+                    foreach v_output_id in array v_output_ids loop
+                        perform runlane._notify_output(v_run.run_id, v_output_id);
+                    end loop;
+                exception when others then
+                    null;  -- a hint only: chat clients page with outputs_since after a reconnect
+                end;
+            end if;
 
             -- The finish, as finish_run: arguments, then ownership, then the close.
             if p_outcomes[v_i] is null or p_costs[v_i] is null then
@@ -189,7 +195,7 @@ begin
             if not (p_costs[v_i] >= 0 and p_costs[v_i] <= 1e12) then
                 perform runlane._require_amount(p_costs[v_i], 'cost');  -- raises
             end if;
-                        if v_run.run_id is null then
+            if v_run.run_id is null then
                 v_run := runlane._require_owner(p_run_ids[v_i], p_fences[v_i]);
             end if;
 
@@ -201,7 +207,7 @@ begin
             v_closed := runlane._close_run_with(
                 v_run,
                 case when v_run.reason = 'cancel_requested' then 'canceled' else p_outcomes[v_i] end,
-                v_reason, p_errors[v_i], p_costs[v_i], v_stamp);
+                v_reason, p_errors[v_i], p_costs[v_i], v_stamp, p_seqs[v_i]);
 
             -- Timing is a report on a finish already made: a failure here reads null and
             -- never undoes the run (its own subtransaction).

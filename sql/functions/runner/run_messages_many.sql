@@ -33,18 +33,27 @@ begin
                   hint = 'Pass one fence per run id, in the same order.';
     end if;
 
+    -- GUARD: each run is looked up by its primary key, in a subquery the planner keeps as
+    -- it is (offset 0), and checked outside it. With the state test inside, statistics
+    -- gathered while every run was queued made the planner read every running run of
+    -- every worker (runs_running_idx) on each call instead of the few it was given.
     return query
     select r.run_id, m.message_id, m.body, m.created_at
     from (select distinct u.run_id, u.fence from unnest(p_run_ids, p_fences) as u (run_id, fence))
         as owned
-    inner join runlane.runs as r
-        on r.run_id = owned.run_id and r.fence = owned.fence and r.state = 'running'
-        and (r.computer_id is null or exists (
-            select 1
-            from runlane.computer_leases as cl
-            where cl.computer_id = r.computer_id and cl.run_id = r.run_id and cl.fence = r.fence
-        ))
+    cross join lateral (
+        select k.run_id, k.fence, k.state, k.computer_id
+        from runlane.runs as k
+        where k.run_id = owned.run_id
+        offset 0
+    ) as r
     inner join runlane.messages as m on m.run_id = r.run_id
+    where r.fence = owned.fence and r.state = 'running'
+      and (r.computer_id is null or exists (
+          select 1
+          from runlane.computer_leases as cl
+          where cl.computer_id = r.computer_id and cl.run_id = r.run_id and cl.fence = r.fence
+      ))
     order by r.run_id, m.message_id;
 end;
 $$;

@@ -20,13 +20,18 @@
 --   * returns the run row as updated (for timing, without reading it again).
 -- Clearing lease_owner also tells the 0002 compatibility trigger this is a new-generation
 -- write, so it stamps nothing.
+-- The seven-argument form also records a sequenced finish in that same update: with
+-- p_write_seq not null, write_fence = the run's fence and write_seq = p_write_seq (what
+-- runlane._require_owner would have written in an update of its own; finish_runs checks
+-- ownership with p_record false and records here). Null: the write columns stay as they are.
 create or replace function runlane._close_run_with(
     p_run runlane.runs,
     p_outcome text,
     p_reason text,
     p_error text,
     p_cost numeric,
-    p_first_response_at timestamptz
+    p_first_response_at timestamptz,
+    p_write_seq bigint
 )
 returns runlane.runs
 language plpgsql
@@ -46,17 +51,35 @@ begin
         perform runlane._record_charge(p_run, p_cost);
     end if;
 
-    update runlane.runs as r
-    set state = _close_run_with.p_outcome,
-        reason = _close_run_with.p_reason,
-        last_error = left(_close_run_with.p_error, 1000),
-        finished_at = clock_timestamp(),
-        lease_owner = null,
-        lease_expires_at = null,
-        cost = r.cost + coalesce(_close_run_with.p_cost, 0),
-        first_response_at = coalesce(r.first_response_at, _close_run_with.p_first_response_at)
-    where r.run_id = (_close_run_with.p_run).run_id
-    returning r.* into v_closed;
+    -- (two statements, not one: the form without a number must also run on a schema
+    -- older than 0004, which has no write columns, during a rolling upgrade)
+    if p_write_seq is null then
+        update runlane.runs as r
+        set state = _close_run_with.p_outcome,
+            reason = _close_run_with.p_reason,
+            last_error = left(_close_run_with.p_error, 1000),
+            finished_at = clock_timestamp(),
+            lease_owner = null,
+            lease_expires_at = null,
+            cost = r.cost + coalesce(_close_run_with.p_cost, 0),
+            first_response_at = coalesce(r.first_response_at, _close_run_with.p_first_response_at)
+        where r.run_id = (_close_run_with.p_run).run_id
+        returning r.* into v_closed;
+    else
+        update runlane.runs as r
+        set state = _close_run_with.p_outcome,
+            reason = _close_run_with.p_reason,
+            last_error = left(_close_run_with.p_error, 1000),
+            finished_at = clock_timestamp(),
+            lease_owner = null,
+            lease_expires_at = null,
+            cost = r.cost + coalesce(_close_run_with.p_cost, 0),
+            first_response_at = coalesce(r.first_response_at, _close_run_with.p_first_response_at),
+            write_fence = (_close_run_with.p_run).fence,
+            write_seq = _close_run_with.p_write_seq
+        where r.run_id = (_close_run_with.p_run).run_id
+        returning r.* into v_closed;
+    end if;
 
     -- GUARD: only a run on a computer holds a lease to free and may have a waiter.
     if (p_run).computer_id is not null then
@@ -80,6 +103,37 @@ begin
     end if;
 
     return v_closed;
+end;
+$$;
+
+comment on function runlane._close_run_with(runlane.runs, text, text, text, numeric, timestamptz, bigint) is
+'Terminal transition in one update (state, reason, error, finished_at, cost, first_response_at '
+'when unset, and the write sequence number of a sequenced finish); frees the computer lease, '
+'journals run.finished, notifies the next computer waiter, dispatches held messages of an '
+'interactive run; returns the updated row.';
+
+revoke all on function runlane._close_run_with(
+    runlane.runs, text, text, text, numeric, timestamptz, bigint
+) from public;
+
+-- The form without a write sequence number (finish_run, retry_run and the others record
+-- theirs through runlane._require_owner).
+create or replace function runlane._close_run_with(
+    p_run runlane.runs,
+    p_outcome text,
+    p_reason text,
+    p_error text,
+    p_cost numeric,
+    p_first_response_at timestamptz
+)
+returns runlane.runs
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    return runlane._close_run_with(
+        p_run, p_outcome, p_reason, p_error, p_cost, p_first_response_at, null
+    );
 end;
 $$;
 

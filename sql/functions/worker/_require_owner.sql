@@ -27,7 +27,15 @@
 -- was before (so runlane._write_applied still reads false on it): the caller's write
 -- commits or rolls back with that record. A null p_seq is
 -- the two-argument form and touches no 0004 column.
-create or replace function runlane._require_owner(p_run_id bigint, p_fence bigint, p_seq bigint)
+--
+-- The four-argument form with p_record false checks the same, in the same order, but
+-- leaves the record to the caller, who writes write_fence and write_seq in the update
+-- of the run it makes anyway (finish_runs, through runlane._close_run_with's p_write_seq:
+-- one update of the run per finish, not two). A caller that passes false must record
+-- the write in the same transaction, or a resend of it is applied twice.
+create or replace function runlane._require_owner(
+    p_run_id bigint, p_fence bigint, p_seq bigint, p_record boolean
+)
 returns runlane.runs
 language plpgsql
 set search_path = pg_catalog, pg_temp
@@ -86,13 +94,30 @@ begin
     -- A sequenced write is recorded as applied here, in the write's own transaction (a
     -- rolled-back write leaves no record). The write functions touch no sequence column,
     -- so their unsequenced forms need no migration beyond 0002.
-    if p_seq is not null then
+    if p_seq is not null and p_record then
         update runlane.runs as r
         set write_fence = _require_owner.p_fence, write_seq = _require_owner.p_seq
         where r.run_id = v_run.run_id;
     end if;
 
     return v_run;
+end;
+$$;
+
+comment on function runlane._require_owner(bigint, bigint, bigint, boolean) is
+'Fence check for worker writes: the locked run row, or RL001 (fenced out, not running, '
+'computer lost) / RL008 (unknown run); a resend of an applied write (p_seq) is returned '
+'unchecked; p_record false leaves recording the write (write_fence, write_seq) to the caller.';
+
+revoke all on function runlane._require_owner(bigint, bigint, bigint, boolean) from public;
+
+create or replace function runlane._require_owner(p_run_id bigint, p_fence bigint, p_seq bigint)
+returns runlane.runs
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    return runlane._require_owner(p_run_id, p_fence, p_seq, true);
 end;
 $$;
 
@@ -108,7 +133,7 @@ language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
 begin
-    return runlane._require_owner(p_run_id, p_fence, null);
+    return runlane._require_owner(p_run_id, p_fence, null, false);
 end;
 $$;
 
