@@ -39,6 +39,10 @@ set search_path = pg_catalog, pg_temp
 -- a dashboard read of a few milliseconds: compiling it (JIT, once its estimated cost
 -- passes jit_above_cost on a long queue) took 770 ms
 set jit = off
+-- planned for its instants every call (about a millisecond): the generic plan PL/pgSQL
+-- switches to after five calls cannot tell how many runs the window holds, and sorted
+-- 100,000 queued runs where a hash takes a few ms (lane_minutes 63 -> 93 ms)
+set plan_cache_mode = force_custom_plan
 as $$
 declare
     v_org text := runlane._api_org();  -- a scoped login counts its organization's runs only
