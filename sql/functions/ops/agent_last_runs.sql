@@ -3,9 +3,11 @@
 -- Guarantees: one row per agent that has at least one run (any lane, any state, skipped
 -- ones included), ordered by agent_id: the run newest by (created_at, run_id), as
 -- agent_journal orders them, with its id, creation, lane, trigger, state and reason. An
--- agent without runs has no row. One index probe per agent (runs_agent_idx), never a scan
--- of the run history. A login scoped to an organization (runlane._api_org) sees that
--- organization's agents only. Read-only; ids, states and times, no text.
+-- agent without runs has no row. One index probe per agent, never a scan of the run
+-- history: the first entry of a backward scan of runs_agent_newest_idx (agent_id,
+-- created_at, run_id), which is this order exactly (no sort per agent). A login scoped
+-- to an organization (runlane._api_org) sees that organization's agents only.
+-- Read-only; ids, states and times, no text.
 create or replace function runlane.agent_last_runs()
 returns table (
     agent_id text,

@@ -7,7 +7,8 @@
 -- > 0. A login scoped to an organization (runlane._api_org) counts that organization's
 -- runs only (queue_delay, the maintenance leader's, counts every organization's and is the
 -- worker's alone). 22004 for a null argument, 22023 for a negative threshold or an
--- infinite instant. Read-only; counts only.
+-- infinite instant. Read-only; counts only. The queue is read as an index-only scan of
+-- runs_unfinished_lane_idx (migration 0012).
 create or replace function runlane.queue_delay_status(
     p_threshold interval default '30 seconds',
     p_now timestamptz default now()
@@ -16,6 +17,10 @@ language plpgsql
 stable
 security definer
 set search_path = pg_catalog, pg_temp
+-- a read of milliseconds, asked every second while someone watches: never JIT-compiled
+-- (on a long enough queue its estimated cost passes jit_above_cost; compiling a
+-- dashboard read took 770 ms)
+set jit = off
 as $$
 begin
     if p_threshold is null or p_now is null then
