@@ -67,9 +67,9 @@ begin
         r.first_response_at,
         r.finished_at,
         case when r.state = 'queued' then r.wake_at end,
-        runlane._ms_between(r.created_at, r.first_started_at),
-        runlane._ms_between(coalesce(m.created_at, r.created_at), r.first_response_at),
-        runlane._ms_between(coalesce(m.created_at, r.created_at), r.finished_at),
+        (t.timing ->> 'run.queue_wait_ms')::bigint,
+        (t.timing ->> 'run.first_response_ms')::bigint,
+        (t.timing ->> 'run.total_ms')::bigint,
         e.error_class,
         case
             when e.error_class is null then r.last_error
@@ -80,6 +80,10 @@ begin
         r.cost
     from runlane.runs as r
     left join runlane.messages as m on m.message_id = r.source_message_id
+    -- the one definition of a run's timing (run_timing's), not a second copy of it
+    cross join lateral (
+        select runlane._timing_of(r, coalesce(m.created_at, r.created_at)) as timing
+    ) as t
     cross join lateral (
         select substring(r.last_error from '^([A-Za-z_][A-Za-z0-9_.]*): ') as error_class
     ) as e

@@ -2,7 +2,7 @@
 -- read back with its state, attempts and output counts; reason codes stay codes;
 -- errors are bounded; unknown and null runs are refused.
 begin;
-select plan(10);
+select plan(11);
 
 do $$ begin perform runlane_test.agent('agent-d', 'org-d'); end $$;
 do $$ begin perform runlane_test.agent('agent-e', 'org-d'); end $$;
@@ -71,6 +71,22 @@ select ok(
         from runlane.run_detail((select run_id from t_runs where name = 'chat'))
     ),
     'a finished run has its finish time, total and queue wait'
+);
+select is(
+    (
+        select row(d.queue_wait_ms, d.first_response_ms, d.total_ms)::text
+        from runlane.run_detail((select run_id from t_runs where name = 'chat')) as d
+    ),
+    (
+        select
+            row(
+                (t ->> 'run.queue_wait_ms')::bigint,
+                (t ->> 'run.first_response_ms')::bigint,
+                (t ->> 'run.total_ms')::bigint
+            )::text
+        from runlane.run_timing((select run_id from t_runs where name = 'chat')) as t
+    ),
+    'its durations are run_timing''s, measured from the same origin'
 );
 
 -- A reason code (the runner's iteration cap) is no exception: no class.
