@@ -39,37 +39,18 @@ import time
 import psycopg
 
 from bench import _common
-from bench.claim_history import AGENTS, GOAL, LIMIT, ORGS, QUEUED, TEMPLATE, build, one_claim
-
-# claim_history's mix of finished runs, finished within the last 7 days (kept by an 8-day
-# purge, with a day's margin for a slow load), appended after the highest run id present.
-FILL = """
-insert into runlane.runs (
-    org_id, agent_id, lane, trigger, state, reason, thread_id, prompt, model,
-    attempts, fence, created_at, first_started_at, finished_at
+from bench.claim_history import (
+    AGENTS,
+    GOAL,
+    HISTORY,
+    LIMIT,
+    ORGS,
+    QUEUED,
+    TEMPLATE,
+    build,
+    one_claim,
 )
-select
-    'org' || (a %% %(orgs)s::int + 1),
-    'agent' || a,
-    case when g %% 3 = 0 then 'interactive' else 'background' end,
-    case when g %% 3 = 0 then 'interactive'
-         when g %% 3 = 1 then 'scheduled' else 'manual' end,
-    case when g %% 20 = 0 then 'failed' when g %% 50 = 1 then 'canceled'
-         when g %% 50 = 2 then 'skipped' else 'succeeded' end,
-    case when g %% 20 = 0 then 'error' when g %% 50 = 2 then 'already_running' end,
-    case when g %% 3 = 0 then 'thread' || (g %% 5000) end,
-    'do nothing',
-    'noop',
-    1,
-    1,
-    t,
-    t + interval '1 second',
-    t + interval '5 seconds'
-from generate_series(1, %(count)s::int) as g,
-     lateral (select g %% %(agents)s::int + 1 as a,
-                     now() - interval '1 minute' - (g %% 604800) * interval '1 second' as t)
-         as pick
-"""
+
 # What those runs leave behind: an output and a journal row each, a source message for
 # each chat run.
 LEFTOVERS = [
@@ -116,7 +97,10 @@ select (select count(*) from runlane.runs where finished_at is not null),
 
 def fill(conn: psycopg.Connection, count: int) -> None:
     after = conn.execute("select coalesce(max(run_id), 0) from runlane.runs").fetchone()[0]
-    conn.execute(FILL, {"count": count, "orgs": ORGS, "agents": AGENTS})
+    # claim_history's mix of finished runs, finished within the last 7 days (kept by an
+    # 8-day purge, with a day's margin for a slow load), appended after the highest run id.
+    conn.execute(HISTORY, {"count": count, "orgs": ORGS, "agents": AGENTS,
+                           "newest_age": "1 minute", "spread_s": 604800})
     for sql in LEFTOVERS:
         conn.execute(sql, {"after": after})
 

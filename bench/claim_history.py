@@ -57,7 +57,8 @@ select
     t + interval '5 seconds'
 from generate_series(1, %(count)s::int) as g,
      lateral (select g %% %(agents)s::int + 1 as a,
-                     now() - (g %% 7776000) * interval '1 second' as t) as pick
+                     now() - %(newest_age)s::interval
+                         - (g %% %(spread_s)s::int) * interval '1 second' as t) as pick
 """
 
 AUTO_EXPLAIN = [
@@ -74,7 +75,8 @@ _DURATION = re.compile(r"duration: ([0-9.]+) ms")
 def build(pg, name: str, history: int) -> str:
     dsn = _common.create_database(pg, name, template=TEMPLATE)
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(HISTORY, {"count": history, "orgs": ORGS, "agents": AGENTS})
+        conn.execute(HISTORY, {"count": history, "orgs": ORGS, "agents": AGENTS,
+                               "newest_age": "0", "spread_s": 7776000})  # 90 days
         _common.seed_queued_runs(conn, QUEUED, orgs=ORGS)
     _common.vacuum_analyze(dsn)
     return dsn
