@@ -27,3 +27,19 @@ def run(main: Coroutine[Any, Any, T]) -> T:
             with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
                 return runner.run(main)
     return asyncio.run(main)
+
+
+async def wait_event(event: asyncio.Event, timeout: float) -> bool:
+    """Until `event` is set (True) or `timeout` seconds pass (False).
+
+    Not asyncio.wait_for: on Python 3.11 a task cancelled in the same loop pass that
+    sets the event returns normally from wait_for, the cancellation lost, and a loop
+    built on it never stops (a dashboard's shutdown hung that way).
+    asyncio.timeout counts cancellations and lets an outside one through.
+    """
+    try:
+        async with asyncio.timeout(timeout):
+            await event.wait()
+    except TimeoutError:
+        return event.is_set()
+    return True

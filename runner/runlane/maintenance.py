@@ -33,7 +33,6 @@ step already running on the server when it was paused) change nothing twice.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import uuid
 from dataclasses import dataclass
@@ -43,7 +42,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from . import log
+from . import eventloop, log
 
 TICK = "select event, run_id, occurrence from runlane.tick()"
 PUBLISH = "select runlane.publish_run(p_run_id => %(run_id)s::bigint)"
@@ -296,8 +295,7 @@ class Maintenance:
                 self.leading = False
                 log.get().warning("maintenance.lease_check_failed", **log.error_fields(exc))
                 wait = self.config.leader_retry
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopped.wait(), wait)
+            await eventloop.wait_event(stopped, wait)
 
     async def run_forever(self, stopped: asyncio.Event) -> None:
         """Follow or lead until the worker stops; then hand the lease back."""
@@ -312,8 +310,7 @@ class Maintenance:
                 # Whether the lease is still ours is unknown: the next renewal says.
                 self.leading = False
                 log.get().warning("maintenance.connection_lost", **log.error_fields(exc))
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stopped.wait(), self.config.leader_retry)
+                await eventloop.wait_event(stopped, self.config.leader_retry)
 
 
 async def one_pass(dsn: str, config: MaintenanceConfig | None = None) -> bool:

@@ -22,14 +22,13 @@ The journal (runlane.run_events) is never pruned, so its counts are true counter
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import Any
 
 import psycopg
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from . import hints, log
+from . import eventloop, hints, log
 
 BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 3600)
 
@@ -136,5 +135,4 @@ class Metrics:
                 await self.read_database()
             except psycopg.Error as exc:
                 log.get().warning("metrics.refresh_failed", **log.error_fields(exc))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopped.wait(), self.refresh)
+            await eventloop.wait_event(stopped, self.refresh)

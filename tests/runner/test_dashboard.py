@@ -5,6 +5,7 @@ stream follows a change within its one-second tick."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import subprocess
@@ -19,6 +20,7 @@ from psycopg.conninfo import conninfo_to_dict
 from starlette.testclient import TestClient
 from worker_helpers import DEADLINE, MARKER, submit
 
+from runlane import eventloop
 from runlane.dashboard import create_app, is_loopback
 
 api_dsn = dashboard_helpers.api_dsn  # fixtures
@@ -162,6 +164,37 @@ def test_without_a_token_only_loopback_host_names_are_served(conn, api_dsn):
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("192.0.2.1")
     assert not is_loopback("dashboard.example")
+
+
+@pytest.mark.timeout(90)
+def test_a_dashboard_stops_however_soon_after_starting(conn, api_dsn):
+    """Its shutdown once hung for ever (CI, after a page refused in milliseconds): the
+    hub's refresher, cancelled in the pass that woke it, lost the cancellation inside
+    Python 3.11's asyncio.wait_for and went on looping. 100 starts and stops, each
+    with one request in between, must all end."""
+    for attempt in range(100):
+        with TestClient(create_app(api_dsn), base_url="http://evil.example") as c:
+            time.sleep((attempt % 10) / 1000)  # stop at different points of its start
+            assert c.get("/").status_code == 400
+
+
+def test_a_wait_cancelled_as_its_event_is_set_is_cancelled():
+    """The race itself, made certain: the event set and the waiter cancelled in one
+    pass of the loop. asyncio.wait_for on 3.11 returns normally here."""
+
+    async def race() -> str:
+        event = asyncio.Event()
+        waiter = asyncio.create_task(eventloop.wait_event(event, 10))
+        await asyncio.sleep(0)  # the waiter now waits on the event
+        event.set()
+        waiter.cancel()
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            return "cancelled"
+        return "cancellation lost"
+
+    assert asyncio.run(race()) == "cancelled"
 
 
 def test_a_non_loopback_address_without_a_token_is_refused_before_binding(db_dsn):

@@ -27,7 +27,7 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from .. import hints, log
+from .. import eventloop, hints, log
 from . import queries
 
 REST = 4.0  # a refresh round is followed by at least REST times its own duration of rest
@@ -50,8 +50,7 @@ class Topic:
         """Until the version passes `seen` (True) or `timeout` seconds pass (False)."""
         if self.version != seen:
             return True
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.changed.wait(), timeout)
+        await eventloop.wait_event(self.changed, timeout)
         return self.version != seen
 
 
@@ -170,8 +169,7 @@ class Hub:
     async def _refresh_loop(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.tick)
+            await eventloop.wait_event(self._wake, self.tick)
             self._wake.clear()
             started = loop.time()
             try:
