@@ -1083,14 +1083,20 @@ def test_management_stores_exactly_what_was_sent_or_refuses_cleanly(conn, roles)
     outcome = attempt(api, "select runlane.put_agent('agent-m', %s::jsonb)",
                       ('{"prompt": "a\\u0000b"}',))
     assert outcome.sqlstate == "22P05" and row("agent", "agent-m") == was
-    # A 10 MB prompt is stored whole (prompts have no size bound; message bodies have 1 MB).
+    # A multi-byte prompt just under 1 MB is stored whole, byte for byte; a 10 MB one is
+    # refused (22023, the bound of a message body: a prompt goes to the model on every
+    # step of every run) and the agent keeps the prompt it had.
     unit = "ünïcødé ✓ 🚀 "
-    prompt = unit * (10 * 1024 * 1024 // len(unit.encode()) + 1)
+    prompt = unit * (1024 * 1024 // len(unit.encode()))
     outcome = attempt(api, "select (runlane.put_agent('agent-m', %s::jsonb)).agent_id",
                       (as_json({"prompt": prompt}),))
     assert outcome.ok, outcome.sqlstate
     assert conn.execute("select md5(prompt) from runlane.agents where agent_id = 'agent-m'"
                         ).fetchone()[0] == hashlib.md5(prompt.encode()).hexdigest()
+    was = row("agent", "agent-m")
+    outcome = attempt(api, "select (runlane.put_agent('agent-m', %s::jsonb)).agent_id",
+                      (as_json({"prompt": unit * (10 * 1024 * 1024 // len(unit.encode()))}),))
+    assert outcome.sqlstate == "22023" and row("agent", "agent-m") == was
     # Huge numbers: a budget over 1e12, a concurrency over the int range: 22023, unchanged.
     was = row("org", "org-m")
     for patch in ('{"agent_weekly_budget": 1e13}', '{"agent_max_concurrency": 1e400}',

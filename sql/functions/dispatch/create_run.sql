@@ -2,8 +2,8 @@
 -- direct dispatch path as every other run.
 --
 -- Guarantees: the gates of run_now raise the same way (RL008, RL002, RL003, RL004) and
--- write nothing. Under the agent's lock: an unfinished background run -> a 'skipped' run
--- (reason already_running); the owner's weekly budget exhausted -> a 'skipped' run
+-- write nothing; so does a prompt over 1 MB (22023). Under the agent's lock: an
+-- unfinished background run -> a 'skipped' run (reason already_running); the owner's weekly budget exhausted -> a 'skipped' run
 -- (reason budget_exhausted); both journaled as run.skipped. Else a queued background run
 -- with trigger p_trigger, prompt p_prompt (default: the agent's) and wake time p_wake_at.
 -- These runs are never marked as timer runs, so they are never coalesced or cancelled as
@@ -35,6 +35,7 @@ begin
             using errcode = '22023';
     end if;
     perform runlane._check_wake_at(p_wake_at);
+    perform runlane._check_body('prompt', p_prompt);
     v_agent := runlane._agent_gates(p_agent_id, false);
 
     if runlane._lock_agent(v_agent.agent_id) then

@@ -9,7 +9,7 @@
 --   it (set when a schedule is set or a gate opens, cleared when a gate closes).
 -- * Errors, writing nothing: 22023 for an unknown key or a value of the wrong type
 --   (naming the key and the accepted ones), for a blank id value, and for a missing
---   org_id or owner_id when the agent is new; RL006 invalid schedule and RL007 (the
+--   org_id or owner_id when the agent is new, and for a prompt over 1 MB; RL006 invalid schedule and RL007 (the
 --   owner's or organization's zone, checked where it is stored) from the trigger;
 --   RL008 for an unknown organization, an owner who is not a user of the agent's
 --   organization, an org_id other than the agent's own (an agent never moves: its runs,
@@ -111,6 +111,7 @@ begin
     end if;
     if p_patch ? 'prompt' then
         v_row.prompt := p_patch ->> 'prompt';
+        perform runlane._check_body('prompt', v_row.prompt);
     end if;
     if p_patch ? 'thread_id' then
         v_row.thread_id := p_patch ->> 'thread_id';
