@@ -23,12 +23,12 @@ def cli(*args: str, dsn: str) -> subprocess.CompletedProcess:
                                "RUNLANE_TABLES": "plain"})  # cells unwrapped
 
 
-def failing_chat_run(conn, agent_id: str) -> int:
+def failing_chat_run(conn, agent_id: str, body: str = f"hi {MARKER}") -> int:
     """A chat message whose run has one attempt (so the first failure fails it)."""
     make_agent(conn, agent_id)
     _message_id, run_id, _ = conn.execute(
         "select * from runlane.submit_message(%s, 'thread-1', %s)",
-        (agent_id, f"hi {MARKER}")).fetchone()
+        (agent_id, body)).fetchone()
     conn.execute("update runlane.runs set max_attempts = 1 where run_id = %s", (run_id,))
     conn.execute("select runlane.publish_run(%s)", (run_id,))
     return run_id
@@ -68,6 +68,17 @@ def test_the_error_is_in_run_and_journal_and_only_its_class_in_the_logs(conn, db
     step = worker.wait_for("raising_agent.step 0")
     assert step["logger"] == "raising_agent" and step["level"] == "info"
     # the fixture then checks every line and stderr for the marker
+
+
+def test_a_long_error_is_kept_to_the_bound_the_database_keeps(conn, db_dsn, workers):
+    """The database keeps 1,000 characters of an error (class included); the worker sent
+    only 500, so the end of a long message was lost before it reached the table."""
+    body = f"hi {MARKER} " + "0123456789" * 90  # with "ValueError: ", 962 characters
+    run_id = failing_chat_run(conn, "agent-long-error", body)
+    workers("--no-maintenance", "--agent", "raising_agent:agent")
+    wait_until(lambda: run_state(conn, run_id) == "failed", what="the failed run")
+    shown = json.loads(cli("run", str(run_id), "--json", dsn=db_dsn).stdout)
+    assert (shown["error_class"], shown["error"]) == ("ValueError", body)
 
 
 def test_log_errors_puts_the_message_in_the_logs(conn, db_dsn):

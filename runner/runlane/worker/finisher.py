@@ -194,7 +194,7 @@ class Finisher:
         if run.lost:
             return
         delay = timedelta(seconds=min(2 ** run.attempt, 60))
-        error = f"{type(exc).__name__}: {exc}"[:500]
+        error = f"{type(exc).__name__}: {exc}"[:1000]  # what the database keeps of it
         try:
             row = await self.db.call(run.lane, RETRY_RUN, {
                 "run_id": run.run_id, "fence": run.fence, "error": error, "delay": delay,
