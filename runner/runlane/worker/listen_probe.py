@@ -15,8 +15,9 @@ heartbeat), without a word. So before it starts, the worker proves LISTEN works:
 - the proof holds when one of them arrives on the listening connection. A direct
   connection or a session-pooled PgBouncer delivers the first within milliseconds. A
   transaction-pooled one cannot deliver any, however long it is given: the listening
-  client sends nothing after its LISTEN, so it is linked to no server session. After
-  `timeout` seconds (PROBE_TIMEOUT) without one the worker refuses to start
+  client sends nothing after its LISTEN, so it is linked to no server session. When
+  none arrived `timeout` seconds (PROBE_TIMEOUT) after the first NOTIFY committed (the
+  clock starts there: a slow pool cannot fake a failure), the worker refuses to start
   (ListenUnavailable). This is not a guess from settings or names: it is the very
   thing the listener needs, done once.
 
@@ -30,6 +31,7 @@ and the worker starts, as it did before this check.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 import time
 from typing import Any
@@ -70,9 +72,10 @@ def refusal(dsn: str, timeout: float) -> str:
 
 
 async def _send_until(pool: AsyncConnectionPool, channel: str, payload: str,
-                      refused: asyncio.Future[psycopg.Error]) -> None:
-    """NOTIFY channel every RESEND_EVERY seconds until cancelled; a refusal by the server
-    (not a broken connection) is handed to `refused` and ends the sending."""
+                      sent: asyncio.Event, refused: asyncio.Future[psycopg.Error]) -> None:
+    """NOTIFY channel every RESEND_EVERY seconds until cancelled, setting `sent` once one
+    committed; a refusal by the server (not a broken connection, which is retried) is
+    handed to `refused` and ends the sending."""
     while True:
         try:
             async with pool.connection() as conn:
@@ -80,6 +83,7 @@ async def _send_until(pool: AsyncConnectionPool, channel: str, payload: str,
                 # the connection (a transaction-pooled bouncer loses them).
                 await conn.execute("select pg_catalog.pg_notify(%s, %s)", (channel, payload),
                                    prepare=False)
+            sent.set()
         except psycopg.Error as exc:
             if not is_connection_error(exc):
                 if not refused.done():
@@ -90,24 +94,29 @@ async def _send_until(pool: AsyncConnectionPool, channel: str, payload: str,
 
 async def _prove_once(dsn: str, conn_kwargs: dict[str, Any], pool: AsyncConnectionPool,
                       timeout: float) -> bool | None:
-    """True: a notification arrived; False: none did within `timeout`; None: the server
-    refused the NOTIFY (no proof either way). Other errors are raised."""
+    """True: a notification arrived; False: none did within `timeout` of the first NOTIFY
+    that committed; None: the server refused the NOTIFY (no proof either way). Errors of
+    the listening connection are raised."""
     channel = f"runlane_probe_{secrets.token_hex(8)}"
     payload = secrets.token_hex(8)
     async with await psycopg.AsyncConnection.connect(dsn, **conn_kwargs) as conn:
         await conn.execute(f"listen {channel}")
+        sent = asyncio.Event()
         refused: asyncio.Future[psycopg.Error] = asyncio.get_running_loop().create_future()
-        sender = asyncio.create_task(_send_until(pool, channel, payload, refused))
+        sender = asyncio.create_task(_send_until(pool, channel, payload, sent, refused))
         try:
-            deadline = time.monotonic() + timeout
-            while (left := deadline - time.monotonic()) > 0:
-                async for note in conn.notifies(timeout=min(left, RESEND_EVERY)):
-                    if note.channel == channel and note.payload == payload:
-                        return True
+            deadline = None  # counted from the first NOTIFY that committed
+            while deadline is None or time.monotonic() < deadline:
+                async with contextlib.aclosing(conn.notifies(timeout=RESEND_EVERY)) as notes:
+                    async for note in notes:
+                        if note.channel == channel and note.payload == payload:
+                            return True
                 if refused.done():
                     log.get().warning("worker.listen_unproven",
                                       **log.error_fields(refused.result()))
                     return None
+                if deadline is None and sent.is_set():
+                    deadline = time.monotonic() + timeout
             return False
         finally:
             sender.cancel()
