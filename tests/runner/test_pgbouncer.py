@@ -19,6 +19,7 @@ the tests (tests/runner/bouncer_helpers.py).
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import uuid
 
@@ -252,6 +253,22 @@ def test_a_worker_behind_transaction_pooling_refuses_to_start(conn, db_dsn, tx_b
                             (worker.worker_id,)).fetchone()[0] == 0
         assert conn.execute("select state from runlane.runs where run_id = %s",
                             (run_id,)).fetchone()[0] == "queued"
+    finally:
+        worker.close()
+        worker.check_logs()
+
+
+def test_a_stop_during_the_listen_check_ends_the_worker_cleanly(conn, db_dsn, tx_bouncer):
+    """SIGTERM while the check waits (behind transaction pooling, where it would refuse):
+    the worker stops at once as any worker does, exit code 0, no refusal."""
+    make_agent(conn, "agent-q", "org-q")
+    worker = WorkerProcess(tx_bouncer.dsn(db_dsn))
+    try:
+        worker.wait_for("worker.listen_checking")
+        worker.signal(signal.SIGTERM)
+        assert worker.wait_exit() == 0
+        assert worker.events("worker.listen_refused") == []
+        assert [r["message"] for r in worker.events("worker.stopped")] == ["worker.stopped"]
     finally:
         worker.close()
         worker.check_logs()

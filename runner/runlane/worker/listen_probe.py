@@ -129,6 +129,7 @@ async def prove_listen(dsn: str, conn_kwargs: dict[str, Any], pool: AsyncConnect
     refused NOTIFY); raises ListenUnavailable when a notification never arrived. Retries
     other errors with backoff (0.1 s doubling to 5 s) for as long as it is awaited."""
     backoff = 0.1
+    log.get().info("worker.listen_checking", **{"worker.id": worker_id})
     while True:
         started = time.monotonic()
         try:
