@@ -5,11 +5,12 @@ DEMO_VENV ?= .venv-demo
 PY := $(VENV)/bin/python
 PGTAP := /usr/share/postgresql/15/extension/pgtap.control
 CHROMEDRIVER := /usr/bin/chromedriver
+PGBOUNCER := /usr/sbin/pgbouncer
 PYTEST_ARGS ?=
 
 .PHONY: setup test lint bench demo pg-server soak clean node-client
 
-setup: $(VENV)/.installed $(PGTAP) $(CHROMEDRIVER)
+setup: $(VENV)/.installed $(PGTAP) $(CHROMEDRIVER) $(PGBOUNCER)
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -40,6 +41,14 @@ $(NODE_PG): clients/node/package.json clients/node/package-lock.json
 $(CHROMEDRIVER):
 	@if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
 	else echo "chromium missing: run 'sudo apt-get install chromium chromium-driver'"; exit 1; fi
+
+# Debian's PgBouncer, for tests/runner/test_pgbouncer.py: the tests start their own
+# pgbouncer processes (unprivileged user, 127.0.0.1, free ports). The package's own
+# service (127.0.0.1:6432) is stopped and disabled: nothing here uses it.
+$(PGBOUNCER):
+	@if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer \
+		&& { systemctl disable --now pgbouncer 2>/dev/null || { service pgbouncer stop; update-rc.d pgbouncer disable; } >/dev/null 2>&1 || true; }; \
+	else echo "pgbouncer missing: run 'sudo apt-get install pgbouncer'"; exit 1; fi
 
 test: setup node-client
 	$(VENV)/bin/pytest $(PYTEST_ARGS)

@@ -275,7 +275,13 @@ def worker_cmd(dsn: str, lanes: tuple[str, ...], agent_spec: str, worker_id: str
         config.metrics = Metrics(dsn)
         config.metrics.serve(metrics_port, metrics_addr)
         log.get().info("metrics.serving", **{"metrics.port": metrics_port})
-    eventloop.run(serve(config))
+    from .worker.listen_probe import ListenUnavailable
+
+    try:
+        eventloop.run(serve(config))
+    except ListenUnavailable as exc:  # e.g. a transaction-pooled PgBouncer: never silent
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
 
 
 @main.command("grant-login")

@@ -1,8 +1,10 @@
 """The Worker: one `runlane worker` process, wiring its parts and running them until a
 signal; what each part guarantees is in its own module (see the package's docstring).
 
-Start: the lane pools open, the schema's numbered writes are checked, then the registry,
-the listener (unless embedded), one dispatcher per lane, maintenance and metrics start.
+Start: the lane pools open, the schema's numbered writes are checked, LISTEN is proven to
+work on the DSN (unless embedded; a transaction-pooled PgBouncer is refused:
+worker.listen_probe), then the registry, the listener (unless embedded), one dispatcher
+per lane, maintenance and metrics start.
 Stop (SIGTERM/SIGINT or request_stop): no new claim and no reconnect; running runs get
 `shutdown_grace` seconds to finish, then the rest are released (a second signal releases
 at once); a maintenance leader hands its lease back; the registry row is marked stopped.
@@ -24,6 +26,7 @@ from .config import WorkerConfig
 from .db import Database
 from .dispatcher import LaneDispatcher, admission_for
 from .finisher import Finisher
+from .listen_probe import ListenUnavailable, prove_listen
 from .listener import Listener
 from .registry import Registry
 from .run_handle import RunHandle
@@ -80,6 +83,8 @@ class Worker:
             loop.add_signal_handler(sig, self.request_stop)
         await self.database.open()
         await self.database.check_write_seqs()
+        if self.config.listen:
+            await self._prove_listen()
         log.get().info("worker.started", **{
             "worker.id": self.config.worker_id, "worker.lanes": self.config.lanes,
             "worker.pid": os.getpid()})
@@ -113,6 +118,26 @@ class Worker:
             "worker.id": self.config.worker_id,
             "dispatch.passes": sum(self.passes.values()),
             "dispatch.claim_queries": sum(self.claim_queries.values())})
+
+    async def _prove_listen(self) -> None:
+        """LISTEN must work on this DSN before anything starts (worker.listen_probe): raises
+        ListenUnavailable, the pools closed, when it cannot. A stop meanwhile ends the wait."""
+        probe = asyncio.create_task(prove_listen(
+            self.config.dsn, self.database.conn_kwargs,
+            self.database.pools[self.config.lanes[0]], self.config.worker_id))
+        stopped = asyncio.create_task(self.stopped.wait())
+        await asyncio.wait({probe, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        for task in (probe, stopped):
+            task.cancel()
+        await asyncio.gather(stopped, return_exceptions=True)
+        try:
+            await probe
+        except asyncio.CancelledError:
+            if not probe.cancelled():
+                raise
+        except ListenUnavailable:
+            await self.database.close()
+            raise
 
     def request_stop(self) -> None:
         self.signals += 1
