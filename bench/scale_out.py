@@ -24,6 +24,13 @@ them. For each worker count W, on a fresh database cloned from the template:
   pg_wal_lsn_diff over the same span; the workers' top-level statements (claim_runs,
   run_messages_many, finish_runs, …) from pg_stat_statements: time and WAL per run.
 
+Then the application side, without workers (--publish-clients, 1, 4 and 16): each client
+thread submits a chat message and publishes its run as an application does, two commits
+per message, for --publish-seconds; publish_run notifies, and every transaction that
+notifies takes one cluster-wide lock at commit and holds it through its commit's WAL flush
+(PostgreSQL's async.c, PreCommit_Notify): a monitor counts the sessions waiting for it
+every 20 ms. messages/s, PostgreSQL CPU and WAL per message.
+
 Then what one primary carries with rows queued: claim_fairness's 100,000 queued runs over
 1,000 organizations (--queued; quick 10,000) on the same durable cluster, p50 of
 `claim_runs(p_limit => 10)` on the interactive lane and on both, rolled back each time.
@@ -33,7 +40,8 @@ figures measure contention for those cores (workers and PostgreSQL share them), 
 capacity of more workers on more machines.
 
     python -m bench scale_out [--quick] [--runs N] [--workers 1,2,4,8] [--orgs N]
-                              [--queued N] [--claims N]
+                              [--queued N] [--claims N] [--publish-clients 1,4,16]
+                              [--publish-seconds S]
 """
 
 from __future__ import annotations
@@ -262,6 +270,79 @@ def drain(pg: LocalCluster, workers: int, runs: int, agents: int, orgs: int) -> 
     }
 
 
+# Waiters for the lock every notifying transaction takes at commit (PostgreSQL's async.c,
+# PreCommit_Notify: a heavyweight lock on "database 0", held until the commit ends).
+NOTIFY_LOCK_WAITERS = """
+select count(*) from pg_locks
+where locktype = 'object' and classid = 'pg_database'::regclass and objid = 0
+  and database = 0 and not granted
+"""
+
+
+def publish(pg: LocalCluster, clients: int, seconds: float, agents: int) -> dict:
+    """`clients` threads, each submitting a chat message and publishing its run as an
+    application does (two commits; publish_run notifies), for `seconds`; no worker runs.
+    A monitor counts the sessions waiting for NOTIFY's commit lock every 20 ms."""
+    name = f"bench_scale_publish_{clients}"
+    dsn = _common.create_database(pg, name, template=TEMPLATE)
+    stop = threading.Event()
+    counts = [0] * clients
+    errors: list[BaseException] = []
+    waiting: list[int] = []
+
+    def client(i: int) -> None:
+        try:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                tag = uuid.uuid4().hex
+                while not stop.is_set():
+                    n = counts[i]
+                    run_id = conn.execute(
+                        "select run_id from runlane.submit_message(%s, %s, 'bench')",
+                        (f"agent{(i * 7919 + n) % agents + 1}", f"{tag}-{n}")).fetchone()[0]
+                    conn.execute("select runlane.publish_run(%s)", (run_id,))
+                    counts[i] = n + 1
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    try:
+        with psycopg.connect(dsn, autocommit=True) as mon:
+            wal0 = mon.execute("select pg_current_wal_lsn()").fetchone()[0]
+            cpu0 = server_cpu_seconds(pg)
+            threads = [threading.Thread(target=client, args=(i,), daemon=True)
+                       for i in range(clients)]
+            began = time.monotonic()
+            for t in threads:
+                t.start()
+            while time.monotonic() - began < seconds and not errors:
+                waiting.append(mon.execute(NOTIFY_LOCK_WAITERS).fetchone()[0])
+                time.sleep(0.02)
+            stop.set()
+            for t in threads:
+                t.join(60)
+            elapsed = time.monotonic() - began
+            cpu1 = server_cpu_seconds(pg)
+            wal = mon.execute("select pg_wal_lsn_diff(pg_current_wal_lsn(), %s::pg_lsn)",
+                              (str(wal0),)).fetchone()[0]
+            published = mon.execute(
+                "select count(*) from runlane.runs where state = 'queued'").fetchone()[0]
+    finally:
+        stop.set()
+        _common.drop_database(pg, name)
+    if errors:
+        raise errors[0]
+    messages = sum(counts)
+    return {"clients": clients, "seconds": round(elapsed, 2), "messages": messages,
+            "runs_queued": published,
+            "messages_per_s": round(messages / elapsed, 1),
+            "pg_cpu_ms_per_message": round((cpu1 - cpu0) * 1000 / max(messages, 1), 3),
+            "wal_bytes_per_message": round(float(wal) / max(messages, 1)),
+            "notify_lock_waiters_mean": round(sum(waiting) / max(len(waiting), 1), 2),
+            "notify_lock_waiters_max": max(waiting, default=0),
+            "notify_lock_samples_with_waiters": round(
+                sum(1 for w in waiting if w) / max(len(waiting), 1), 3),
+            "load_average": load_average()}
+
+
 def queued_claims(pg: LocalCluster, queued: int, orgs: int, calls: int) -> dict:
     """claim_fairness's queue (queued runs over orgs organizations, vacuumed), p50 of
     claim_runs(p_limit => 10) per lane set, each claim rolled back."""
@@ -301,19 +382,25 @@ def parse(argv):
     ap.add_argument("--queued", type=int,
                     help="queued runs for the claim measurement (0: skip it)")
     ap.add_argument("--claims", type=int, help="timed claims per lane set")
+    ap.add_argument("--publish-clients", default="1,4,16",
+                    help="concurrent submitting clients for the publish part ('': skip it)")
+    ap.add_argument("--publish-seconds", type=float,
+                    help="seconds of submitting per client count (5; quick 1.5)")
     args = ap.parse_args(argv)
     args.runs = args.runs or (1000 if args.quick else 20000)
     if args.queued is None:
         args.queued = 10_000 if args.quick else 100_000
     args.claims = args.claims or (50 if args.quick else 300)
     args.workers = [int(w) for w in str(args.workers).split(",") if w]
+    args.publish_clients = [int(c) for c in str(args.publish_clients).split(",") if c]
+    args.publish_seconds = args.publish_seconds or (1.5 if args.quick else 5.0)
     return args
 
 
 def main(argv=None) -> list[str]:
     args = parse(argv)
     began = time.monotonic()
-    drains = []
+    drains, publishes = [], []
     queued = None
     pg = LocalCluster(settings=CLUSTER_SETTINGS)
     pg.start()
@@ -327,6 +414,12 @@ def main(argv=None) -> list[str]:
                   f"{d['worker_cpu_ms_per_run']:.3f} ms/run, WAL "
                   f"{d['drain_wal_bytes_per_run']} B/run (load {d['load_average']})",
                   flush=True)
+        for c in args.publish_clients:
+            p = publish(pg, c, args.publish_seconds, args.agents)
+            publishes.append(p)
+            print(f"  publish, {c} clients: {p['messages_per_s']:.0f} messages/s, "
+                  f"{p['notify_lock_waiters_mean']:.2f} waiting for NOTIFY's commit lock "
+                  f"(load {p['load_average']})", flush=True)
         if args.queued:
             queued = queued_claims(pg, args.queued, args.orgs, args.claims)
         info = _common.machine()
@@ -337,7 +430,8 @@ def main(argv=None) -> list[str]:
         pg.destroy()
     info["settings"] = DURABLE_SETTINGS
     path = _common.write_result("scale_out_quick" if args.quick else "scale_out", {
-        "machine": info, "args": vars(args), "drains": drains, "queued_claims": queued})
+        "machine": info, "args": vars(args), "drains": drains, "publish": publishes,
+        "queued_claims": queued})
 
     lines = [f"scale-out, durable commits, {info['cores']} cores, PostgreSQL "
              f"{info['postgres']}: {args.runs:,} chat runs over {args.orgs:,} organizations "
@@ -359,12 +453,21 @@ def main(argv=None) -> list[str]:
         for st in d["statements"][:6]:
             lines.append(f"    {st['us_per_run']:>7.1f} us {st['wal_bytes_per_run']:>6} B "
                          f"{st['calls']:>7} calls  {st['query'][:80]}")
+    if publishes:
+        lines.append("  publish (submit_message commit, then publish_run commit, per message; "
+                     "no worker):")
+        lines.append(f"  {'clients':>7} {'messages/s':>11} {'PG CPU ms/msg':>14} "
+                     f"{'WAL B/msg':>10} {'NOTIFY-lock waiters mean / max':>31}")
+        for p in publishes:
+            lines.append(f"  {p['clients']:>7} {p['messages_per_s']:>11.0f} "
+                         f"{p['pg_cpu_ms_per_message']:>14.3f} {p['wal_bytes_per_message']:>10} "
+                         f"{p['notify_lock_waiters_mean']:>24.2f} / {p['notify_lock_waiters_max']}")
     if queued:
         lines.append(f"  claim_runs(p_limit => 10) with {queued['queued']:,} queued runs over "
                      f"{queued['organizations']:,} organizations ({queued['table_mb']} MB): "
                      + ", ".join(f"{k} p50 {v['p50_ms']:.3f} ms (p99 {v['p99_ms']:.3f})"
                                  for k, v in queued.items() if isinstance(v, dict)))
-    if info["cores"] and max(args.workers) > info["cores"]:
+    if info["cores"] and max(args.workers, default=0) > info["cores"]:
         lines.append(f"  ({info['cores']} cores: beyond {info['cores']} worker processes the "
                      f"figures measure contention for the cores, not capacity)")
     lines.append(f"  ({time.monotonic() - began:.0f} s; {path})")
