@@ -230,6 +230,8 @@ def drain(pg: LocalCluster, workers: int, runs: int, agents: int, orgs: int) -> 
                 raise sampler.error
             states = dict(conn.execute(
                 "select state, count(*) from runlane.runs group by state").fetchall())
+            if states != {"succeeded": runs}:  # a drain that lost or failed runs is no figure
+                raise RuntimeError(f"expected {runs} succeeded runs, found {states}")
             first, last = conn.execute(
                 "select extract(epoch from min(first_started_at)), "
                 "extract(epoch from max(finished_at)) from runlane.runs").fetchone()
