@@ -8,7 +8,7 @@ them. For each worker count W, on a fresh database cloned from the template:
 * W real `runlane worker --lane interactive --lane background --agent
   bench._noop_agent:agent` processes start with their defaults (maintenance on,
   --max-per-org 100, --pool-size 10: a deployment's worker), and the benchmark waits until
-  every one is connected and idle.
+  every one has registered (runlane.workers) and is idle.
 * One client submits N chat runs (submit_message, each on its own thread, round-robin over
   the agents and so over the organizations: N / ORGS runs per organization, so neither an
   organization's cap nor --max-per-org binds) and publishes each (publish_run), then
@@ -188,10 +188,14 @@ def drain(pg: LocalCluster, workers: int, runs: int, agents: int, orgs: int) -> 
                              application_name="bench-scale-submitter") as conn:
             conn.execute("create extension if not exists pg_stat_statements")
             procs = [worker_proc(dsn, i) for i in range(workers)]
-            # Every worker connected (its listener, pools, claim and maintenance
-            # connections open), then a moment for their first passes to end.
-            wait_until(lambda: len(connections_of(conn)) >= workers, "the workers' start",
-                       procs, timeout=120)
+            # Every worker registered (after its startup LISTEN check) and connected,
+            # then a moment for their first passes to end.
+            wait_until(lambda: conn.execute(
+                "select count(*) from runlane.workers "
+                "where stopped_at is null and worker_id like %s",
+                (f"{WORKER_PREFIX}%",)).fetchone()[0] >= workers
+                and len(connections_of(conn)) >= workers,
+                "the workers' start", procs, timeout=120)
             time.sleep(2.0)
             idle_connections = connections_of(conn)
 
