@@ -70,6 +70,7 @@ class FailoverConfig(SoakConfig):
     kinds: tuple[str, ...] = ("failover",)   # cycled over the failovers
     first_at: float = 0.4              # the first failover when this share of runs exists
     gap: float = 6.0                   # seconds between failovers (after a rebuild)
+    promote_after: float = 1.0         # kill -> pg_ctl promote (a failure detector's delay)
     rebuild: tuple[str, ...] = ("rewind", "basebackup")   # cycled over the rebuilds
     finish_burst: int = 60             # chat messages submitted at once (failover_finish)
     proxied_workers: int = 0
@@ -101,6 +102,9 @@ class FailoverFigures:
                 + (f"{f['first_finish_s']:.2f} s" if f.get("first_finish_s") is not None
                    else "none") + (f", first claim {f['first_claim_s']:.2f} s"
                                    if f.get("first_claim_s") is not None else "")
+                + (f"; promoted -> first claim {f['promoted_to_first_claim_s']:.2f} s, "
+                   f"first finish {f['promoted_to_first_finish_s']:.2f} s"
+                   if f.get("promoted_to_first_finish_s") is not None else "")
                 + (f", rebuilt by {f['rebuilt']} in {f['rebuild_s']:.1f} s"
                    if f.get("rebuilt") else ""))
         lines.append(f"acknowledged messages: {self.acknowledged}, in a succeeded run "
@@ -171,6 +175,7 @@ class Failover(Chaos):
                       detail={"running_at_kill": running})
         fault.at = self.pair.kill_primary()
         self.faults.append(fault)
+        time.sleep(self.config.promote_after)
         fault.ready_at = self.pair.promote()
         fault.detail["promote_s"] = fault.ready_at - fault.at
         self.recoveries[kind] += 1
@@ -219,10 +224,13 @@ class Failover(Chaos):
             db.close()
         for fault in self.faults:
             entry = {"kind": fault.kind, **fault.detail}
-            for event, key in (("run.finished", "first_finish_s"), ("run.claimed", "first_claim_s")):
+            for event, key in (("run.finished", "first_finish_s"),
+                               ("run.claimed", "first_claim_s")):
                 after = next((ts for ev, ts, _r in marks if ev == event and ts > fault.ready_at),
                              None)
                 entry[key] = None if after is None else after - fault.at
+                entry[key.replace("first_", "promoted_to_first_")] = (
+                    None if after is None else after - fault.ready_at)
             fig.failovers.append(entry)
         fig.rebuilds = list(self.pair.rebuilds)
         last = self.faults[-1].ready_at if self.faults else 0.0
@@ -261,7 +269,8 @@ class Failover(Chaos):
                     record = json.loads(line)
                 except ValueError:
                     continue
-                if record.get("message") == "run.finished" and record.get("run.id") in finished_late:
+                if record.get("message") == "run.finished" \
+                        and record.get("run.id") in finished_late:
                     finished += 1
             fig.finished_after_last_failover[slot.worker_id] = finished
             if not finished:

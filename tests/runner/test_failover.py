@@ -23,7 +23,8 @@ from soak.failover import SYNC_CHECKS, Failover, FailoverConfig  # noqa: E402
 
 def test_failover_to_a_synchronous_standby_loses_nothing_and_runs_nothing_twice():
     config = FailoverConfig(runs=400, workers=2, duration=8.0, seed=17, first_at=0.4,
-                            failovers=1, sync=True, drain_timeout=90.0, stream_readers=2)
+                            failovers=1, sync=True, promote_after=1.5, drain_timeout=90.0,
+                            stream_readers=2)
     soak = Failover(config)
     report = soak.run()
     figures = soak.figures
