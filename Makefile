@@ -7,7 +7,7 @@ PGTAP := /usr/share/postgresql/15/extension/pgtap.control
 CHROMEDRIVER := /usr/bin/chromedriver
 PYTEST_ARGS ?=
 
-.PHONY: setup test lint bench demo pg-server soak clean node-client
+.PHONY: setup test lint bench demo pg-server soak soak-failover clean node-client
 
 setup: $(VENV)/.installed $(PGTAP) $(CHROMEDRIVER)
 
@@ -71,6 +71,11 @@ pg-server:
 
 soak: setup
 	$(VENV)/bin/python -m soak.chaos
+
+# Failover to a streaming standby (soak/failover.py): sync, then async; the figures are in
+# docs/reliability.md.
+soak-failover: setup
+	$(VENV)/bin/python -m soak.failover
 
 bench: setup
 	$(PY) -m bench

@@ -91,6 +91,9 @@ class FailoverFigures:
     worker_generations: dict[str, int] = field(default_factory=dict)
     finished_after_last_failover: dict[str, int] = field(default_factory=dict)
     rebuilds: list[str] = field(default_factory=list)
+    not_succeeded: dict[str, int] = field(default_factory=dict)   # lane/state/reason
+    ran_twice: list[dict[str, Any]] = field(default_factory=list)  # async: same attempt twice
+    failover_times: list[float] = field(default_factory=list)
 
     def text(self) -> str:
         lines = [f"failover ({self.mode}): {len(self.failovers)} failovers, standby rebuilt by "
@@ -110,8 +113,15 @@ class FailoverFigures:
         lines.append(f"acknowledged messages: {self.acknowledged}, in a succeeded run "
                      f"{self.acknowledged_succeeded}, lost {self.acknowledged_lost}, "
                      f"in a run not succeeded {self.acknowledged_not_succeeded}")
+        lines.append("runs that did not succeed (lane/state/reason): " + (", ".join(
+            f"{k} {v}" for k, v in sorted(self.not_succeeded.items())) or "none"))
         lines.append(f"attempts whose claim was lost with the primary and the run claimed "
                      f"again: {self.refenced}")
+        if self.ran_twice:
+            lines.append("attempts started twice (a claim acknowledged by the old primary "
+                         "and lost, the run claimed again under the same fence): " + "; ".join(
+                             f"run {r['run']} attempt {r['attempt']} by "
+                             + ", ".join(r["started_by"]) for r in self.ran_twice))
         lines.append("worker generations: " + ", ".join(
             f"{k} {v}" for k, v in sorted(self.worker_generations.items()))
             + "; runs finished after the last failover, by worker: " + ", ".join(
@@ -216,6 +226,10 @@ class Failover(Chaos):
         db = Db(self.dsn, "failover-checks")
         try:
             self._acknowledged(db, fig)
+            rows = db.execute("select lane, state, coalesce(reason, ''), count(*) "
+                              "from runlane.runs where state <> 'succeeded' group by 1, 2, 3")
+            fig.not_succeeded = {f"{lane}/{state}/{reason}": n
+                                 for lane, state, reason, n in rows}
             marks = db.execute(
                 "select e.event, extract(epoch from pg_xact_commit_timestamp(e.xmin))::float8, "
                 "e.run_id from runlane.run_events as e where e.event in "
@@ -285,8 +299,10 @@ class Failover(Chaos):
 
     def _async_logs(self, report: Report) -> None:
         """Async mode: an attempt started in a log that the promoted journal never saw lost
-        its claim with the primary: counted (refenced), not a violation by itself; the
-        same (run, attempt) started by two workers stays a violation (Checks.logs)."""
+        its claim with the primary (counted: refenced, not a violation by itself). An
+        attempt started twice (Checks.logs) stays a violation: its claim was acknowledged
+        by the old primary, lost, and the same run claimed again under the same fence, so
+        both attempts passed the fence check; who started it and when is recorded."""
         kept = []
         for v in report.violations:
             if "started in a log, not in the journal" in v:
@@ -294,6 +310,29 @@ class Failover(Chaos):
             else:
                 kept.append(v)
         report.violations = kept
+        twice = {}
+        for v in kept:
+            if v.endswith("times in the logs"):
+                words = v.split()
+                twice[(int(words[1]), int(words[3]))] = []
+        if not twice:
+            return
+        kill_times = [f.at for f in self.faults]
+        for slot in self.slots:
+            for path in slot.logs:
+                for line in path.read_text(errors="replace").splitlines():
+                    if '"run.execution_started"' not in line:
+                        continue
+                    try:
+                        record = json.loads(line)
+                    except ValueError:
+                        continue
+                    key = (record.get("run.id"), record.get("run.attempt"))
+                    if key in twice:
+                        twice[key].append(path.stem)
+        self.figures.ran_twice = [
+            {"run": k[0], "attempt": k[1], "started_by": v} for k, v in twice.items()]
+        self.figures.failover_times = kill_times
 
 
 def run_mode(config: FailoverConfig) -> tuple[Report, FailoverFigures]:
