@@ -13,7 +13,12 @@ named synchronous again in sync mode. Kinds of failover, in order:
 
   failover          mid-burst: runs being submitted, claimed and run;
   failover_finish   in the middle of finish_runs batches: a burst of chat messages is
-                    submitted at once, and the primary dies as the first of them finish.
+                    submitted at once, and the primary dies as the first of them finish;
+  failover_upgrade  in the middle of a staged upgrade's migrate step: the database starts
+                    one migration behind (`upgrade_from`), `runlane migrate` applies the
+                    last one (0012: two indexes on runs, built while the load writes) and
+                    re-applies every function while the primary dies; it is run again on
+                    the promoted node, as an operator would.
 
 Then the queue drains on the last primary and every check of soak/chaos.py runs there
 (exactly one terminal state per run, fences 1, 2, 3… with never two live owners, no
@@ -29,11 +34,14 @@ own:
                     committed after the last promotion;
   recovery          printed, not asserted: kill -> first run finished on the new primary.
 
-In async mode the checks that read the database still hold the promoted database to
-them (it is a consistent prefix), and the worker logs show whether anything ran twice:
-an attempt started in a log but missing from the journal (its claim was lost with the
-primary, the run claimed again under the same fence) is counted as `refenced`; the same
-attempt started by two workers, or a write accepted from the old one, is a violation.
+In async mode (`--lag`: the primary's WAL senders are stopped that long before each
+kill, so the standby is that far behind, as a busy async standby is) the checks that read
+the database still hold the promoted database to them (it is a consistent prefix), and
+the worker logs show whether anything ran twice: an attempt started in a log under a
+claim the promoted journal never saw is counted (`refenced`); the same (run, attempt)
+started twice, by two workers or by one, is a violation and is named: its claim was
+acknowledged by the old primary and lost, and the run was claimed again on the promoted
+node under the same fence, so both attempts passed the fence check.
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ import argparse
 import json
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -50,12 +59,12 @@ from typing import Any
 
 import psycopg
 
-from runlane.migrate import migrate
+from runlane.migrate import migrate, migrations
 
 from .chaos import CHECKS, MARKER, Chaos, Db, Fault, Report, SoakConfig
 from .replication import ReplicatedPair
 
-FAILOVER_KINDS = ("failover", "failover_finish")
+FAILOVER_KINDS = ("failover", "failover_finish", "failover_upgrade")
 # Chaos checks that need a fault this soak does not inject, or the reply dropper.
 NOT_HERE = {"lost_acks", "maintenance_continues", "forged_start", "notify_queue"}
 SYNC_CHECKS = tuple(c for c in CHECKS if c not in NOT_HERE)
@@ -73,6 +82,9 @@ class FailoverConfig(SoakConfig):
     promote_after: float = 1.0         # kill -> pg_ctl promote (a failure detector's delay)
     rebuild: tuple[str, ...] = ("rewind", "basebackup")   # cycled over the rebuilds
     finish_burst: int = 60             # chat messages submitted at once (failover_finish)
+    upgrade_from: int = 11             # the schema the soak starts at (failover_upgrade)
+    lag: float = 0.0                   # async: the primary's WAL sender stopped this long
+                                       # before the kill (a lagging standby)
     proxied_workers: int = 0
     stream_readers: int = 2
     faults: tuple[str, ...] = ()
@@ -94,6 +106,7 @@ class FailoverFigures:
     not_succeeded: dict[str, int] = field(default_factory=dict)   # lane/state/reason
     ran_twice: list[dict[str, Any]] = field(default_factory=list)  # async: same attempt twice
     failover_times: list[float] = field(default_factory=list)
+    upgrade_after_drain: str = ""      # migrate once the load stopped (it kept deadlocking)
 
     def text(self) -> str:
         lines = [f"failover ({self.mode}): {len(self.failovers)} failovers, standby rebuilt by "
@@ -109,19 +122,27 @@ class FailoverFigures:
                    f"first finish {f['promoted_to_first_finish_s']:.2f} s"
                    if f.get("promoted_to_first_finish_s") is not None else "")
                 + (f", rebuilt by {f['rebuilt']} in {f['rebuild_s']:.1f} s"
-                   if f.get("rebuilt") else ""))
+                   if f.get("rebuilt") else "")
+                + (f"; migrate during: {f['migrate_during']}, after: {f['migrate_after']}"
+                   if "migrate_after" in f else ""))
         lines.append(f"acknowledged messages: {self.acknowledged}, in a succeeded run "
                      f"{self.acknowledged_succeeded}, lost {self.acknowledged_lost}, "
                      f"in a run not succeeded {self.acknowledged_not_succeeded}")
         lines.append("runs that did not succeed (lane/state/reason): " + (", ".join(
             f"{k} {v}" for k, v in sorted(self.not_succeeded.items())) or "none"))
-        lines.append(f"attempts whose claim was lost with the primary and the run claimed "
-                     f"again: {self.refenced}")
+        lines.append(f"attempts started under a claim the promoted node never saw: "
+                     f"{self.refenced}")
         if self.ran_twice:
             lines.append("attempts started twice (a claim acknowledged by the old primary "
                          "and lost, the run claimed again under the same fence): " + "; ".join(
                              f"run {r['run']} attempt {r['attempt']} by "
-                             + ", ".join(r["started_by"]) for r in self.ran_twice))
+                             + ", ".join(r["started_by"]) for r in self.ran_twice[:10])
+                         + (f" (… {len(self.ran_twice)} in all)" if len(self.ran_twice) > 10
+                            else ""))
+        if self.upgrade_after_drain:
+            lines.append("the upgrade's migrate step, retried after the failover while the "
+                         "load ran, kept failing; once the load stopped: "
+                         + self.upgrade_after_drain)
         lines.append("worker generations: " + ", ".join(
             f"{k} {v}" for k, v in sorted(self.worker_generations.items()))
             + "; runs finished after the last failover, by worker: " + ", ".join(
@@ -139,6 +160,8 @@ class Failover(Chaos):
         self.pair: ReplicatedPair | None = None
         self.figures = FailoverFigures(mode="sync" if config.sync else "async")
         self.burst: list[int] = []          # message ids of a finish burst
+        self.started_by: dict[tuple[str, int, int], list[str]] = {}
+        self.upgrade_detail: dict[str, Any] = {}
 
     def setup(self) -> None:
         self.pair = self.cluster = ReplicatedPair(sync=self.config.sync)
@@ -147,7 +170,9 @@ class Failover(Chaos):
             conn.execute("create database soak")
         self.dsn = self.pair.dsn_for("soak")
         with psycopg.connect(self.dsn, autocommit=True) as conn:
-            migrate(conn)
+            migrate(conn, to=self.config.upgrade_from
+                    if "failover_upgrade" in self.config.kinds[:self.config.failovers]
+                    else None)
             self._populate(conn)
         self.worker_help = subprocess.run(
             [sys.executable, "-m", "runlane", "worker", "--help"], capture_output=True,
@@ -179,17 +204,51 @@ class Failover(Chaos):
     def _failover(self, kind: str, db: Db) -> Fault:
         if kind == "failover_finish":
             self._finish_burst(db)
+        upgrade = None
+        if kind == "failover_upgrade":
+            upgrade = threading.Thread(target=self._migrate, args=("during",), daemon=True)
+            self.upgrade_detail = {}
         running = db.execute("select count(*) from runlane.runs where state = 'running'",
                              fetch="one")[0]
         fault = Fault(kind, at=0.0, target=self.pair.primary.name,
                       detail={"running_at_kill": running})
+        if self.config.lag and not self.config.sync:
+            self.pair.hold_replication()
+            time.sleep(self.config.lag)
+            fault.detail["lag_s"] = self.config.lag
+        if upgrade is not None:
+            upgrade.start()
+            time.sleep(self.rng.uniform(0.02, 0.3))   # inside the migrate step
         fault.at = self.pair.kill_primary()
         self.faults.append(fault)
         time.sleep(self.config.promote_after)
         fault.ready_at = self.pair.promote()
         fault.detail["promote_s"] = fault.ready_at - fault.at
         self.recoveries[kind] += 1
+        if upgrade is not None:
+            upgrade.join(60)
+            self._migrate("after")   # the operator runs it again on the new primary
+            fault.detail.update(self.upgrade_detail)
         return fault
+
+    def _migrate(self, when: str) -> None:
+        """`runlane migrate` (to the latest migration); what it applied, or how it failed.
+        After the failover it is tried again, as an operator would, while it is chosen as
+        a deadlock victim (40P01: 0012's DROP INDEX takes an ACCESS EXCLUSIVE lock on
+        runs while the workers write to it); the failures are recorded."""
+        failures = []
+        for _ in range(1 if when == "during" else 10):
+            try:
+                with psycopg.connect(self.dsn, autocommit=True, connect_timeout=5) as conn:
+                    applied = migrate(conn)
+                self.upgrade_detail[f"migrate_{when}"] = (
+                    [m.version for m in applied] or "done") if not failures else (
+                    f"{[m.version for m in applied] or 'done'} after {', '.join(failures)}")
+                return
+            except Exception as exc:  # noqa: BLE001 - recorded: the primary died under it
+                failures.append(f"{getattr(exc, 'sqlstate', None) or type(exc).__name__}")
+                time.sleep(0.2)
+        self.upgrade_detail[f"migrate_{when}"] = "failed: " + ", ".join(failures)
 
     def _finish_burst(self, db: Db) -> None:
         """A burst of chat messages at once; returns as the first of them finish, so the
@@ -226,6 +285,18 @@ class Failover(Chaos):
         db = Db(self.dsn, "failover-checks")
         try:
             self._acknowledged(db, fig)
+            latest = migrations()[-1].version
+            schema = db.execute("select max(version) from runlane.schema_migrations",
+                                fetch="one")[0]
+            if schema != latest:   # the load is over: the operator's last try
+                self.upgrade_detail = {}
+                self._migrate("after_drain")
+                fig.upgrade_after_drain = str(self.upgrade_detail.get("migrate_after_drain"))
+                schema = db.execute("select max(version) from runlane.schema_migrations",
+                                    fetch="one")[0]
+            if schema != latest:
+                self.violations.append(f"the schema is at {schema}, not {latest}, after the "
+                                       "upgrade was run again on the promoted node")
             rows = db.execute("select lane, state, coalesce(reason, ''), count(*) "
                               "from runlane.runs where state <> 'succeeded' group by 1, 2, 3")
             fig.not_succeeded = {f"{lane}/{state}/{reason}": n
@@ -250,6 +321,23 @@ class Failover(Chaos):
         last = self.faults[-1].ready_at if self.faults else 0.0
         finished_late = {r for ev, ts, r in marks if ev == "run.finished" and ts > last}
         self._same_workers(fig, finished_late)
+        self._read_starts()
+
+    def _read_starts(self) -> None:
+        """(worker, run, attempt) -> [worker] for every run.execution_started logged so far
+        (the queue is drained: every attempt has started), for _async_logs."""
+        self.started_by = {}
+        for slot in self.slots:
+            for path in slot.logs:
+                for line in path.read_text(errors="replace").splitlines():
+                    if '"run.execution_started"' not in line:
+                        continue
+                    try:
+                        record = json.loads(line)
+                    except ValueError:
+                        continue
+                    key = (slot.worker_id, record.get("run.id"), record.get("run.attempt"))
+                    self.started_by.setdefault(key, []).append(path.stem)
 
     def _acknowledged(self, db: Db, fig: FailoverFigures) -> None:
         acked = list(self.acknowledged)
@@ -317,22 +405,12 @@ class Failover(Chaos):
                 twice[(int(words[1]), int(words[3]))] = []
         if not twice:
             return
-        kill_times = [f.at for f in self.faults]
-        for slot in self.slots:
-            for path in slot.logs:
-                for line in path.read_text(errors="replace").splitlines():
-                    if '"run.execution_started"' not in line:
-                        continue
-                    try:
-                        record = json.loads(line)
-                    except ValueError:
-                        continue
-                    key = (record.get("run.id"), record.get("run.attempt"))
-                    if key in twice:
-                        twice[key].append(path.stem)
+        for slot in self.slots:   # read in _drain: the logs are gone by now
+            for key in twice:
+                twice[key] += self.started_by.get((slot.worker_id, *key), [])
         self.figures.ran_twice = [
             {"run": k[0], "attempt": k[1], "started_by": v} for k, v in twice.items()]
-        self.figures.failover_times = kill_times
+        self.figures.failover_times = [f.at for f in self.faults]
 
 
 def run_mode(config: FailoverConfig) -> tuple[Report, FailoverFigures]:
@@ -351,6 +429,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=60.0,
                         help="seconds the load is spread over")
     parser.add_argument("--seed", type=int, default=20261130)
+    parser.add_argument("--lag", type=float, default=0.5,
+                        help="async: seconds the primary's WAL sender is stopped before "
+                        "each kill (a lagging standby; 0: as it comes)")
     parser.add_argument("--json", dest="json_path", default=None)
     args = parser.parse_args(argv)
     results = {}
@@ -361,9 +442,12 @@ def main(argv: list[str] | None = None) -> int:
             runs=args.runs, workers=args.workers, duration=args.duration, seed=args.seed,
             sync=sync, failovers=args.failovers, kinds=FAILOVER_KINDS,
             first_at=0.15, gap=max(2.0, args.duration / (args.failovers + 2) - 4.0),
-            checks=SYNC_CHECKS if sync else ASYNC_CHECKS, drain_timeout=180.0)
+            checks=SYNC_CHECKS if sync else ASYNC_CHECKS, drain_timeout=180.0,
+            lag=0.0 if sync else args.lag)
         print(f"failover soak ({mode}): {config.runs} runs over {config.duration:.0f} s, "
-              f"{config.workers} workers, {config.failovers} failovers", flush=True)
+              f"{config.workers} workers, {config.failovers} failovers"
+              + (f", standby held back {config.lag} s before each kill" if config.lag else ""),
+              flush=True)
         report, figures = run_mode(config)
         print(report.text())
         print(figures.text(), flush=True)

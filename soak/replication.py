@@ -260,6 +260,16 @@ class ReplicatedPair:
                                        f"{node.cluster._log_tail()}")
                 time.sleep(0.05)
 
+    def hold_replication(self) -> None:
+        """SIGSTOP of the primary's WAL senders: from now on the primary commits WAL its
+        standby does not receive (an async standby's lag, made visible). The kill that
+        follows takes the stopped senders with it, and that WAL with them. Sync mode
+        would stop every commit instead (each waits for the standby)."""
+        with psycopg.connect(self.primary.dsn_for("postgres"), autocommit=True) as conn:
+            pids = [r[0] for r in conn.execute("select pid from pg_stat_replication")]
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+
     def kill_primary(self) -> float:
         """SIGKILL of the primary's postmaster (its pid from postmaster.pid), then of every
         process it started, as a machine that dies takes them all: no backend finishes
