@@ -86,6 +86,9 @@ class FailoverConfig(SoakConfig):
     lag: float = 0.0                   # async: the primary's WAL sender stopped this long
                                        # before the kill (a lagging standby)
     proxied_workers: int = 0
+    # A worker resends a write for up to half a lease: the chaos soak's 4 s would fail
+    # attempts across a 1-2 s failover by design (a background run then fails `stale`).
+    lease: float = 10.0
     stream_readers: int = 2
     faults: tuple[str, ...] = ()
     checks: tuple[str, ...] = SYNC_CHECKS
