@@ -73,7 +73,8 @@ soak: setup
 	$(VENV)/bin/python -m soak.chaos
 
 # Failover to a streaming standby (soak/failover.py): sync, then async; the figures are in
-# docs/reliability.md.
+# docs/reliability.md (section 21). It exits 1 today: the async run shows what an async
+# standby costs (lost acknowledged commits, attempts run twice under a re-issued fence).
 soak-failover: setup
 	$(VENV)/bin/python -m soak.failover
 
