@@ -9,6 +9,13 @@ Guarantees:
   session) or the transaction was rolled back to break a deadlock, a serialization
   conflict or a lock_timeout (`is_resendable`). By default it keeps resending, with
   backoff, for up to half a lease; `retries=0` is for callers with their own schedule;
+- after the listener lost its connection (`connection_lost`: a failover or a restart),
+  a backoff between resends ends as soon as the listener is connected again
+  (`connection_back`, `pause`), and every lane pool is replaced then by a fresh one:
+  the old pool's idle connections lead to the dead server, and its own reconnect
+  attempts back off for seconds (psycopg_pool: 1 s doubling), so a run's write would
+  wait for them; statements running on the old pool finish there, whoever waits for
+  one of its connections is turned away (PoolClosed) and resends on the new pool;
 - `write_seqs` says whether the schema numbers writes and keys claims (migration 0004).
   Writes that carry a number are applied once even when resent; without it the worker
   sends NULL numbers and keys (the same calls, not deduplicated).
@@ -26,6 +33,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from .. import log
+from ..eventloop import wait_event
 from .config import WorkerConfig
 
 # Write sequence numbers and claim keys need migration 0004 (runs.write_seq,
@@ -87,17 +95,66 @@ class Database:
         # its statement, the pool drops it and call() resends on a fresh one.
         self.conn_kwargs: dict[str, Any] = {
             "autocommit": True, "application_name": config.application_name}
-        self.pools = {lane: AsyncConnectionPool(
-            config.dsn, min_size=1, max_size=config.pool_size, open=False,
-            kwargs=self.conn_kwargs, name=f"runlane-{lane}")
-            for lane in config.lanes}
+        self.pools = {lane: self._pool(lane) for lane in config.lanes}
         self.write_seqs = False  # migration 0004 applied: numbered writes, keyed claims
+        # Set while the listener's connection is up; a fresh, unset event after it broke,
+        # set again when it reconnects (see pause()).
+        self.reachable = asyncio.Event()
+        self.reachable.set()
+        self._renewals: set[asyncio.Task] = set()
+
+    def connection_lost(self) -> None:
+        """The listener's connection broke: the server may be gone (a failover, a
+        restart); backoffs from now on end as soon as it is back (pause())."""
+        if self.reachable.is_set():
+            self.reachable = asyncio.Event()
+
+    def _pool(self, lane: str) -> AsyncConnectionPool:
+        return AsyncConnectionPool(
+            self.config.dsn, min_size=1, max_size=self.config.pool_size, open=False,
+            kwargs=self.conn_kwargs, name=f"runlane-{lane}")
+
+    def connection_back(self) -> None:
+        """The listener is connected again after a loss: whoever waits out a backoff
+        tries at once, and every lane pool is replaced by a fresh one (see the module's
+        docstring: the old one's connections lead to the dead server and its own
+        reconnects back off for seconds)."""
+        self.reachable.set()
+        for lane in list(self.pools):
+            task = asyncio.create_task(self._renew(lane))
+            self._renewals.add(task)
+            task.add_done_callback(self._renewals.discard)
+
+    async def _renew(self, lane: str) -> None:
+        fresh = self._pool(lane)
+        try:
+            await fresh.open(wait=False)
+        except BaseException:
+            await fresh.close()
+            raise
+        old, self.pools[lane] = self.pools[lane], fresh
+        log.get().info("worker.pool_renewed", **{"run.lane": lane})
+        try:
+            await old.close(timeout=5.0)
+        except Exception as exc:  # noqa: BLE001 - the old pool is gone either way
+            log.get().warning("worker.pool_close_failed", **log.error_fields(exc))
+
+    async def pause(self, seconds: float) -> None:
+        """Sleep `seconds` before a resend; cut short when the listener reconnects after
+        a loss (the server is back: a promoted standby, a restarted primary)."""
+        event = self.reachable
+        if event.is_set():
+            await asyncio.sleep(seconds)
+        else:
+            await wait_event(event, seconds)
 
     async def open(self) -> None:
         for pool in self.pools.values():
             await pool.open(wait=False)
 
     async def close(self) -> None:
+        for task in list(self._renewals):
+            task.cancel()
         for pool in self.pools.values():
             await pool.close()
 
@@ -131,7 +188,7 @@ class Database:
                         raise
                 elif time.monotonic() + backoff > deadline:
                     raise
-                await asyncio.sleep(backoff)
+                await self.pause(backoff)
                 backoff = min(backoff * 2, 1.0)
         raise AssertionError("unreachable")
 

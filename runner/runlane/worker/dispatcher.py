@@ -17,6 +17,10 @@ Guarantees:
 - a claim whose connection broke is resent with the SAME claim key on a fresh connection
   (for up to half a lease), so a lost reply returns the runs it claimed instead of
   leaving them to their lease;
+- when the listener loses its connection (connection_lost: a failover, a restart), the
+  claim connection is presumed dead too and the next claim opens a fresh one instead of
+  failing on it first; the waits between resends and after a failed pass end as soon as
+  the listener is connected again (Database.pause), and its reconnect wakes every lane;
 - runs a closed gate skipped come back in the claim's reply and are logged run.skipped;
   each claimed run is handed to the supervisor, and the page's messages are read in one
   run_messages_many call (a run missing from it reads its own).
@@ -126,6 +130,13 @@ class LaneDispatcher:
         # Opened by the lane's first pass, reopened by the pass after it broke.
         self.claim_conn: psycopg.AsyncConnection | None = None
         self.claim_size = config.claim_batch
+        self.drop_claim_conn = False  # set by connection_lost: reopen before the next claim
+
+    def connection_lost(self) -> None:
+        """The listener's connection broke: this lane's claim connection, to the same
+        server, is presumed dead; the next claim opens a fresh one (the connection is not
+        closed here: a claim may be using it)."""
+        self.drop_claim_conn = True
 
     def stop(self) -> None:
         """No new pass and no new page from now on; the loop returns."""
@@ -164,7 +175,7 @@ class LaneDispatcher:
             except Exception as exc:  # noqa: BLE001 - the dispatcher must keep going
                 log.get().warning("dispatch.pass_failed",
                                   **{"run.lane": lane, **log.error_fields(exc)})
-                await asyncio.sleep(0.5)
+                await self.db.pause(0.5)
                 event.set()  # try the pass again rather than wait for the next scan
 
     async def pass_once(self) -> None:
@@ -212,6 +223,12 @@ class LaneDispatcher:
         backoff = 0.05
         while True:
             conn = self.claim_conn
+            if self.drop_claim_conn and conn is not None:
+                self.drop_claim_conn = False
+                self.claim_conn = None
+                with contextlib.suppress(Exception):
+                    await conn.close()
+                conn = None
             try:
                 if conn is None or conn.closed:
                     conn = self.claim_conn = await psycopg.AsyncConnection.connect(
@@ -230,7 +247,7 @@ class LaneDispatcher:
                     raise
                 log.get().info("dispatch.claim_resent", **{"run.lane": lane},
                                **log.error_fields(exc))
-                await asyncio.sleep(backoff)
+                await self.db.pause(backoff)
                 backoff = min(backoff * 2, 1.0)
 
     async def _prefetch_messages(self, runs: list[RunHandle]) -> dict[int, list[Message]]:

@@ -9,7 +9,13 @@ Guarantees:
   ignored (runlane.hints): the periodic scan finds the work anyway. Handling a payload
   never raises, so no notification behind it waits;
 - after every (re)connect every lane is woken, so whatever was committed while nobody
-  listened is scanned at once; a lost connection is retried with backoff until stop().
+  listened is scanned at once; a lost connection is retried at once, then with a short
+  backoff (0.05 s doubling to 0.5 s) until stop(): the listener is the part that finds a
+  promoted standby first (multi-host DSN), so it must not sleep through the promotion;
+- a lost connection is reported (`lost`) as soon as the socket says so, before the
+  retries: the worker's other connections to that server are presumed dead too (a
+  failover, a restart), and the first (re)connect after it is reported (`back`): the
+  server is reachable again, whatever waits out a backoff may try at once.
 A notification is only ever a hint: every rule about which run may start is the
 database's (claim_runs).
 """
@@ -36,12 +42,16 @@ class Listener:
     """LISTENs for run hints and hands each to its lane (see the module's docstring)."""
 
     def __init__(self, dsn: str, conn_kwargs: dict[str, Any], worker_id: str,
-                 notify: Callable[[str | None], None], stop_hint: Callable[[int], None]):
+                 notify: Callable[[str | None], None], stop_hint: Callable[[int], None],
+                 lost: Callable[[], None] | None = None,
+                 back: Callable[[], None] | None = None):
         self.dsn = dsn
         self.conn_kwargs = conn_kwargs
         self.worker_id = worker_id
         self._notify = notify  # a lane (None: every lane) makes one more pass
         self._stop_hint = stop_hint  # a Stop may concern this run
+        self._lost = lost  # the connection broke: the server may be gone (a failover)
+        self._back = back  # connected again after a loss
         self.stopping = False
 
     def stop(self) -> None:
@@ -49,8 +59,9 @@ class Listener:
         self.stopping = True
 
     async def run(self) -> None:
-        """LISTENs until stop(), reconnecting with backoff (0.1 s doubling to 5 s)."""
-        backoff, connected_before = 0.1, False
+        """LISTENs until stop(), reconnecting at once after a loss, then with backoff
+        (0.05 s doubling to 0.5 s) while the server stays away."""
+        backoff, connected_before, lost = 0.0, False, False
         while not self.stopping:
             try:
                 async with await psycopg.AsyncConnection.connect(
@@ -59,13 +70,20 @@ class Listener:
                     log.get().info("listener.reconnected" if connected_before
                                    else "listener.listening",
                                    **{"worker.id": self.worker_id})
-                    connected_before, backoff = True, 0.1
+                    connected_before, backoff = True, 0.0
+                    if lost and self._back is not None:
+                        lost = False
+                        self._back()
                     self._notify(None)  # every lane: scan whatever was missed meanwhile
                     await self._receive_notifications(conn.pgconn)
             except psycopg.Error as exc:
                 log.get().warning("listener.lost", **log.error_fields(exc))
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
+                if not lost and self._lost is not None:
+                    lost = True
+                    self._lost()
+                if backoff:
+                    await asyncio.sleep(backoff)
+                backoff = min(max(backoff * 2, 0.05), 0.5)
 
     async def _receive_notifications(self, pgconn: Any) -> None:
         """Hands every notification to its lane from the socket's reader callback, until

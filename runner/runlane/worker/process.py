@@ -55,7 +55,8 @@ class Worker:
         self.wake = {lane: d.wake for lane, d in self.dispatchers.items()}
         self.registry = Registry(config, self.database)
         self.listener = Listener(config.dsn, self.database.conn_kwargs, config.worker_id,
-                                 self.notify, self.stop_hint)
+                                 self.notify, self.stop_hint, self._connection_lost,
+                                 self.database.connection_back)
         self.maintenance = (Maintenance(config.dsn, config.maintenance,
                                         config.application_name)
                             if config.maintenance else None)
@@ -173,6 +174,13 @@ class Worker:
         elif lane is None:
             for event in self.wake.values():
                 event.set()
+
+    def _connection_lost(self) -> None:
+        """The listener's connection broke (a failover, a restart): the other connections
+        to that server are presumed dead (see Database and LaneDispatcher)."""
+        self.database.connection_lost()
+        for dispatcher in self.dispatchers.values():
+            dispatcher.connection_lost()
 
     def _spawn(self, coro: Any) -> asyncio.Task:
         task = asyncio.create_task(coro)

@@ -2,7 +2,9 @@
 
 Guarantees:
 - the claim is the run's durable ownership; the supervisor keeps it with a heartbeat
-  every lease/3 (the first one a timer, not a task: most runs end before it fires);
+  every lease/3 (the first one a timer, not a task: most runs end before it fires); a
+  beat that failed on a broken connection is tried again a beat later, or as soon as the
+  listener reconnects after a loss (Database.pause: a failover, a restart);
 - a heartbeat answering false, or any RL001, stops the agent task at once (the run is
   lost) and nothing more is written for the run but the one canceled finish the
   database accepts only for a stopped run still owned by this attempt (Finisher.end_lost);
@@ -163,10 +165,13 @@ class Supervisor:
             except psycopg.Error as exc:
                 if exc.sqlstate == "RL001":
                     owned = False
-                else:  # a broken connection: try again next beat; the lease still runs
+                else:  # a broken connection: the lease still runs; try again next beat,
+                    # or as soon as the listener is back after a loss (a promoted standby,
+                    # a restarted server), so an outage costs as little lease as it can
                     log.get().warning("run.heartbeat_failed",
                                       **run.fields, **log.error_fields(exc))
-                    owned = True
+                    await self.db.pause(self._beat_interval)
+                    continue
             if not owned:
                 run.lose("heartbeat_refused")
                 return
