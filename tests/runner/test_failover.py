@@ -18,7 +18,12 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # `soak` sits beside `tests`, outside the installed package
     sys.path.insert(0, str(ROOT))
 
+import psycopg  # noqa: E402
+import pytest  # noqa: E402
+
+from runlane.migrate import migrate  # noqa: E402
 from soak.failover import SYNC_CHECKS, Failover, FailoverConfig  # noqa: E402
+from soak.replication import ReplicatedPair  # noqa: E402
 
 
 def test_failover_to_a_synchronous_standby_loses_nothing_and_runs_nothing_twice():
@@ -44,3 +49,49 @@ def test_failover_to_a_synchronous_standby_loses_nothing_and_runs_nothing_twice(
     assert set(figures.worker_generations.values()) == {1}, "no worker was restarted"
     assert not any(k.endswith(("/queued", "/running")) for k in report.by_lane_state), \
         "nothing is left queued or running"
+
+
+def test_a_claim_lost_with_an_asynchronous_standby_is_never_handed_out_again():
+    """An asynchronous standby may lack a claim the old primary acknowledged: the worker
+    holding it goes on, and the promoted primary hands the run out again. The new claim
+    must carry a higher fence (the promoted server's timeline is folded into the fences it
+    hands out), so the lost claim's writes are refused (RL001): fences never go backwards
+    and no two attempts share one. Before, the promoted primary handed out the lost fence
+    itself (fence + 1 of what it had), and both attempts' writes were accepted."""
+    with ReplicatedPair(sync=False) as pair:
+        with psycopg.connect(pair.primary.dsn_for("postgres"), autocommit=True) as conn:
+            conn.execute("create database lost")
+        with psycopg.connect(pair.primary.dsn_for("lost")) as conn:
+            migrate(conn)
+            conn.execute("select runlane.put_org('org-l')")
+            conn.execute("select runlane.put_user('owner-l', 'org-l')")
+            conn.execute("""select runlane.put_agent('agent-l', '{"org_id": "org-l",
+                            "owner_id": "owner-l", "model": "m"}')""")
+            run_id = conn.execute("select run_id from runlane.submit_message("
+                                  "'agent-l', 'thread-l', 'hello')").fetchone()[0]
+            conn.commit()
+        pair.wait_caught_up()
+        pair.hold_replication()  # from here the standby receives nothing
+        with psycopg.connect(pair.primary.dsn_for("lost"), autocommit=True) as conn:
+            lost = conn.execute("select run_id, fence from runlane.claim_runs("
+                                "'worker-old', array['interactive'], 1)").fetchone()
+        assert lost[0] == run_id  # acknowledged by the old primary only
+        pair.kill_primary()
+        pair.promote()
+        with psycopg.connect(pair.dsn_for("lost"), autocommit=True) as conn:
+            assert conn.execute("select fence, state from runlane.runs where run_id = %s",
+                                (run_id,)).fetchone() == (lost[1] - 1, "queued"), \
+                "the promoted primary never saw the claim"
+            again = conn.execute("select run_id, fence from runlane.claim_runs("
+                                 "'worker-new', array['interactive'], 1)").fetchone()
+            assert again[0] == run_id
+            assert again[1] > lost[1], "the new claim's fence is above the lost one"
+            with pytest.raises(psycopg.Error) as refused:
+                conn.execute("select runlane.append_output(%s, %s, 'text', 'old attempt')",
+                             (run_id, lost[1]))
+            assert refused.value.sqlstate == "RL001"
+            conn.execute("select runlane.append_output(%s, %s, 'text', 'new attempt')",
+                         (run_id, again[1]))
+            assert conn.execute("select array_agg(body) from runlane.run_outputs "
+                                "where run_id = %s", (run_id,)).fetchone()[0] \
+                == ["new attempt"]

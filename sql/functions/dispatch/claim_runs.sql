@@ -39,7 +39,9 @@
 -- * Per worker, at most runlane.max_per_org (a session setting; unset: no bound) running
 --   runs of one organization: locked runs over the bound are left queued.
 -- * Each claimed run gets fence + 1, attempts + 1, a lease of p_lease, its computer lease
---   in the same transaction, and first_started_at once, after computer ownership.
+--   in the same transaction, and first_started_at once, after computer ownership. After
+--   a failover the fence is at least the promoted server's floor (runlane._fence_floor):
+--   fences never go backwards, even past claims an asynchronous standby lost.
 -- * Each claim journals run.claimed with its fence, attempt and resumed (whether the run
 --   had a checkpoint: the attempt continues the earlier attempts' output; without one it
 --   starts over and their output is superseded, runlane.superseded_through).
@@ -116,6 +118,7 @@ declare
     v_orgs text[] := '{}';
     v_computers text[] := '{}';
     v_accepted bigint[];
+    v_fence_floor bigint := 0;
     v_computers_taken bigint[] := '{}';
     v_claimed bigint[];
     v_idle boolean := false;
@@ -625,11 +628,18 @@ begin
         );
     end if;
 
+    -- Fences on this server's timeline start above every fence an earlier primary handed
+    -- out (runlane._fence_floor): a claim lost with an asynchronous standby is never
+    -- handed out again under its own fence.
+    if cardinality(v_accepted) > 0 then
+        v_fence_floor := runlane._fence_floor();
+    end if;
+
     -- Computer ownership first: a lease that is live for another run is left alone, and
     -- that run is not claimed (it stays queued, untouched).
     if cardinality(v_computers) > 0 then
         with wanted as (
-            select r.computer_id, r.run_id, r.fence + 1 as fence
+            select r.computer_id, r.run_id, greatest(r.fence + 1, v_fence_floor) as fence
             from runlane.runs as r
             where r.run_id = any(v_accepted) and r.computer_id is not null
             order by r.computer_id
@@ -651,7 +661,7 @@ begin
         update runlane.runs as r
         set state = 'running',
             reason = null,
-            fence = r.fence + 1,
+            fence = greatest(r.fence + 1, v_fence_floor),
             attempts = r.attempts + 1,
             lease_owner = p_worker,
             lease_expires_at = now() + p_lease,
