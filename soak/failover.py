@@ -38,10 +38,12 @@ In async mode (`--lag`: the primary's WAL senders are stopped that long before e
 kill, so the standby is that far behind, as a busy async standby is) the checks that read
 the database still hold the promoted database to them (it is a consistent prefix), and
 the worker logs show whether anything ran twice: an attempt started in a log under a
-claim the promoted journal never saw is counted (`refenced`); the same (run, attempt)
-started twice, by two workers or by one, is a violation and is named: its claim was
-acknowledged by the old primary and lost, and the run was claimed again on the promoted
-node under the same fence, so both attempts passed the fence check.
+claim the promoted journal never saw is counted (`refenced`: the promoted node hands the
+run out again under a higher fence, runlane._fence_floor, so the lost claim's writes are
+refused); the same (run, attempt, fence) started twice, by two workers or by one, is a
+violation and is named. What the standby never received and a client or reader had
+already seen is counted as lost, not as a violation: acknowledged messages, a
+first_response_at set again later by the re-run, a stream that showed outputs since lost.
 """
 
 from __future__ import annotations
@@ -103,6 +105,9 @@ class FailoverFigures:
     acknowledged_lost: int = 0         # async: acknowledged, not on the promoted standby
     acknowledged_not_succeeded: int = 0
     refenced: int = 0                  # async: attempts whose claim was lost, claimed again
+    # async: what was acknowledged, shown, and then lost with the primary (not violations)
+    first_responses_moved: int = 0     # a first response lost; the re-run set it again
+    streams_showed_lost: int = 0       # a reader showed outputs the promoted node lacks
     worker_generations: dict[str, int] = field(default_factory=dict)
     finished_after_last_failover: dict[str, int] = field(default_factory=dict)
     rebuilds: list[str] = field(default_factory=list)
@@ -135,9 +140,12 @@ class FailoverFigures:
             f"{k} {v}" for k, v in sorted(self.not_succeeded.items())) or "none"))
         lines.append(f"attempts started under a claim the promoted node never saw: "
                      f"{self.refenced}")
+        if self.mode == "async":
+            lines.append(f"lost with the primary, not violations: {self.first_responses_moved}"
+                         " first_response_at values set again later, "
+                         f"{self.streams_showed_lost} stream lines about outputs since lost")
         if self.ran_twice:
-            lines.append("attempts started twice (a claim acknowledged by the old primary "
-                         "and lost, the run claimed again under the same fence): " + "; ".join(
+            lines.append("attempts started twice under one fence (a violation): " + "; ".join(
                              f"run {r['run']} attempt {r['attempt']} by "
                              + ", ".join(r["started_by"]) for r in self.ran_twice[:10])
                          + (f" (… {len(self.ran_twice)} in all)" if len(self.ran_twice) > 10
@@ -391,16 +399,23 @@ class Failover(Chaos):
     def _async_logs(self, report: Report) -> None:
         """Async mode: an attempt started in a log that the promoted journal never saw lost
         its claim with the primary (counted: refenced, not a violation by itself). An
-        attempt started twice (Checks.logs) stays a violation: its claim was acknowledged
-        by the old primary, lost, and the same run claimed again under the same fence, so
-        both attempts passed the fence check; who started it and when is recorded."""
+        attempt started twice under one fence (Checks.logs) stays a violation; who started
+        it and when is recorded. A first response or a stream line that showed what was
+        then lost is counted as lost (figures), not as a violation."""
         kept = []
         for v in report.violations:
             if "started in a log, not in the journal" in v:
                 self.figures.refenced += 1
+            elif v.startswith("first_response_at of run ") and " moved from " in v:
+                self.figures.first_responses_moved += 1   # the acknowledged value was lost
+            elif v.startswith(("the stream of run ", "a stream reader of run ")):
+                self.figures.streams_showed_lost += 1     # it showed what was then lost
             else:
                 kept.append(v)
         report.violations = kept
+        for check in ("streams",):
+            report.violations_by_check[check] = sum(
+                1 for v in kept if v.startswith(("the stream of run ", "a stream reader of run ")))
         twice = {}
         for v in kept:
             if v.endswith("times in the logs"):

@@ -274,4 +274,4 @@ class RunHandle:
     @property
     def fields(self) -> dict[str, Any]:
         return {"run.id": self.run_id, "run.lane": self.lane, "run.trigger": self.trigger,
-                "run.attempt": self.attempt}
+                "run.attempt": self.attempt, "run.fence": self.fence}
