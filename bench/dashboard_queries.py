@@ -103,7 +103,7 @@ group by c.owner_id, b;
 def pages(run_id: int, agent: str, watched: list[int]) -> dict[str, list[tuple[str, dict]]]:
     """Each page's statements with the arguments the dashboard passes."""
     return {
-        "overview": [(queries.LANES, {}), (queries.DELAY, {"threshold": timedelta(seconds=30)}),
+        "overview": [(queries.OVERVIEW, {"threshold": timedelta(seconds=30)}),
                      (queries.MINUTES, {"since": timedelta(hours=1)})],
         "organizations": [(queries.ORGS, {}), (queries.OWNERS, {})],
         "agents": [(queries.AGENTS, {}), (queries.LAST_RUNS, {})],
@@ -112,7 +112,7 @@ def pages(run_id: int, agent: str, watched: list[int]) -> dict[str, list[tuple[s
         "run": [(queries.RUN_STATUS, {"run": run_id}), (queries.RUN_TIMING, {"run": run_id}),
                 (queries.OUTPUTS, {"run": run_id, "after": 0, "limit": 500})],
         "hub tick (overview + 10 runs)": [
-            (queries.LANES, {}), (queries.DELAY, {"threshold": timedelta(seconds=30)}),
+            (queries.OVERVIEW, {"threshold": timedelta(seconds=30)}),
             (queries.WATCHED, {"runs": watched})],
     }
 
@@ -185,7 +185,8 @@ def main(argv=None) -> list[str]:
                         key = _short(sql)
                         if len(statements_ms.setdefault(key, [])) < args.calls:
                             statements_ms[key].append(timed(api, [(sql, params)]) * 1000)
-            lanes = api.execute(queries.LANES).fetchall()
+            lanes = api.execute(queries.OVERVIEW,
+                                {"threshold": timedelta(seconds=30)}).fetchall()
         finally:
             api.close()
         info = _common.machine(pg)
@@ -203,7 +204,7 @@ def main(argv=None) -> list[str]:
                        f"(goal < {GOAL_MS:.0f} ms: {verdict})")
     summary.append("  each statement alone, p50: " + ", ".join(
         f"{key} {_common.percentile(ms, 0.5):.1f} ms" for key, ms in statements_ms.items()))
-    summary.append(f"  lane_status saw {lanes}")
+    summary.append(f"  lane_overview saw {lanes}")
     path = _common.write_result("dashboard_queries", {
         "machine": info, "queued": args.queued, "finished": args.finished,
         "running": RUNNING, "agents": AGENTS, "results": results, "goal_ms": GOAL_MS,
