@@ -106,9 +106,15 @@ def pages(run_id: int, agent: str, watched: list[int]) -> dict[str, list[tuple[s
         "overview": [(queries.OVERVIEW, {"threshold": timedelta(seconds=30)}),
                      (queries.MINUTES, {"since": timedelta(hours=1)})],
         "organizations": [(queries.ORGS, {}), (queries.OWNERS, {})],
-        "agents": [(queries.AGENTS, {}), (queries.LAST_RUNS, {})],
+        # a page of 100 agents (and one more, the next page's first), unfiltered and with
+        # a filter that 111 of the 5,000 agents match (every agent read to find them)
+        "agents": [(queries.AGENT_PAGE, {"from": None, "limit": 101, "match": None,
+                                         "status": None})],
+        "agents, filtered": [(queries.AGENT_PAGE, {"from": None, "limit": 101,
+                                                   "match": "agent49", "status": None})],
         "agent journal": [(queries.JOURNAL, {"agent": agent, "limit": 100}),
-                          (queries.AGENTS, {})],
+                          (queries.AGENT_PAGE, {"from": agent, "limit": 1, "match": None,
+                                                "status": None})],
         "run": [(queries.RUN_STATUS, {"run": run_id}), (queries.RUN_TIMING, {"run": run_id}),
                 (queries.OUTPUTS, {"run": run_id, "after": 0, "limit": 500})],
         "hub tick (overview + 10 runs)": [
@@ -117,9 +123,11 @@ def pages(run_id: int, agent: str, watched: list[int]) -> dict[str, list[tuple[s
     }
 
 
-def _short(sql: str) -> str:
-    """The function a statement calls: `runlane.lane_status` -> lane_status."""
-    return sql.split("runlane.", 1)[1].split("(", 1)[0]
+def _short(sql: str, params: dict) -> str:
+    """The function a statement calls: `runlane.lane_status` -> lane_status (agent_page
+    with its filter, when it has one)."""
+    name = sql.split("runlane.", 1)[1].split("(", 1)[0]
+    return f"{name} (filtered)" if params.get("match") else name
 
 
 def timed(conn: psycopg.Connection, statements: list[tuple[str, dict]]) -> float:
@@ -182,7 +190,7 @@ def main(argv=None) -> list[str]:
                     timings[name].append(timed(api, statements) * 1000)
                 for statements in plan.values():  # each statement alone, for the breakdown
                     for sql, params in statements:
-                        key = _short(sql)
+                        key = _short(sql, params)
                         if len(statements_ms.setdefault(key, [])) < args.calls:
                             statements_ms[key].append(timed(api, [(sql, params)]) * 1000)
             lanes = api.execute(queries.OVERVIEW,
