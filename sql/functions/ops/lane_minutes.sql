@@ -65,12 +65,19 @@ begin
         values (1, 'interactive'), (2, 'background')
     ),
     unfinished as materialized (
-        -- every unfinished run, counted in one pass with no key to check per entry (the
-        -- cheapest read of a long queue), split between the two lanes
-        select count(*) as n, count(*) filter (where r.lane = 'interactive') as interactive
-        from runlane.runs as r
-        where r.state in ('queued', 'running')
-          and (v_org is null or r.org_id = v_org)
+        -- every unfinished run, counted per lane on an index that holds the lane's
+        -- unfinished runs only (as lane_overview counts them), without a sort or a group
+        select
+            (
+                select count(*) from runlane.runs as r
+                where r.lane = 'interactive' and r.state in ('queued', 'running')
+                  and (v_org is null or r.org_id = v_org)
+            ) as interactive,
+            (
+                select count(*) from runlane.runs as r
+                where r.lane = 'background' and r.state in ('queued', 'running')
+                  and (v_org is null or r.org_id = v_org)
+            ) as background
     ),
     window_queue as (
         -- the queued runs created in each minute of the window: a range of
@@ -95,7 +102,7 @@ begin
         select q.lane, q.m, q.n from window_queue as q
         union all
         select l.lane, 0,
-               case l.lane when 'interactive' then u.interactive else u.n - u.interactive end
+               case l.lane when 'interactive' then u.interactive else u.background end
                - (
                    select count(*) from runlane.runs as r
                    where r.lane = l.lane and r.state = 'running'

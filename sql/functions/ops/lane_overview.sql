@@ -14,15 +14,14 @@
 -- instant. Read-only; counts only, no text. A login scoped to an organization
 -- (runlane._api_org) counts that organization's runs only.
 --
--- Cost: the queue is counted, never grouped or judged run by run: one pass over the
--- unfinished runs with no key to check per entry (split between the lanes by one
--- comparison), then short ranges of runs_unfinished_lane_idx (lane, state, claim_class,
--- created_at): the running runs, the class 1 runs (scheduled, reaction), those created
--- after the instant or the bound, and the first entry of each class. Only the queued
--- runs with a wake time (a retry's backoff, a delayed start: few) are judged one by one,
--- read on runs_queued_exceptions_idx (migration 0013). With 100,000 queued runs
--- lane_status and queue_delay_status each judged every run (22 + 17 ms,
--- bench/dashboard_queries.py).
+-- Cost: the queue is counted, never grouped or judged run by run: each lane's unfinished
+-- runs on an index that holds them only, then short ranges of runs_unfinished_lane_idx
+-- (lane, state, claim_class, created_at): the running runs, the class 1 runs (scheduled,
+-- reaction), those created after the instant or the bound, and the first entry of each
+-- class. Only the queued runs with a wake time (a retry's backoff, a delayed start: few)
+-- are judged one by one, read on runs_queued_exceptions_idx (migration 0013). With
+-- 100,000 queued runs lane_status and queue_delay_status each judged every run (22 +
+-- 17 ms, bench/dashboard_queries.py).
 create or replace function runlane.lane_overview(
     p_threshold interval default '30 seconds',
     p_now timestamptz default now()
@@ -49,8 +48,8 @@ declare
     v_org text := runlane._api_org();  -- a scoped login counts its organization's runs only
     v_bound timestamptz;  -- a run due at or before this instant has waited p_threshold
     v_lane text;
-    v_unfinished bigint;  -- unfinished runs of both lanes, and of the interactive one
-    v_interactive bigint;
+    v_interactive bigint;  -- unfinished runs of each lane
+    v_background bigint;
     v_class0 bigint;  -- queued runs of claim class 0 / 1
     v_class1 bigint;
     v_running bigint;
@@ -70,13 +69,22 @@ begin
     perform runlane._check_instant('now', p_now);
     v_bound := p_now - p_threshold;
 
-    -- every unfinished run, counted in one pass with no key to check per entry (the
-    -- cheapest read of a long queue), split between the two lanes
-    select count(*), count(*) filter (where r.lane = 'interactive')
-    into v_unfinished, v_interactive
-    from runlane.runs as r
-    where r.state in ('queued', 'running')
-      and (v_org is null or r.org_id = v_org);
+    -- every unfinished run, counted per lane on an index that holds the lane's unfinished
+    -- runs only, without a sort or a group (the cheapest read of a long queue); the
+    -- background lane's are at most one per agent (runs_one_unfinished_background_run_
+    -- per_agent), the interactive lane's are the long queue
+    select
+        (
+            select count(*) from runlane.runs as r
+            where r.lane = 'interactive' and r.state in ('queued', 'running')
+              and (v_org is null or r.org_id = v_org)
+        ),
+        (
+            select count(*) from runlane.runs as r
+            where r.lane = 'background' and r.state in ('queued', 'running')
+              and (v_org is null or r.org_id = v_org)
+        )
+    into v_interactive, v_background;
 
     foreach v_lane in array array['interactive', 'background'] loop
         -- the rest, ranges of runs_unfinished_lane_idx that are short however long the
@@ -136,8 +144,7 @@ begin
                 limit 1
             )
         into v_class1, v_running, v_late, v_recent0, v_first, v_first0;
-        v_class0 := case v_lane when 'interactive' then v_interactive
-                                else v_unfinished - v_interactive end
+        v_class0 := case v_lane when 'interactive' then v_interactive else v_background end
                     - v_running - v_class1;
 
         -- judged one by one: the queued runs with a wake time (greatest() and coalesce()
