@@ -86,8 +86,8 @@ def test_agents_list_filter_and_journal(conn, api_dsn):
         off = c.get("/agents", params={"status": "off"}).text
         journal = c.get("/agents/agent-chat").text
         missing = c.get("/agents/no-such-agent")
-    assert re.findall(r'<tr data-agent="([^"]+)"', listing) == [
-        "agent-timer", "&lt;b&gt;agent-odd&lt;/b&gt;", "agent-chat", "agent-night"]
+    assert re.findall(r'<tr data-agent="([^"]+)"', listing) == [  # agent_id order
+        "&lt;b&gt;agent-odd&lt;/b&gt;", "agent-chat", "agent-night", "agent-timer"]
     timer = re.search(r'<tr data-agent="agent-timer">(.*?)</tr>', listing, re.S).group(1)
     assert "Europe/Berlin" in timer and "scheduled" in timer and "09:00" in timer
     assert "<b>agent-odd</b>" not in listing  # escaped, never markup
@@ -99,6 +99,41 @@ def test_agents_list_filter_and_journal(conn, api_dsn):
     assert "retry" in journal and "running" in journal
     assert missing.status_code == 404
     assert MARKER not in listing + journal  # prompts are never shown
+
+
+def test_agents_come_a_page_at_a_time_with_the_filter_kept_across_pages(conn, api_dsn):
+    # 230 agents: the list shows 100 at a time in agent_id order, each page links the next
+    # (keyset: the next page starts at the agent after the last shown), the filter and
+    # the status travel with the link, and the last page has no next link
+    names = [f"agent-p{g:03d}" for g in range(1, 230)]
+    conn.execute("select runlane_test.agent('agent-p' || lpad(g::text, 3, '0'), 'org-p') "
+                 "from generate_series(1, 229) as g")
+    conn.execute("select runlane_test.agent('agent-p1', 'org-p')")  # before agent-p100
+    names = sorted(names + ["agent-p1"])
+    conn.execute("update runlane.agents set enabled = false where agent_id like '%%7'")
+
+    def walk(c: TestClient, url: str) -> list[list[str]]:
+        pages = []
+        while url:
+            html = c.get(url).text
+            pages.append(re.findall(r'<tr data-agent="([^"]+)"', html))
+            following = re.search(r'id="next-page" rel="next" href="([^"]+)"', html)
+            url = following and following.group(1).replace("&amp;", "&")
+        return pages
+
+    with client(api_dsn) as c:
+        everyone = walk(c, "/agents")
+        matching = walk(c, "/agents?q=-P1")
+        switched_off = walk(c, "/agents?q=agent-p&status=off")
+        unknown = c.get("/agents", params={"status": "<script>"})
+    assert [len(p) for p in everyone] == [100, 100, 30]
+    assert sum(everyone, []) == names
+    assert [len(p) for p in matching] == [100, 1]  # agent-p1, agent-p100 .. agent-p199
+    assert sum(matching, []) == [n for n in names if "-p1" in n]
+    assert sum(switched_off, []) == [n for n in names if n.endswith("7")]
+    # an unknown status filters nothing (and is never echoed as markup)
+    assert unknown.status_code == 200 and "<script>" not in unknown.text
+    assert len(re.findall(r'<tr data-agent=', unknown.text)) == 100
 
 
 def test_run_page_timing_outputs_hidden_unless_asked_and_escaped(conn, api_dsn):

@@ -100,6 +100,9 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.queue_delay_status(interval,timestamp with time zone)": BOTH,
     "runlane.owner_spend(timestamp with time zone)": BOTH,
     "runlane.agent_last_runs()": BOTH,
+    # the overview's counts and warning in one read, and a page of agents (issue 16)
+    "runlane.lane_overview(interval,timestamp with time zone)": BOTH,
+    "runlane.agent_page(text,integer,text,text)": BOTH,
     # the journal's event counts across every organization, for the worker's /metrics
     "runlane.journal_counts()": WORKER,
     # schedules and budget: read-only queries

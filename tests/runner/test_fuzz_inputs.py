@@ -620,6 +620,11 @@ def test_limits_and_intervals_are_validated(conn, roles):
             "%(now)s::timestamptz)",
         ),
         "owner_spend": (api, "select * from runlane.owner_spend(%(now)s::timestamptz)"),
+        "lane_overview": (
+            api,
+            "select * from runlane.lane_overview(%(interval)s::interval, %(now)s::timestamptz)",
+        ),
+        "agent_page": (api, "select * from runlane.agent_page(null, %(limit)s::int)"),
         "drain_legacy_deliveries": (
             worker,
             "select runlane.drain_legacy_deliveries(%(limit)s::int)",
@@ -912,6 +917,10 @@ def _sample_values(conn, api, worker) -> dict[str, object]:
         "p_user_id": "user-null",
         "p_patch": Jsonb({}),
         "p_idempotency_key": "key-null",  # the keyed submit_message and run_now
+        # the dashboard's page of agents (agent_page)
+        "p_from": "agent-null",
+        "p_match": "null",
+        "p_status": "manual",
     }
 
 
@@ -954,6 +963,11 @@ def test_a_null_in_any_argument_of_any_public_function_is_refused_clearly_or_har
     assert outcomes[("claim_runs", "p_limit")] == "22023"
     assert outcomes[("run_detail", None)] == "ok"
     assert outcomes[("run_detail", "p_run_id")] == "22004"
+    # a page of agents: no start, no text filter or no status filter is every agent
+    assert [outcomes[("agent_page", n)] for n in (None, "p_from", "p_match", "p_status")] \
+        == ["ok"] * 4
+    assert outcomes[("agent_page", "p_limit")] == "22004"
+    assert outcomes[("lane_overview", "p_threshold")] == "22004"
     assert sum(1 for state in outcomes.values() if state == "ok") > 10
     assert_consistent(conn)
 

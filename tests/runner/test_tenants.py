@@ -57,7 +57,7 @@ NO_OBJECTS = {"parse_schedule", "next_slot"}
 # (test_a_scoped_api_login_sees_only_its_organization_in_the_operator_views).
 FILTERED_VIEWS = {"lane_status", "org_status", "agent_schedules", "timing_summary",
                   "lane_minutes", "queue_delay_status", "owner_spend",
-                  "agent_last_runs"}
+                  "agent_last_runs", "lane_overview", "agent_page"}
 
 
 def _db(dsn: str) -> str:
@@ -390,17 +390,27 @@ def test_a_scoped_api_login_sees_only_its_organization_in_the_operator_views(
                     "select owner_id from runlane.owner_spend()")],
                 "last_runs": [r[0] for r in c.execute(
                     "select agent_id from runlane.agent_last_runs()")],
+                # the overview's one read and the agents page
+                "overview": c.execute(
+                    "select lane, queued, running, delayed_runs from runlane.lane_overview("
+                    "'0 seconds') order by lane").fetchall(),
+                "page": [r[0] for r in c.execute(
+                    "select agent_id from runlane.agent_page()")],
             }
 
     assert views(login("runlane_api")) == {
         "lanes": [("background", 0, 0), ("interactive", 2, 1)],
         "orgs": ["org-a", "org-b"], "agents": ["agent-a", "agent-b"], "started": 2,
         "journal_a": 2, "waiting": [("background", 0), ("interactive", 2)], "delayed": 2,
-        "owners": ["owner-of-org-a", "owner-of-org-b"], "last_runs": ["agent-a", "agent-b"]}
+        "owners": ["owner-of-org-a", "owner-of-org-b"], "last_runs": ["agent-a", "agent-b"],
+        "overview": [("background", 0, 0, 0), ("interactive", 2, 1, 2)],
+        "page": ["agent-a", "agent-b"]}
     scoped = login("runlane_api", org="org-a")
     assert views(scoped) == {"lanes": [("background", 0, 0), ("interactive", 1, 0)],
                              "orgs": ["org-a"], "agents": ["agent-a"], "started": 1,
                              "journal_a": 2, "waiting": [("background", 0), ("interactive", 1)],
                              "delayed": 1, "owners": ["owner-of-org-a"],
-                             "last_runs": ["agent-a"]}
+                             "last_runs": ["agent-a"],
+                             "overview": [("background", 0, 0, 0), ("interactive", 1, 0, 1)],
+                             "page": ["agent-a"]}
     assert _error(scoped, "select * from runlane.agent_journal('agent-b')", {})[0] == "RL008"

@@ -45,6 +45,8 @@ COOKIE = "runlane_dashboard_token"
 KEEPALIVE = 15.0  # seconds between SSE comments on a quiet stream
 TERMINAL = {"succeeded", "failed", "canceled", "skipped"}
 LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "::1", "[::1]"]
+AGENTS_PER_PAGE = 100
+AGENT_STATUSES = ["scheduled", "manual", "off", "locked", "no_model"]  # agent_page's
 # The seed's five durations of a run, in the order a person reads them.
 DURATIONS = [
     ("run.pre_run_wait_ms", "pre-run wait", "message to run created"),
@@ -89,6 +91,16 @@ def fmt_ms(ms: int | None) -> str:
 
 def fmt_time(value: datetime | None) -> str:
     return "–" if value is None else value.strftime("%Y-%m-%d %H:%M:%S %Z").strip()
+
+
+def agent_view(row: dict[str, Any]) -> dict[str, Any]:
+    """An agent_page row as the agents page shows it: its newest run apart (or None)."""
+    view = {k: v for k, v in row.items() if not k.startswith("last_")}
+    view["last"] = None if row["last_run_id"] is None else {
+        "run_id": row["last_run_id"], "created_at": row["last_created_at"],
+        "lane": row["last_lane"], "trigger": row["last_trigger"], "state": row["last_state"],
+        "reason": row["last_reason"]}
+    return view
 
 
 def series(minutes: list[dict[str, Any]] | None) -> dict[str, Any]:
@@ -209,28 +221,30 @@ def create_app(dsn: str, *, token: str | None = None, allow_actions: bool = Fals
     async def agents(request: Request) -> Response:
         q = request.query_params.get("q", "").strip()
         status = request.query_params.get("status", "")
+        status = status if status in AGENT_STATUSES else ""
+        start = request.query_params.get("from") or None
         try:
-            rows = await hub.rows(queries.AGENTS)
-            last = {r["agent_id"]: r for r in await hub.rows(queries.LAST_RUNS)}
+            rows = await hub.rows(queries.AGENT_PAGE, {"from": start, "limit": AGENTS_PER_PAGE + 1,
+                                                       "match": q or None,
+                                                       "status": status or None})
         except psycopg.Error as exc:
             return refused(request, exc)
-        statuses = sorted({r["status"] for r in rows})
-        needle = q.lower()
-        shown = [dict(r, last=last.get(r["agent_id"])) for r in rows
-                 if (not needle or needle in r["agent_id"].lower()
-                     or needle in r["org_id"].lower() or needle in (r["schedule"] or "").lower())
-                 and (not status or r["status"] == status)]
+        # one more than a page was asked for: the extra agent starts the next page
+        following = rows[AGENTS_PER_PAGE]["agent_id"] if len(rows) > AGENTS_PER_PAGE else None
+        shown = [agent_view(r) for r in rows[:AGENTS_PER_PAGE]]
         return page(request, "agents.html", title="Agents", active="agents", agents=shown,
-                    total=len(rows), q=q, status=status, statuses=statuses)
+                    q=q, status=status, statuses=AGENT_STATUSES, start=start,
+                    following=following)
 
     async def agent(request: Request) -> Response:
         agent_id = request.path_params["agent_id"]
         try:
             journal = await hub.rows(queries.JOURNAL, {"agent": agent_id, "limit": 100})
-            schedule = next((r for r in await hub.rows(queries.AGENTS)
-                             if r["agent_id"] == agent_id), None)
+            found = await hub.rows(queries.AGENT_PAGE, {"from": agent_id, "limit": 1,
+                                                        "match": None, "status": None})
         except psycopg.Error as exc:
             return refused(request, exc)
+        schedule = next((r for r in found if r["agent_id"] == agent_id), None)
         return page(request, "agent.html", title=f"Agent {agent_id}", active="agents",
                     agent_id=agent_id, schedule=schedule, journal=journal)
 

@@ -1,11 +1,12 @@
 """One LISTEN connection per dashboard process, fanned out to every browser watching.
 
 The hub holds the only listener (channels runlane_runs and runlane_outputs) and the only
-periodic reads: while at least one browser watches the overview it reads lane_status and
-queue_delay_status at most once per `tick` (1 s) and at once after a run hint, and
-lane_minutes at most once per `minutes_every`; while browsers watch runs it reads their
-run_status in one statement per tick (a finish or a claim sends no notification, so a
-state change is seen within a tick). However many browsers watch, the database sees one
+periodic reads: while at least one browser watches the overview it reads lane_overview
+(lane_status and queue_delay_status in one read of the queue) at most once per `tick`
+(1 s) and at once after a run hint, and lane_minutes at most once per `minutes_every`;
+while browsers watch runs it reads their run_status in one statement per tick (a finish
+or a claim sends no notification, so a state change is seen within a tick). However many
+browsers watch, the database sees one
 listener and these few reads, and never more than a fifth of the time (a round is followed
 by four times its own duration of rest: with a very long queue, updates slow down instead
 of the reads piling up). Each watcher waits on a version number that the hub raises
@@ -31,6 +32,20 @@ from .. import eventloop, hints, log
 from . import queries
 
 REST = 4.0  # a refresh round is followed by at least REST times its own duration of rest
+LANE_FIELDS = ("lane", "queued", "due", "running", "oldest_due_wait_ms")
+
+
+def overview_of(rows: list[dict[str, Any]], threshold: timedelta) -> dict[str, Any]:
+    """lane_overview's rows as the overview shows them: lane_status's rows and
+    queue_delay_status's one (the lanes' delayed runs summed, the longest wait of any)."""
+    waits = [r["oldest_delayed_wait_ms"] for r in rows
+             if r["oldest_delayed_wait_ms"] is not None]
+    return {
+        "lanes": [{k: r[k] for k in LANE_FIELDS} for r in rows],
+        "delay": {"delayed_runs": sum(r["delayed_runs"] for r in rows),
+                  "oldest_wait_ms": max(waits) if waits else None,
+                  "threshold_ms": threshold // timedelta(milliseconds=1)},
+    }
 
 
 @dataclass
@@ -83,9 +98,8 @@ class Hub:
             return await cur.fetchall()
 
     async def read_overview(self) -> dict[str, Any]:
-        lanes = await self.rows(queries.LANES)
-        delay = (await self.rows(queries.DELAY, {"threshold": self.threshold}))[0]
-        return {"lanes": lanes, "delay": delay}
+        return overview_of(await self.rows(queries.OVERVIEW, {"threshold": self.threshold}),
+                           self.threshold)
 
     async def read_minutes(self) -> list[dict[str, Any]]:
         return await self.rows(queries.MINUTES, {"since": timedelta(hours=1)})

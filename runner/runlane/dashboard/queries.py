@@ -3,13 +3,17 @@ runlane_api may execute (sql/functions/ops, dispatch, outputs, timing): never a 
 
 from __future__ import annotations
 
-LANES = "select * from runlane.lane_status()"
-DELAY = "select * from runlane.queue_delay_status(p_threshold => %(threshold)s::interval)"
+# lane_status and queue_delay_status in one read of the queue (the overview and the hub's
+# live round): each lane's counts and its part of the queue-delay warning.
+OVERVIEW = ("select * from runlane.lane_overview(p_threshold => %(threshold)s::interval)")
 MINUTES = "select * from runlane.lane_minutes(p_since => %(since)s::interval)"
 ORGS = "select * from runlane.org_status()"
 OWNERS = "select * from runlane.owner_spend()"
-AGENTS = "select * from runlane.agent_schedules()"
-LAST_RUNS = "select * from runlane.agent_last_runs()"
+# One page of agents (keyset on agent_id: the page from `from`), filtered in the database,
+# so a page costs what its agents cost however many there are.
+AGENT_PAGE = ("select * from runlane.agent_page(p_from => %(from)s::text, "
+              "p_limit => %(limit)s::int, p_match => %(match)s::text, "
+              "p_status => %(status)s::text)")
 JOURNAL = ("select * from runlane.agent_journal(p_agent_id => %(agent)s::text, "
            "p_limit => %(limit)s::int)")
 RUN_STATUS = "select * from runlane.run_status(p_run_id => %(run)s::bigint)"

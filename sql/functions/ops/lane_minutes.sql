@@ -61,87 +61,151 @@ begin
     v_first := p_now - (v_minutes - 1) * interval '1 minute';
 
     return query
-    with unfinished as not materialized (
-        -- GUARD: the runs that can matter are unfinished ones (runs_unfinished_lane_idx,
-        -- which covers these columns: an index-only scan) and those finished after the
-        -- window opened (runs_finished_idx); no other run waited or answered in it. Each
-        -- part is read once per use, never materialized.
-        select r.lane, r.created_at, coalesce(r.first_started_at, r.finished_at) as left_at
-        from runlane.runs as r
-        where r.state in ('queued', 'running')
-          and (v_org is null or r.org_id = v_org)
+    with lanes (ord, lane) as (
+        values (1, 'interactive'), (2, 'background')
     ),
-    answered as not materialized (
-        -- the unfinished runs that may have answered: only a run that has started can
-        -- have a first response (a running run, or a queued retry), found on the covering
-        -- index and only those read from the table, one primary-key probe each, not the
-        -- whole queue (LIMIT 1 keeps the probe a nested loop: the planner, judging
-        -- first_started_at by the finished history, expects most of the queue to match
-        -- and would hash the whole table).
-        select u.lane, r.created_at, r.first_response_at, r.source_message_id
-        from runlane.runs as u
+    unfinished as materialized (
+        -- every unfinished run, counted per lane on an index that holds the lane's
+        -- unfinished runs only (as lane_overview counts them), without a sort or a group
+        select
+            (
+                select count(*) from runlane.runs as r
+                where r.lane = 'interactive' and r.state in ('queued', 'running')
+                  and (v_org is null or r.org_id = v_org)
+            ) as interactive,
+            (
+                select count(*) from runlane.runs as r
+                where r.lane = 'background' and r.state in ('queued', 'running')
+                  and (v_org is null or r.org_id = v_org)
+            ) as background
+    ),
+    window_queue as (
+        -- the queued runs created in each minute of the window: a range of
+        -- runs_unfinished_lane_idx per lane, claim class and minute, counted
+        select l.lane, g.m, sum(w.n) as n
+        from lanes as l
+        cross join (values (0::smallint), (1::smallint)) as c (claim_class)
+        cross join generate_series(1, v_minutes - 1) as g (m)
         cross join lateral (
-            select x.created_at, x.first_response_at, x.source_message_id
-            from runlane.runs as x
-            where x.run_id = u.run_id
-            limit 1
-        ) as r
-        where u.state in ('queued', 'running')
-          and u.first_started_at is not null
-          and (v_org is null or u.org_id = v_org)
+            select count(*) as n from runlane.runs as r
+            where r.lane = l.lane and r.state = 'queued' and r.claim_class = c.claim_class
+              and r.created_at > v_first + (g.m - 1) * interval '1 minute'
+              and r.created_at <= v_first + g.m * interval '1 minute'
+              and (v_org is null or r.org_id = v_org)
+        ) as w
+        group by l.lane, g.m
     ),
-    finished as not materialized (
-        select r.lane, r.created_at, r.first_response_at, r.source_message_id,
-               coalesce(r.first_started_at, r.finished_at) as left_at
+    queue as (
+        -- every queued run, counted, never judged: per minute of the window those created
+        -- in it; in minute 0 those created before it (the lane's unfinished runs less the
+        -- running ones, those of the window and those created after p_now)
+        select q.lane, q.m, q.n from window_queue as q
+        union all
+        select l.lane, 0,
+               case l.lane when 'interactive' then u.interactive else u.background end
+               - (
+                   select count(*) from runlane.runs as r
+                   where r.lane = l.lane and r.state = 'running'
+                     and (v_org is null or r.org_id = v_org)
+               ) - (
+                   select count(*) from runlane.runs as r
+                   where r.lane = l.lane and r.state = 'queued' and r.claim_class in (0, 1)
+                     and r.created_at > p_now
+                     and (v_org is null or r.org_id = v_org)
+               ) - coalesce((select sum(q.n) from window_queue as q where q.lane = l.lane), 0)
+        from lanes as l
+        cross join unfinished as u
+    ),
+    judged as (
+        -- the runs judged one by one, few however long the queue is: the running ones,
+        -- the queued ones that are not simply waiting in line (a wake time, or started
+        -- before: runs_queued_exceptions_idx, migration 0013) and those finished after
+        -- the window opened (runs_finished_idx). queued_too marks those the count above
+        -- holds as waiting since their creation: taken back out of it, then counted as
+        -- what they are.
+        select r.lane, r.run_id, r.created_at, r.first_started_at,
+               coalesce(r.first_started_at, r.finished_at) as left_at,
+               null::timestamptz as first_response_at, null::bigint as source_message_id,
+               false as queued_too, false as finished
+        from runlane.runs as r
+        where r.state = 'running'
+          and (v_org is null or r.org_id = v_org)
+        union all
+        select r.lane, r.run_id, r.created_at, r.first_started_at,
+               coalesce(r.first_started_at, r.finished_at),
+               null::timestamptz, null::bigint, true, false
+        from runlane.runs as r
+        where r.state = 'queued'
+          and (r.wake_at is not null or r.first_started_at is not null or r.finished_at is not null)
+          and (v_org is null or r.org_id = v_org)
+        union all
+        select r.lane, r.run_id, r.created_at, r.first_started_at,
+               coalesce(r.first_started_at, r.finished_at),
+               r.first_response_at, r.source_message_id, false, true
         from runlane.runs as r
         where r.finished_at > v_first - interval '1 minute'
           and r.state not in ('queued', 'running')
           and (v_org is null or r.org_id = v_org)
     ),
     waits as (
-        -- the minutes a run was counted in: from the first minute_end at or after its
-        -- creation up to (not including) the first at or after it left the queue, as
-        -- (lane, first, end) groups: a few hundred rows however long the queue is
-        -- (float8 seconds: numeric arithmetic on 100,000 rows cost 150 ms).
+        -- the judged runs as (lane, first, end) groups: the minutes a run was counted in
+        -- run from the first minute_end at or after its creation up to (not including)
+        -- the first at or after it left the queue
         select
-            x.lane,
-            -- a run created before the window (most of a long queue) is in from minute 0:
-            -- a comparison, no arithmetic
+            j.lane,
             case
-                when x.created_at <= v_first then 0
-                else ceil(date_part('epoch', x.created_at - v_first) / 60)::int
+                when j.created_at <= v_first then 0
+                else ceil(date_part('epoch', j.created_at - v_first) / 60)::int
             end as m_in,
-            ceil(date_part('epoch', x.left_at - v_first) / 60)::int as m_out,
+            ceil(date_part('epoch', j.left_at - v_first) / 60)::int as m_out,
+            j.queued_too,
+            (j.left_at is null or j.left_at > v_first) as counted,
             count(*)::int as n
-        from (
-            select u.lane, u.created_at, u.left_at from unfinished as u
-            union all
-            select f.lane, f.created_at, f.left_at from finished as f
-        ) as x
-        where x.created_at <= p_now
-          and (x.left_at is null or x.left_at > v_first)
-        group by 1, 2, 3
+        from judged as j
+        where j.created_at <= p_now
+        group by 1, 2, 3, 4, 5
     ),
     deltas as (
         select s.lane, s.m, sum(s.delta)::int as delta
         from (
-            select w.lane, w.m_in as m, w.n as delta from waits as w
+            select q.lane, q.m, q.n as delta from queue as q
+            union all
+            -- a queued one the count holds as waiting since its creation: taken out
+            select w.lane, w.m_in, -w.n from waits as w where w.queued_too
+            union all
+            -- and counted as what it is: from its creation until it left the queue
+            select w.lane, w.m_in, w.n from waits as w where w.counted
             union all
             select w.lane, w.m_out, -w.n from waits as w
-            where w.m_out is not null and w.m_out < v_minutes
+            where w.counted and w.m_out < v_minutes
         ) as s
         group by s.lane, s.m
     ),
     samples as (
+        -- first responses: of finished runs as read, of unfinished ones that have started
+        -- (only they can have answered) from the table, one primary-key probe each
         select x.lane,
                ceil(date_part('epoch', x.first_response_at - v_first) / 60)::int as m,
-               runlane._ms_between(coalesce(msg.created_at, x.created_at), x.first_response_at) as ms
+               -- runlane._ms_between's expression, written out: a call of it (its SET
+               -- clause keeps it from being inlined) per sample cost 12 ms for 6,000
+               round(
+                   extract(epoch from (x.first_response_at - coalesce(msg.created_at, x.created_at)))
+                   * 1000
+               )::bigint as ms
         from (
-            select a.lane, a.created_at, a.first_response_at, a.source_message_id
-            from answered as a
+            select j.lane, j.created_at, j.first_response_at, j.source_message_id
+            from judged as j
+            where j.finished
             union all
-            select f.lane, f.created_at, f.first_response_at, f.source_message_id
-            from finished as f
+            select j.lane, t.created_at, t.first_response_at, t.source_message_id
+            from judged as j
+            cross join lateral (
+                select u.created_at, u.first_response_at, u.source_message_id
+                from runlane.runs as u
+                where u.run_id = j.run_id
+                limit 1
+            ) as t
+            where not j.finished and j.first_started_at is not null
         ) as x
         left join runlane.messages as msg on msg.message_id = x.source_message_id
         where x.first_response_at > v_first - interval '1 minute'

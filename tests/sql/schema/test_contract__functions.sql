@@ -1,6 +1,6 @@
 -- Every function DESIGN.md fixes exists with exactly its name and parameter types.
 begin;
-select plan(43);
+select plan(45);
 
 select has_function('runlane', 'submit_message', array['text', 'text', 'text'], 'submit_message(agent, thread, body)');
 select has_function('runlane', 'publish_run', array['bigint', 'timestamp with time zone'], 'publish_run(run, wake_at)');
@@ -78,6 +78,15 @@ select has_function(
 );
 select has_function('runlane', 'owner_spend', array['timestamp with time zone'], 'owner_spend(now)');
 select has_function('runlane', 'agent_last_runs', array[]::text[], 'agent_last_runs()');
+-- the overview's counts and warning in one read, a page of agents (issue 16, item 6)
+select has_function(
+    'runlane', 'lane_overview', array['interval', 'timestamp with time zone'],
+    'lane_overview(threshold, now)'
+);
+select has_function(
+    'runlane', 'agent_page', array['text', 'integer', 'text', 'text'],
+    'agent_page(from, limit, match, status)'
+);
 
 select * from finish();
 rollback;

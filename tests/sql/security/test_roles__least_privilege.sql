@@ -94,7 +94,7 @@ select is(
 -- agent_journal) are what an application reads about its agents and runs, each limited to
 -- the login's organization when it is scoped; so is run_detail (one run with its error);
 -- and so are the dashboard's views (lane_minutes, queue_delay_status, owner_spend,
--- agent_last_runs).
+-- agent_last_runs, lane_overview, agent_page).
 select set_eq(
     $$
         select p.proname::text
@@ -108,7 +108,8 @@ select set_eq(
         'put_org', 'put_user', 'put_agent',
         'lane_status', 'org_status', 'agent_schedules', 'timing_summary', 'agent_journal',
         'superseded_through', 'run_detail',
-        'lane_minutes', 'queue_delay_status', 'owner_spend', 'agent_last_runs'
+        'lane_minutes', 'queue_delay_status', 'owner_spend', 'agent_last_runs',
+        'lane_overview', 'agent_page'
     ],
     'the api role executes exactly the client functions'
 );
