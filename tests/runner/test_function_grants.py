@@ -159,6 +159,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane._check_id(text,text)": NOBODY,
     "runlane._check_wake_at(timestamp with time zone)": NOBODY,
     "runlane._check_body(text,text)": NOBODY,
+    "runlane._fence_floor()": NOBODY,
     "runlane._check_instant(text,timestamp with time zone)": NOBODY,
     "runlane._tick_failed(runlane.agents,timestamp with time zone,text)": NOBODY,
     "runlane.tg_agents__schedule()": NOBODY,

@@ -3,8 +3,9 @@
 --
 -- Guarantees: the gates of run_now raise the same way (RL008, RL002, RL003, RL004) and
 -- write nothing; so does a prompt over 1 MB (22023). Under the agent's lock: an
--- unfinished background run -> a 'skipped' run (reason already_running); the owner's weekly budget exhausted -> a 'skipped' run
--- (reason budget_exhausted); both journaled as run.skipped. Else a queued background run
+-- unfinished background run -> a 'skipped' run (reason already_running); the owner's
+-- weekly budget exhausted -> a 'skipped' run (reason budget_exhausted); both journaled
+-- as run.skipped. Else a queued background run
 -- with trigger p_trigger, prompt p_prompt (default: the agent's) and wake time p_wake_at.
 -- These runs are never marked as timer runs, so they are never coalesced or cancelled as
 -- redundant. Returns the run id. Does not notify: the caller publishes after commit.

@@ -11,8 +11,8 @@ select ok(
     'a private helper of claim_runs'
 );
 select is(
-    (select p.provolatile from pg_proc as p where p.oid = 'runlane._fence_floor()'::regprocedure),
-    'v'::"char",
+    (select p.provolatile::text from pg_proc as p where p.oid = 'runlane._fence_floor()'::regprocedure),
+    'v',
     'volatile: read at each claim, never folded into a cached plan'
 );
 
