@@ -9,8 +9,11 @@ then named in the error with its holder.
 
 from __future__ import annotations
 
+import threading
+
 import psycopg
 import pytest
+from worker_helpers import wait_until
 
 from runlane.migrate import (
     ACCESS_EXCLUSIVE as AE,
@@ -119,3 +122,38 @@ def test_a_held_lock_fails_after_lock_timeout_naming_table_and_holder(empty_db_d
             assert applied == list(range(1, 12))   # nothing of 0012 committed
             holder.rollback()
         assert [m.version for m in migrate(conn)][0] == 12
+
+
+def test_a_transaction_that_read_runs_and_then_writes_it_does_not_deadlock_with_0012(
+        empty_db_dsn):
+    """The cycle of issue 17, made deterministic: a worker-like transaction reads runs
+    (ACCESS SHARE) and, while migrate waits for its lock on runs, writes runs (ROW
+    EXCLUSIVE). Before, migrate held SHARE (0012's CREATE INDEX) and waited for ACCESS
+    EXCLUSIVE (DROP INDEX): PostgreSQL ended one of the two with 40P01. Now migrate holds
+    nothing on runs while it waits, the writer goes first, and both succeed."""
+    with psycopg.connect(empty_db_dsn, autocommit=True) as conn:
+        migrate(conn, to=11)
+    outcome: dict[str, object] = {}
+
+    def migrator() -> None:
+        try:
+            with psycopg.connect(empty_db_dsn, application_name="migrator") as mconn:
+                outcome["applied"] = [m.version for m in migrate(mconn, lock_timeout=30)]
+        except Exception as exc:  # noqa: BLE001 - asserted below
+            outcome["error"] = exc
+
+    with psycopg.connect(empty_db_dsn) as worker, \
+            psycopg.connect(empty_db_dsn, autocommit=True) as watcher:
+        worker.execute("select count(*) from runlane.runs")
+        thread = threading.Thread(target=migrator, daemon=True)
+        thread.start()
+        wait_until(lambda: watcher.execute("""
+            select 1 from pg_locks as l join pg_stat_activity as a on a.pid = l.pid
+            where a.application_name = 'migrator' and not l.granted
+              and l.relation = 'runlane.runs'::regclass""").fetchone(),
+            what="migrate to wait for its lock on runs")
+        worker.execute("update runlane.runs set cost = cost where false")
+        worker.commit()
+        thread.join(60)
+    assert "error" not in outcome, outcome.get("error")
+    assert outcome["applied"][0] == 12
