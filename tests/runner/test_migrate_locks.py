@@ -1,6 +1,6 @@
 """The table locks `runlane migrate` takes up front for each migration (issue 17).
 
-Every released migration is classified (none falls back to taking its locks as its
+Every released migration (0001-0013) is classified (none falls back to taking its locks as its
 statements come), and on a real database at the version before it, each one locks exactly
 the existing tables it touches, in sorted order, in the strongest mode it needs there.
 A lock held by another session is waited for in short attempts until --lock-timeout,
@@ -49,6 +49,7 @@ EXPECTED = {
     10: [("runlane.run_events", SHARE_UPDATE_EXCLUSIVE), ("runlane.runs", SHARE)],
     11: [("runlane.runs", SHARE)],
     12: [("runlane.runs", AE)],   # CREATE INDEX (SHARE) then DROP INDEX runs_agent_idx
+    13: [("runlane.runs", SHARE)],
 }
 
 
