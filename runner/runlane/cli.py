@@ -162,7 +162,8 @@ def fail(exc: BaseException, needs: str | None = None, dsn: str | None = None,
 @click.option("--to", "to", type=int, default=None,
               help="Stop after this migration (e.g. --to 2 for a staged upgrade).")
 @click.option("--lock-timeout", type=float, default=60.0, show_default=True,
-              help="Seconds to wait for another migrator's lock; then fail naming its pid.")
+              help="Seconds to wait for another migrator's lock, and for each migration's "
+                   "table locks (1 s attempts, retried); then fail naming the holders.")
 def migrate_cmd(dsn: str, to: int | None, lock_timeout: float) -> None:
     """Apply pending migrations, then re-apply the functions."""
     try:

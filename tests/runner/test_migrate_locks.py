@@ -1,0 +1,160 @@
+"""The table locks `runlane migrate` takes up front for each migration (issue 17).
+
+Every released migration (0001-0013) is classified (none falls back to taking its locks as its
+statements come), and on a real database at the version before it, each one locks exactly
+the existing tables it touches, in sorted order, in the strongest mode it needs there.
+A lock held by another session is waited for in short attempts until --lock-timeout,
+then named in the error with its holder.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import psycopg
+import pytest
+from worker_helpers import wait_until
+
+from runlane.migrate import (
+    ACCESS_EXCLUSIVE as AE,
+)
+from runlane.migrate import (
+    EXCLUSIVE,
+    ROW_EXCLUSIVE,
+    SHARE,
+    SHARE_ROW_EXCLUSIVE,
+    SHARE_UPDATE_EXCLUSIVE,
+    MigrationError,
+    covering_mode,
+    migrate,
+    migration_locks,
+    migrations,
+    planned_locks,
+)
+
+SRE = SHARE_ROW_EXCLUSIVE
+
+# What each migration locks on a database at the version before it. Tables it creates
+# itself do not exist yet and are not locked (nobody else can hold them).
+EXPECTED = {
+    1: [],
+    2: [("runlane.agents", AE), ("runlane.runs", AE)],
+    3: [("runlane.run_jobs", EXCLUSIVE), ("runlane.runs", AE), ("runlane.workers", EXCLUSIVE)],
+    4: [("runlane.runs", AE)],
+    5: [],
+    6: [("runlane.runs", AE)],
+    7: [("runlane.platform_settings", SRE), ("runlane.runs", SHARE)],
+    8: [("runlane.runs", SRE)],
+    9: [("runlane.agents", SRE), ("runlane.messages", SRE), ("runlane.runs", SRE)],
+    10: [("runlane.run_events", SHARE_UPDATE_EXCLUSIVE), ("runlane.runs", SHARE)],
+    11: [("runlane.runs", SHARE)],
+    12: [("runlane.runs", AE)],   # CREATE INDEX (SHARE) then DROP INDEX runs_agent_idx
+    13: [("runlane.runs", SHARE)],
+}
+
+
+def test_every_released_migration_locks_what_it_touches_up_front(empty_db_dsn):
+    known = migrations()
+    assert set(EXPECTED) <= {m.version for m in known}
+    with psycopg.connect(empty_db_dsn, autocommit=True) as conn:
+        for m in known:
+            if m.version > 1:
+                migrate(conn, to=m.version - 1)
+            planned = planned_locks(conn, m)
+            assert planned is not None, f"{m.version:04d} is not classified"
+            if m.version in EXPECTED:
+                assert planned == EXPECTED[m.version], m.version
+            assert planned == sorted(planned)
+
+
+def test_the_covering_mode_is_the_weakest_that_needs_no_upgrade():
+    assert covering_mode({SHARE}) == SHARE
+    assert covering_mode({SHARE, ROW_EXCLUSIVE}) == SRE   # not SHARE: its writes would wait
+    assert covering_mode({SHARE, AE}) == AE
+    assert covering_mode({ROW_EXCLUSIVE, SHARE_UPDATE_EXCLUSIVE}) == SHARE_UPDATE_EXCLUSIVE
+
+
+@pytest.mark.parametrize(("sql", "expected"), [
+    ("-- drop table runlane.x;\ncreate index if not exists i on runlane.runs (a);\n"
+     "/* alter table runlane.y */ drop index if exists runlane.i, runlane.j;",
+     {("table", "runs"): {SHARE}, ("index", "i"): {AE}, ("index", "j"): {AE}}),
+    ("alter table if exists only runlane.t add column c int references runlane.u (id);",
+     {("table", "t"): {AE}, ("table", "u"): {SRE}}),
+    ("lock table runlane.a, runlane.b; lock runlane.c in row exclusive mode;",
+     {("table", "a"): {AE}, ("table", "b"): {AE}, ("table", "c"): {ROW_EXCLUSIVE}}),
+    ("create function runlane.f() returns trigger language plpgsql as $f$ begin\n"
+     "  delete from runlane.x; return new; end $f$;\n"
+     "create trigger t before update on runlane.runs for each row execute function runlane.f();",
+     {("table", "runs"): {AE}}),
+    ("comment on table runlane.runs is 'drop table runlane.x; alter table runlane.y';",
+     {("table", "runs"): {SHARE_UPDATE_EXCLUSIVE}}),
+    ("do $d$ begin update runlane.runs set cost = 0; end $d$;",
+     {("table", "runs"): {ROW_EXCLUSIVE}}),
+])
+def test_statement_forms_are_classified(sql, expected):
+    assert migration_locks(sql) == expected
+
+
+@pytest.mark.parametrize("sql", [
+    "select runlane.rebuild_everything();",
+    "do $d$ begin execute 'alter table runlane.runs add column x int'; end $d$;",
+    "create index i on runs (a);",            # not schema-qualified
+    "reindex table runlane.runs;",
+])
+def test_a_statement_it_cannot_classify_keeps_the_old_behaviour(sql):
+    assert migration_locks(sql) is None
+
+
+def test_a_held_lock_fails_after_lock_timeout_naming_table_and_holder(empty_db_dsn):
+    with psycopg.connect(empty_db_dsn, autocommit=True) as conn:
+        migrate(conn, to=11)
+        with psycopg.connect(empty_db_dsn) as holder:
+            holder.execute("set application_name = 'reader-of-runs'")
+            holder.execute("select count(*) from runlane.runs")   # ACCESS SHARE, left open
+            with pytest.raises(MigrationError) as raised:
+                migrate(conn, lock_timeout=1.5)
+            message = str(raised.value)
+            assert "0012_dashboard_indexes" in message
+            assert "runlane.runs in access exclusive mode" in message
+            assert f"pid {holder.info.backend_pid}" in message
+            assert "reader-of-runs" in message
+            applied = [v for (v,) in conn.execute(
+                "select version from runlane.schema_migrations order by version")]
+            assert applied == list(range(1, 12))   # nothing of 0012 committed
+            holder.rollback()
+        assert [m.version for m in migrate(conn)][0] == 12
+
+
+def test_a_transaction_that_read_runs_and_then_writes_it_does_not_deadlock_with_0012(
+        empty_db_dsn):
+    """The cycle of issue 17, made deterministic: a worker-like transaction reads runs
+    (ACCESS SHARE) and, while migrate waits for its lock on runs, writes runs (ROW
+    EXCLUSIVE). Before, migrate held SHARE (0012's CREATE INDEX) and waited for ACCESS
+    EXCLUSIVE (DROP INDEX): PostgreSQL ended one of the two with 40P01. Now migrate holds
+    nothing on runs while it waits, the writer goes first, and both succeed."""
+    with psycopg.connect(empty_db_dsn, autocommit=True) as conn:
+        migrate(conn, to=11)
+    outcome: dict[str, object] = {}
+
+    def migrator() -> None:
+        try:
+            with psycopg.connect(empty_db_dsn, application_name="migrator") as mconn:
+                outcome["applied"] = [m.version for m in migrate(mconn, lock_timeout=30)]
+        except Exception as exc:  # noqa: BLE001 - asserted below
+            outcome["error"] = exc
+
+    with psycopg.connect(empty_db_dsn) as worker, \
+            psycopg.connect(empty_db_dsn, autocommit=True) as watcher:
+        worker.execute("select count(*) from runlane.runs")
+        thread = threading.Thread(target=migrator, daemon=True)
+        thread.start()
+        wait_until(lambda: watcher.execute("""
+            select 1 from pg_locks as l join pg_stat_activity as a on a.pid = l.pid
+            where a.application_name = 'migrator' and not l.granted
+              and l.relation = 'runlane.runs'::regclass""").fetchone(),
+            what="migrate to wait for its lock on runs")
+        worker.execute("update runlane.runs set cost = cost where false")
+        worker.commit()
+        thread.join(60)
+    assert "error" not in outcome, outcome.get("error")
+    assert outcome["applied"][0] == 12
