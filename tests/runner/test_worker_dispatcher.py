@@ -18,7 +18,7 @@ from worker_parts import Timings, config, database
 
 from runlane.admission import Admission, Memory
 from runlane.agents import done
-from runlane.worker.dispatcher import LaneDispatcher
+from runlane.worker.dispatcher import RUN_MESSAGES_MANY, LaneDispatcher
 from runlane.worker.finisher import Finisher
 from runlane.worker.run_handle import RunHandle
 from runlane.worker.supervisor import OrgBound, Supervisor
@@ -219,3 +219,38 @@ def test_a_run_ending_while_a_claim_cut_by_the_bound_is_sent_marks_one_more_pass
     assert marked == [True, True]
     assert held == {"org-w": 2}  # the bound still holds
     assert sorted(run_state(conn, r) for r in runs) == ["queued"] + ["succeeded"] * 4
+
+
+def test_a_claimed_runs_agent_steps_before_the_pages_message_read_and_log(conn, db_dsn):
+    """The wake path ends at the agent's first step: the page's message read is sent and
+    the run.execution_started line written after it has started, not before."""
+    _queue(conn, 1)
+    seen: list[tuple[list[str], list[str]]] = []
+
+    async def scenario() -> None:
+        options = {"worker_id": "w-first", "scan_interval": 3600}
+        async with database(db_dsn, **options) as db:
+            timings = Timings()
+
+            class First:
+                async def step(self, ctx: Any) -> Any:
+                    seen.append(([sql for _, sql, _ in db.sent], timings.events()))
+                    return done()
+            cfg = config(db_dsn, agent=First(), **options)
+            supervisor = Supervisor(cfg, db, Finisher(cfg, db, timings, asyncio.create_task),
+                                    timings, asyncio.create_task, lambda: None)
+            lane = LaneDispatcher("interactive", cfg, db, Admission(_plenty, 0),
+                                  supervisor.start, timings, asyncio.create_task,
+                                  supervisor.bound)
+            try:
+                await lane.pass_once()
+                (run,) = supervisor.runs.values()
+                await run.supervisor
+                assert "run.execution_started" in timings.events()
+                assert RUN_MESSAGES_MANY in [sql for _, sql, _ in db.sent]
+            finally:
+                await lane.close()
+    asyncio.run(scenario())
+    ((sent, events),) = seen
+    assert RUN_MESSAGES_MANY not in sent
+    assert events == []

@@ -195,10 +195,12 @@ class LaneDispatcher:
                         "run.id": row["run_id"], "run.lane": row["lane"],
                         "run.trigger": row["trigger"], "run.reason": row["skipped_reason"]})
             if runs:
+                for run in runs:  # each agent's first step is scheduled first ...
+                    self._start(run)
+                # ... then the page's message read, which an agent awaits when it asks
                 prefetch = self._spawn(self._prefetch_messages(runs))
                 for run in runs:
                     run.prefetch = prefetch
-                    self._start(run)
             cut, again = self.bound.after_claim(near, (run.org_id for run in runs))
             if again:
                 self.wake.set()  # room left under the bound while the claim was sent

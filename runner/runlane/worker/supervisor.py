@@ -123,11 +123,17 @@ class Supervisor:
         self.org_runs = self.bound.held  # runs in flight per organization
 
     def start(self, run: RunHandle) -> None:
-        """A claimed run: counted in flight and supervised until its attempt ends."""
-        self.timing("run.execution_started", run.row_timing, **run.fields)
+        """A claimed run: counted in flight and supervised until its attempt ends. Its
+        agent's first step is the first thing the loop runs next; the supervisor and the
+        run.execution_started timing line come right after it (off the wake path)."""
         self.runs[run.run_id] = run
         self.bound.started(run.org_id)
+        run.agent_task = asyncio.create_task(self._agent_loop(run))
         run.supervisor = asyncio.create_task(self._supervise(run), name=f"run-{run.run_id}")
+        asyncio.get_running_loop().call_soon(self._log_started, run)
+
+    def _log_started(self, run: RunHandle) -> None:
+        self.timing("run.execution_started", run.row_timing, **run.fields)
 
     async def _supervise(self, run: RunHandle) -> None:
         # The first beat is due after lease/3: until then a timer, not a task (most runs
@@ -136,7 +142,6 @@ class Supervisor:
         timer = asyncio.get_running_loop().call_later(
             self._beat_interval,
             lambda: beats.append(asyncio.create_task(self._heartbeat(run))))
-        run.agent_task = asyncio.create_task(self._agent_loop(run))
         try:
             await self._run_to_end(run)
             if run.lost and not run.ended:  # a refusal after the end is that end
