@@ -5,7 +5,8 @@ full_page_writes on, the rest PostgreSQL's defaults but for the connection limit
 pg_stat_statements loaded (track = all: nested statements too) and track_functions = pl.
 
 * drain, for 2 and 4 worker processes: runlane's `runlane worker --lane interactive
-  --agent bench._noop_agent:agent --no-maintenance` processes (defaults otherwise) drain
+  --agent bench._noop_agent:agent --no-maintenance` processes (their defaults otherwise,
+  --max-per-org 100 among them: with one organization the bound holds all along) drain
   N chat runs made by submit_message + publish_run (one organization, 20 agents, each run
   on its own thread; 500 per transaction); PgQueuer's worker as its CLI
   runs it (pgqueuer.run, what `pgq run bench._pgq_app:create_pgqueuer` calls; asyncpg;
@@ -16,6 +17,9 @@ pg_stat_statements loaded (track = all: nested statements too) and track_functio
   and finished_at; PgQueuer: its log table's picked and successful rows). PostgreSQL CPU
   is utime + stime of every server process (the postmaster's cutime + cstime keep the
   backends that exited) from /proc, before the workers start and after the drain.
+* client enqueue: a client's cost per chat message when each message is its own
+  submit_message commit and then its own publish_run commit, sent one by one or pipelined
+  (psycopg pipeline mode: a page's submits in one pipeline, then their publishes).
 * top statements of runlane's drain (4 workers) by total_exec_time, nested statements
   included, and the PL/pgSQL functions by self time (pg_stat_user_functions).
 * idle wake latency, one worker each, one job every --gap: publish -> the handler's start,
@@ -142,17 +146,17 @@ class Proc:
             self.log.unlink(missing_ok=True)
 
 
-# runlane worker --max-per-org (0: no bound). The default, 100, with this benchmark's one
-# organization stalls a backlog drain: once 100 runs are in flight a claim comes back
-# short, the pass ends, and nothing wakes the lane until the next scan (5 s) although those
-# runs finish within milliseconds (see docs/benchmarks.md). Set by main().
-MAX_PER_ORG = "0"
+# runlane worker --max-per-org: "" (the default) passes none, so the workers run with
+# their own default (100 per organization; this benchmark has one organization, so the
+# bound is in force all through the drain). Set by main().
+MAX_PER_ORG = ""
 
 
 def runlane_worker(dsn: str, starts: str = "") -> Proc:
+    bound = ["--max-per-org", MAX_PER_ORG] if MAX_PER_ORG else []
     return Proc([sys.executable, "-m", "runlane", "worker", "--dsn", dsn,
                  "--lane", "interactive", "--agent", "bench._noop_agent:agent",
-                 "--no-maintenance", "--max-per-org", MAX_PER_ORG,
+                 "--no-maintenance", *bound,
                  "--worker-id", f"bench-{uuid.uuid4().hex[:8]}"],
                 {"RUNLANE_BENCH_STARTS": starts})
 
@@ -209,6 +213,48 @@ def submit_batch(conn: psycopg.Connection, n: int) -> list[int]:
             """, {"n": n, "agents": AGENTS, "tag": tag}).fetchall()]
         conn.execute("select runlane.publish_run(r) from unnest(%s::bigint[]) as r", (ids,))
     return ids
+
+
+SUBMIT = "select run_id from runlane.submit_message(%s, %s, 'bench')"
+PUBLISH = "select runlane.publish_run(%s)"
+PIPELINE_PAGE = 50
+
+
+def client_enqueue(pg: LocalCluster, messages: int) -> dict:
+    """What a client pays per chat message, each message its own submit_message commit and
+    then its own publish_run commit (the documented contract), sent one by one (two round
+    trips per message) or pipelined (psycopg pipeline mode, pages of PIPELINE_PAGE: the
+    page's submits in one pipeline, then their publishes in another)."""
+    found = {}
+    for mode in ("one_by_one", "pipelined"):
+        name = f"bench_durable_enqueue_{mode}"
+        dsn = _common.create_database(pg, name, template=TEMPLATE)
+        try:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                args = [(f"agent{i % AGENTS + 1}", f"e-{uuid.uuid4().hex}")
+                        for i in range(messages)]
+                cpu = server_cpu_seconds(pg)
+                started = time.perf_counter()
+                if mode == "one_by_one":
+                    for agent, thread in args:
+                        run_id = conn.execute(SUBMIT, (agent, thread)).fetchone()[0]
+                        conn.execute(PUBLISH, (run_id,))
+                else:
+                    for k in range(0, messages, PIPELINE_PAGE):
+                        with conn.pipeline():
+                            curs = [conn.execute(SUBMIT, a) for a in args[k:k + PIPELINE_PAGE]]
+                        ids = [c.fetchone()[0] for c in curs]
+                        with conn.pipeline():
+                            for run_id in ids:
+                                conn.execute(PUBLISH, (run_id,))
+                seconds = time.perf_counter() - started
+                time.sleep(0.5)  # a backend that just exited is counted once reaped
+                used = server_cpu_seconds(pg) - cpu
+            found[mode] = {"client_ms_per_message": round(seconds * 1000 / messages, 3),
+                           "pg_cpu_ms_per_message": round(used * 1000 / messages, 3)}
+        finally:
+            _common.drop_database(pg, name)
+    return {"messages": messages, "page": PIPELINE_PAGE, **found}
 
 
 def reset_stats(conn: psycopg.Connection) -> None:
@@ -475,13 +521,17 @@ def parse(argv):
     ap.add_argument("--gap", type=float, default=0.02, help="seconds between idle jobs")
     ap.add_argument("--warmup", type=int, default=20, help="unmeasured idle jobs first")
     ap.add_argument("--no-latency", action="store_true", help="the drains only")
+    ap.add_argument("--enqueue", type=int,
+                    help="messages a client submits and publishes one by one, then pipelined "
+                         "(1,000; quick 200)")
     ap.add_argument("--repeat", type=int, help="latency rounds, the three in turn (3; quick 1)")
-    ap.add_argument("--max-per-org", default="0",
-                    help="runlane worker --max-per-org (0, no bound; its default 100 stalls "
-                         "a one-organization backlog until each 5 s scan)")
+    ap.add_argument("--max-per-org", default="",
+                    help="runlane worker --max-per-org (unset: the worker's default, 100; "
+                         "0: no bound)")
     args = ap.parse_args(argv)
     args.runs = args.runs or (2000 if args.quick else 20000)
     args.idle = args.idle or (100 if args.quick else 300)
+    args.enqueue = args.enqueue or (200 if args.quick else 1000)
     args.workers = [int(w) for w in str(args.workers).split(",") if w]
     args.repeat = args.repeat or (1 if args.quick else 3)
     return args
@@ -497,7 +547,7 @@ def main(argv=None) -> list[str]:
     args = parse(argv)
     MAX_PER_ORG = str(args.max_per_org)
     began = time.monotonic()
-    drains, latency = [], {}
+    drains, latency, enqueue = [], {}, {}
     pg = LocalCluster(settings=CLUSTER_SETTINGS)
     pg.start()
     try:
@@ -511,6 +561,12 @@ def main(argv=None) -> list[str]:
                   f", PgQueuer {theirs['jobs_per_s']:.0f}/s "
                   f"({theirs['pg_cpu_ms_per_run']:.3f} ms, load {theirs['load_average']})",
                   flush=True)
+        enqueue = client_enqueue(pg, args.enqueue)
+        print(f"  client enqueue, {args.enqueue} messages (submit commit, then publish "
+              f"commit): one by one {enqueue['one_by_one']['client_ms_per_message']:.3f} ms"
+              f"/message ({enqueue['one_by_one']['pg_cpu_ms_per_message']:.3f} ms PG CPU), "
+              f"pipelined {enqueue['pipelined']['client_ms_per_message']:.3f} ms "
+              f"({enqueue['pipelined']['pg_cpu_ms_per_message']:.3f} ms)", flush=True)
         if not args.no_latency:
             # Rounds, the three in turn each round: one round's ratio moves with the load of
             # the moment (the floor's own p50 ranged 0.3-6.5 ms between runs here), so the
@@ -543,6 +599,7 @@ def main(argv=None) -> list[str]:
     info["asyncpg"] = version("asyncpg")
     path = _common.write_result("durable_compare", {
         "machine": info, "args": vars(args), "drains": drains, "latency": latency,
+        "client_enqueue": enqueue,
         "goals": {"jobs_per_s_ratio_min": RATE_GOAL, "p50_vs_floor_max": P50_GOAL,
                   "p99_vs_floor_max": P99_GOAL}})
 

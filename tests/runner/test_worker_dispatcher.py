@@ -1,7 +1,8 @@
 """runlane.worker.dispatcher against a real PostgreSQL: one lane's passes and pages. A
 wake-up during a pass marks exactly one more pass; a full page doubles the next; the
-page budget running out marks one more pass; the worker's max_per_org bound holds; a
-broken claim connection is replaced."""
+page budget running out marks one more pass; the worker's max_per_org bound holds, and a
+run ending while a claim the bound cut is on the wire marks one more pass; a broken claim
+connection is replaced."""
 
 from __future__ import annotations
 
@@ -16,8 +17,11 @@ from worker_helpers import DEADLINE, make_agent, run_state, submit, wait_until
 from worker_parts import Timings, config, database
 
 from runlane.admission import Admission, Memory
-from runlane.worker.dispatcher import LaneDispatcher
+from runlane.agents import done
+from runlane.worker.dispatcher import RUN_MESSAGES_MANY, LaneDispatcher
+from runlane.worker.finisher import Finisher
 from runlane.worker.run_handle import RunHandle
+from runlane.worker.supervisor import OrgBound, Supervisor
 
 
 def _plenty() -> Memory:
@@ -27,19 +31,21 @@ def _plenty() -> Memory:
 @contextlib.asynccontextmanager
 async def dispatcher(db_dsn: str, on_start=None, **options: Any
                      ) -> AsyncIterator[tuple[LaneDispatcher, list[RunHandle]]]:
-    """A dispatcher for the interactive lane whose claimed runs are only recorded (no
-    supervisor: they stay running, held by this worker)."""
+    """A dispatcher for the interactive lane whose claimed runs are only recorded and
+    counted in flight (no supervisor: they stay running, held by this worker)."""
     started: list[RunHandle] = []
     options = {"worker_id": "w-dispatch", "scan_interval": 3600, **options}
     async with database(db_dsn, **options) as db:
         cfg = config(db_dsn, **options)
+        bound = OrgBound(cfg.max_per_org)
 
         def start(run: RunHandle) -> None:
             started.append(run)
+            bound.started(run.org_id)
             if on_start is not None:
                 on_start(run)
         lane = LaneDispatcher("interactive", cfg, db, Admission(_plenty, 0), start, Timings(),
-                              asyncio.create_task)
+                              asyncio.create_task, bound)
         try:
             yield lane, started
         finally:
@@ -89,6 +95,19 @@ def test_a_full_page_doubles_the_next_and_a_short_one_ends_the_pass(conn, db_dsn
     assert {run_state(conn, r) for r in runs} == {"running"}
 
 
+def test_a_page_the_bound_cut_ends_the_pass_and_keeps_its_size(conn, db_dsn):
+    _queue(conn, 10)
+
+    async def scenario() -> tuple[int, int, int]:
+        options = {"claim_batch": 2, "claim_batch_max": 20, "max_per_org": 3}
+        async with dispatcher(db_dsn, **options) as (lane, started):
+            await lane.pass_once()
+            return lane.claim_queries, len(started), lane.claim_size
+    # Pages of 2 and 4 (cut to 1 by the bound): the queue is not drained, the next pass
+    # asks for 4 again rather than start over at 2.
+    assert asyncio.run(scenario()) == (2, 3, 4)
+
+
 def test_when_the_page_budget_runs_out_the_lane_is_marked_for_one_more_pass(conn, db_dsn):
     _queue(conn, 3)
 
@@ -130,3 +149,108 @@ def test_a_claim_connection_that_broke_is_replaced_and_the_claim_sent_again(conn
             return [run.run_id for run in started], second
     claimed, second = asyncio.run(scenario())
     assert claimed == [first[0], second]
+
+
+class Gated:
+    """An agent whose run ends (one step, done) only when the test opens its gate."""
+
+    def __init__(self) -> None:
+        self.gates: dict[int, asyncio.Event] = {}
+
+    def gate(self, run_id: int) -> asyncio.Event:
+        return self.gates.setdefault(run_id, asyncio.Event())
+
+    async def step(self, ctx: Any) -> Any:
+        await self.gate(ctx.run_id).wait()
+        return done()
+
+
+def test_a_run_ending_while_a_claim_cut_by_the_bound_is_sent_marks_one_more_pass(conn, db_dsn):
+    """One organization, max_per_org 2: a run that ends while a claim the bound cut is on
+    the wire frees room the claim may not have seen; the lane passes again instead of
+    waiting for the next scan (the drain of one organization ran at the scan's pace)."""
+    runs = _queue(conn, 5)
+    agent = Gated()
+
+    async def scenario() -> tuple[list[bool], list[int], dict[str, int]]:
+        options = {"worker_id": "w-bound", "scan_interval": 3600, "max_per_org": 2,
+                   "agent": agent}
+        async with database(db_dsn, **options) as db:
+            cfg = config(db_dsn, **options)
+            timings = Timings()
+            holder: list[LaneDispatcher] = []
+            supervisor = Supervisor(cfg, db, Finisher(cfg, db, timings, asyncio.create_task),
+                                    timings, asyncio.create_task,
+                                    lambda: holder[0].wake.set())
+            lane = LaneDispatcher("interactive", cfg, db, Admission(_plenty, 0),
+                                  supervisor.start, timings, asyncio.create_task,
+                                  supervisor.bound)
+            holder.append(lane)
+            marked = []
+            try:
+                await lane.pass_once()  # claims 2 of 5: the bound cut the page
+                first, second = list(supervisor.runs.values())
+                agent.gate(first.run_id).set()
+                await first.supervisor
+                marked.append(lane.wake.is_set())  # the first end at the bound
+                lane.wake.clear()  # as the lane loop does before its pass
+
+                claim = lane.claim
+
+                async def claim_then_end(limit: int) -> list[dict[str, Any]]:
+                    rows = await claim(limit)  # the database saw `second` running
+                    agent.gate(second.run_id).set()
+                    await second.supervisor  # ... which ends before the reply is read
+                    return rows
+                lane.claim = claim_then_end
+                await lane.pass_once()
+                lane.claim = claim
+                marked.append(lane.wake.is_set())  # the room `second` left
+                lane.wake.clear()
+                await lane.pass_once()
+                held = dict(supervisor.org_runs)
+            finally:
+                for run in list(supervisor.runs.values()):
+                    agent.gate(run.run_id).set()
+                    await run.supervisor
+                await lane.close()
+            return marked, held
+    marked, held = asyncio.run(scenario())
+    assert marked == [True, True]
+    assert held == {"org-w": 2}  # the bound still holds
+    assert sorted(run_state(conn, r) for r in runs) == ["queued"] + ["succeeded"] * 4
+
+
+def test_a_claimed_runs_agent_steps_before_the_pages_message_read_and_log(conn, db_dsn):
+    """The wake path ends at the agent's first step: the page's message read is sent and
+    the run.execution_started line written after it has started, not before."""
+    _queue(conn, 1)
+    seen: list[tuple[list[str], list[str]]] = []
+
+    async def scenario() -> None:
+        options = {"worker_id": "w-first", "scan_interval": 3600}
+        async with database(db_dsn, **options) as db:
+            timings = Timings()
+
+            class First:
+                async def step(self, ctx: Any) -> Any:
+                    seen.append(([sql for _, sql, _ in db.sent], timings.events()))
+                    return done()
+            cfg = config(db_dsn, agent=First(), **options)
+            supervisor = Supervisor(cfg, db, Finisher(cfg, db, timings, asyncio.create_task),
+                                    timings, asyncio.create_task, lambda: None)
+            lane = LaneDispatcher("interactive", cfg, db, Admission(_plenty, 0),
+                                  supervisor.start, timings, asyncio.create_task,
+                                  supervisor.bound)
+            try:
+                await lane.pass_once()
+                (run,) = supervisor.runs.values()
+                await run.supervisor
+                assert "run.execution_started" in timings.events()
+                assert RUN_MESSAGES_MANY in [sql for _, sql, _ in db.sent]
+            finally:
+                await lane.close()
+    asyncio.run(scenario())
+    ((sent, events),) = seen
+    assert RUN_MESSAGES_MANY not in sent
+    assert events == []

@@ -1,7 +1,7 @@
 """runlane.worker.supervisor against a real PostgreSQL: one run from its claim to the end
 of its attempt. A refused heartbeat stops the agent and writes nothing; a Stop hint is
 confirmed by the database before anything stops; the iteration cap and a bad output end
-the attempt; a run ending at its organization's bound wakes the lanes."""
+the attempt; a run of an organization a claim cut at the bound wakes the lanes."""
 
 from __future__ import annotations
 
@@ -90,12 +90,27 @@ def test_a_run_whose_agent_is_done_is_finished(conn, db_dsn):
     assert woken == 0  # no bound and a LISTEN connection: nothing to announce
 
 
-def test_a_run_ending_at_its_organizations_bound_wakes_every_lane(conn, db_dsn):
+def test_a_run_of_an_organization_a_claim_cut_at_the_bound_wakes_every_lane(conn, db_dsn):
     row = _claimed(conn)
     agent = Waiting()
     agent.gate.set()
-    _, _, _, woken = _supervise(db_dsn, row, agent, max_per_org=1)
+
+    async def cut(run: RunHandle, supervisor: Supervisor, spawned: list) -> None:
+        # The claim that brought this run brought its organization to the bound (1).
+        assert supervisor.bound.after_claim({}, [run.org_id]) == (True, False)
+    _, _, _, woken = _supervise(db_dsn, row, agent, cut, max_per_org=1)
     assert woken == 1
+
+
+def test_a_run_ending_under_its_organizations_bound_wakes_no_lane(conn, db_dsn):
+    row = _claimed(conn)
+    agent = Waiting()
+    agent.gate.set()
+
+    async def under(run: RunHandle, supervisor: Supervisor, spawned: list) -> None:
+        assert supervisor.bound.after_claim({}, [run.org_id]) == (False, False)
+    _, _, _, woken = _supervise(db_dsn, row, agent, under, max_per_org=2)
+    assert woken == 0  # nothing was left queued by the bound: a notification announces more
 
 
 def test_a_refused_heartbeat_stops_the_agent_and_writes_nothing(conn, db_dsn):

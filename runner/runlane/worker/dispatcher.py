@@ -5,15 +5,19 @@ Guarantees:
   connection, not a pool: no bookkeeping on the path from a notification to its claim),
   so lanes never wait on each other and a claim never queues behind run work;
 - a lane makes a pass at start, when woken (a notification naming it, the listener's
-  (re)connect, a run ending at its organization's bound) and at least every
-  scan_interval seconds (admission_retry while memory admission is waiting); a wake-up
+  (re)connect, the end of a run of an organization a claim cut at the max_per_org
+  bound) and at least every scan_interval seconds (admission_retry while memory
+  admission is waiting); a wake-up
   during a pass only marks the lane for ONE more pass (an asyncio.Event), it never
   restarts the pass in progress; a failed pass is tried again after 0.5 s;
 - a pass claims in bounded pages (claim_runs), each page admitted by memory first; a
   full page doubles the next page's size (up to claim_batch_max), a short one ends the
-  pass; after max_pages full pages the lane is marked for one more pass;
+  pass (and, unless the max_per_org bound may have cut it, goes back to claim_batch);
+  after max_pages full pages the lane is marked for one more pass;
 - the claim connection carries this worker's max_per_org bound (runlane.max_per_org,
-  read by claim_runs): the database decides which runs may start;
+  read by claim_runs): the database decides which runs may start; each claim is reported
+  to the worker's OrgBound (supervisor.py), which marks the lane for one more pass when a
+  run of an organization the claim may have cut ended while it was on the wire;
 - a claim whose connection broke is resent with the SAME claim key on a fresh connection
   (for up to half a lease), so a lost reply returns the runs it claimed instead of
   leaving them to their lease;
@@ -45,6 +49,7 @@ from ..agents import Message
 from .config import WorkerConfig
 from .db import Database, is_connection_error, pg_array
 from .run_handle import RunHandle
+from .supervisor import OrgBound
 
 # Keyed: a claim resent with its key after a lost reply returns what it claimed. And
 # reporting: the runs the claim ended skipped because a gate closed after they were
@@ -114,8 +119,10 @@ class LaneDispatcher:
 
     def __init__(self, lane: str, config: WorkerConfig, database: Database,
                  admission: Admission, start: Callable[[RunHandle], None],
-                 timing: Callable[..., None], spawn: Callable[[Any], asyncio.Task]):
+                 timing: Callable[..., None], spawn: Callable[[Any], asyncio.Task],
+                 bound: OrgBound | None = None):
         self.lane = lane
+        self.bound = bound or OrgBound(0)  # the worker's runs in flight per organization
         self.config = config
         self.db = database
         self.admission = admission
@@ -188,6 +195,7 @@ class LaneDispatcher:
                 return
             self.claim_queries += 1
             limit = self.claim_size
+            near = self.bound.before_claim(limit)
             rows = await self.claim(limit)
             runs = []
             for row in rows:
@@ -198,12 +206,18 @@ class LaneDispatcher:
                         "run.id": row["run_id"], "run.lane": row["lane"],
                         "run.trigger": row["trigger"], "run.reason": row["skipped_reason"]})
             if runs:
+                for run in runs:  # each agent's first step is scheduled first ...
+                    self._start(run)
+                # ... then the page's message read, which an agent awaits when it asks
                 prefetch = self._spawn(self._prefetch_messages(runs))
                 for run in runs:
                     run.prefetch = prefetch
-                    self._start(run)
+            cut, again = self.bound.after_claim(near, (run.org_id for run in runs))
+            if again:
+                self.wake.set()  # room left under the bound while the claim was sent
             if len(runs) < limit:
-                self.claim_size = self.config.claim_batch  # the queue is drained
+                if not cut:  # the queue is drained; one cut by the bound keeps its size
+                    self.claim_size = self.config.claim_batch
                 return
             # A full page: more is likely waiting, take bigger pages (fewer claims).
             self.claim_size = min(limit * 2, self.config.claim_batch_max)

@@ -50,7 +50,7 @@ class Worker:
                                      self._spawn, self.notify)
         self.dispatchers = {lane: LaneDispatcher(
             lane, config, self.database, self.admission, self.supervisor.start,
-            self.timing, self._spawn) for lane in config.lanes}
+            self.timing, self._spawn, self.supervisor.bound) for lane in config.lanes}
         # What a notification sets: the lane's dispatcher makes one more pass.
         self.wake = {lane: d.wake for lane, d in self.dispatchers.items()}
         self.registry = Registry(config, self.database)

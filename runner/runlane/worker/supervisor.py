@@ -14,16 +14,20 @@ Guarantees:
   charges are recorded before its end is written; a step's outputs must have a known
   kind and a text body, else the step fails; the attempt then ends through the Finisher
   (finish, retry, or release at shutdown);
-- runs in flight are counted per organization: when a run of an organization at the
-  worker's max_per_org bound ends (or, without LISTEN, when any run ends) every lane is
-  woken for one more pass;
+- runs in flight are counted per organization (OrgBound): when a claim may have left an
+  organization's runs queued because of the worker's max_per_org bound, the next end of
+  one of its runs wakes every lane for one more pass (and a run of it that ended while
+  that claim was on the wire marks the claiming lane for one more pass at once), so a
+  bounded organization's backlog is never left to the next scan; without LISTEN, every
+  run that ends wakes every lane;
 - one run's failure never takes the worker down. There is no run-duration limit.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import Any
 
@@ -44,6 +48,65 @@ select runlane.heartbeat(
 """
 
 
+class OrgBound:
+    """Runs in flight per organization on this worker, and the organizations whose queued
+    runs a claim may have left behind because of the worker's max_per_org bound (claim_runs
+    enforces the bound; nothing announces the room a run leaves under it).
+
+    A claim is cut for an organization only if the runs the worker held of it when the
+    claim was sent plus the runs it claimed reach the bound (the database counted no more
+    than the worker held: a run leaves the count here only after its end committed). Then
+    either a run of it ended while the claim was on the wire (that room may not have been
+    seen: claim again now) or the runs it holds now reach the bound (the next of them to
+    end wakes the lanes). Either way a cut backlog is claimed again without a scan."""
+
+    def __init__(self, bound: int):
+        self.bound = max(0, bound)  # 0: no bound
+        self.held: dict[str, int] = {}
+        self.cut: set[str] = set()
+
+    def started(self, org_id: str) -> None:
+        self.held[org_id] = self.held.get(org_id, 0) + 1
+
+    def ended(self, org_id: str) -> bool:
+        """A run's attempt ended: True when its organization was cut by a claim (the
+        lanes should make one more pass)."""
+        held = self.held.pop(org_id, 1)
+        if held > 1:
+            self.held[org_id] = held - 1
+        if org_id in self.cut:
+            self.cut.discard(org_id)
+            return True
+        return False
+
+    def before_claim(self, limit: int) -> dict[str, int] | None:
+        """What a claim of up to `limit` runs needs to know afterwards (None: no bound):
+        the organizations it could bring to the bound and the runs held of each."""
+        if not self.bound:
+            return None
+        return {org: n for org, n in self.held.items() if n + limit >= self.bound}
+
+    def after_claim(self, near: dict[str, int] | None,
+                    claimed: Iterable[str]) -> tuple[bool, bool]:
+        """After the claimed runs were started: (cut, again). cut: the bound may have left
+        runs queued (the queue is not known to be drained); again: the lane should make
+        one more pass now. Organizations it may have cut are noted for ended()."""
+        if near is None:
+            return False, False
+        counts = Counter(claimed)
+        cut = again = False
+        for org in near.keys() | counts.keys():
+            reached = near.get(org, 0) + counts[org]
+            if reached < self.bound:
+                continue
+            cut = True
+            if self.held.get(org, 0) < reached:
+                again = True  # room was freed while the claim was on the wire
+            else:
+                self.cut.add(org)
+        return cut, again
+
+
 class Supervisor:
     """Supervises every run this worker holds (see the module's docstring)."""
 
@@ -58,14 +121,21 @@ class Supervisor:
         self._wake_lanes = wake_lanes  # every lane: one more pass
         self.lease = timedelta(seconds=config.lease)
         self.runs: dict[int, RunHandle] = {}
-        self.org_runs: dict[str, int] = {}  # runs in flight per organization
+        self.bound = OrgBound(config.max_per_org)  # shared with the lane dispatchers
+        self.org_runs = self.bound.held  # runs in flight per organization
 
     def start(self, run: RunHandle) -> None:
-        """A claimed run: counted in flight and supervised until its attempt ends."""
-        self.timing("run.execution_started", run.row_timing, **run.fields)
+        """A claimed run: counted in flight and supervised until its attempt ends. Its
+        agent's first step is the first thing the loop runs next; the supervisor and the
+        run.execution_started timing line come right after it (off the wake path)."""
         self.runs[run.run_id] = run
-        self.org_runs[run.org_id] = self.org_runs.get(run.org_id, 0) + 1
+        self.bound.started(run.org_id)
+        run.agent_task = asyncio.create_task(self._agent_loop(run))
         run.supervisor = asyncio.create_task(self._supervise(run), name=f"run-{run.run_id}")
+        asyncio.get_running_loop().call_soon(self._log_started, run)
+
+    def _log_started(self, run: RunHandle) -> None:
+        self.timing("run.execution_started", run.row_timing, **run.fields)
 
     async def _supervise(self, run: RunHandle) -> None:
         # The first beat is due after lease/3: until then a timer, not a task (most runs
@@ -74,7 +144,6 @@ class Supervisor:
         timer = asyncio.get_running_loop().call_later(
             self._beat_interval,
             lambda: beats.append(asyncio.create_task(self._heartbeat(run))))
-        run.agent_task = asyncio.create_task(self._agent_loop(run))
         try:
             await self._run_to_end(run)
             if run.lost and not run.ended:  # a refusal after the end is that end
@@ -86,12 +155,9 @@ class Supervisor:
             for beat in beats:
                 beat.cancel()
             self.runs.pop(run.run_id, None)
-            held = self.org_runs.pop(run.org_id, 1)
-            if held > 1:
-                self.org_runs[run.org_id] = held - 1
-            if 0 < self.config.max_per_org <= held:
-                # Its organization was at this worker's bound: claims skipped its queued
-                # runs, and no notification announces the room this run leaves.
+            if self.bound.ended(run.org_id):
+                # A claim may have left its organization's queued runs behind at this
+                # worker's bound, and no notification announces the room this run leaves.
                 self._wake_lanes()
             elif not self.config.listen:
                 self._wake_lanes()  # no LISTEN hears the follow-up run or the freed computer

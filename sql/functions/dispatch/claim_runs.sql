@@ -37,7 +37,8 @@
 --   the queued-run indexes for the rest of a drain: no statement can get its order from
 --   runs_pkey (which would filter every finished run on every claim).
 -- * Per worker, at most runlane.max_per_org (a session setting; unset: no bound) running
---   runs of one organization: locked runs over the bound are left queued.
+--   runs of one organization: locked runs over the bound are left queued. The worker's
+--   running runs are counted once per claim, not once per candidate.
 -- * Each claimed run gets fence + 1, attempts + 1, a lease of p_lease, its computer lease
 --   in the same transaction, and first_started_at once, after computer ownership. After
 --   a failover the fence is at least the promoted server's floor (runlane._fence_floor):
@@ -608,7 +609,10 @@ begin
     -- runlane._max_per_org): p_worker never holds more than that many running runs of one
     -- organization, so one organization's burst leaves the worker room for the others'
     -- (round robin put their runs early among the locked ones). Runs over the bound stay
-    -- queued, untouched; each organization's count is one probe of runs_worker_running_idx.
+    -- queued, untouched. The worker's running runs are counted once per claim, by
+    -- organization: counted per candidate, the generic plan made while every run was
+    -- queued walked runs_running_idx (every worker's running runs of the organization)
+    -- once for each candidate, 40 ms per claim in a 4-worker drain (issue 15).
     if v_max_per_org is not null then
         select coalesce(array_agg(k.run_id order by k.position), '{}')
         into v_accepted
@@ -621,11 +625,15 @@ begin
             from unnest(v_accepted) with ordinality as l (run_id, position)
             join runlane.runs as r on r.run_id = l.run_id
         ) as k
-        where k.org_rank <= v_max_per_org - (
-            select count(*)
+        left join (
+            select
+                mine.org_id,
+                count(*) as running
             from runlane.runs as mine
-            where mine.lease_owner = p_worker and mine.state = 'running' and mine.org_id = k.org_id
-        );
+            where mine.lease_owner = p_worker and mine.state = 'running'
+            group by mine.org_id
+        ) as held on held.org_id = k.org_id
+        where k.org_rank <= v_max_per_org - coalesce(held.running, 0);
     end if;
 
     -- Fences on this server's timeline start above every fence an earlier primary handed

@@ -25,6 +25,10 @@
 --   thread or body; 22023 blank thread or one longer than 256 characters.
 -- * Callers must use READ COMMITTED (the default): the decision re-reads the thread
 --   after taking the thread lock.
+-- * Cost follows the thread, not the queue: the thread's unfinished run is probed
+--   through runs_unfinished_thread_idx, planned on each call for the queue as it is (a
+--   plan cached by a session that started on an empty queue walked every unfinished
+--   interactive run).
 create or replace function runlane.submit_message(p_agent_id text, p_thread_id text, p_body text)
 returns table (message_id bigint, run_id bigint, disposition text)
 language plpgsql
@@ -78,16 +82,22 @@ begin
     -- run is running: hold the message) or rolls back (still queued: steer). Should it
     -- stay busy (someone holds the row for long), wait for the lock instead: a run that
     -- was queued when the wait began cannot be held by a finishing owner.
+    -- The look-up is planned on every call (EXECUTE), for the queue as it is: a plan
+    -- cached while the queue was empty scanned runs_unfinished_lane_idx (every unfinished
+    -- interactive run) instead of probing runs_unfinished_thread_idx (issue 15).
     loop
-        select r.run_id, r.state into v_run_id, v_state
-        from runlane.runs as r
-        where
-            r.agent_id = v_agent.agent_id
-            and r.thread_id = submit_message.p_thread_id
-            and r.lane = 'interactive'
-            and r.state in ('queued', 'running')
-        order by r.state = 'queued' desc, r.run_id
-        limit 1;
+        execute '
+            select r.run_id, r.state
+            from runlane.runs as r
+            where
+                r.agent_id = $1
+                and r.thread_id = $2
+                and r.lane = ''interactive''
+                and r.state in (''queued'', ''running'')
+            order by r.state = ''queued'' desc, r.run_id
+            limit 1'
+        into v_run_id, v_state
+        using v_agent.agent_id, p_thread_id;
 
         exit when v_run_id is null or v_state = 'running';
 
