@@ -134,3 +134,5 @@ def dashboards():
         d.close()
     for d in started:
         assert MARKER not in d.log()
+    for d in started:  # checked: a failing test keeps its logs to read
+        d.log_path.unlink(missing_ok=True)
