@@ -125,3 +125,34 @@ def test_a_failed_publication_after_tick_loses_nothing(conn, db_dsn, workers):
     # The committed run is found by a worker's scan.
     workers("--no-maintenance", "--scan-interval", "0.3", lanes=("background",))
     wait_until(lambda: run_state(conn, run_id) == "succeeded", what="the unpublished run ran")
+
+
+def test_a_worker_told_to_stop_while_its_database_is_out_of_reach_exits(db_dsn):
+    """SIGTERM while nothing answers at the database's address: the worker stops without
+    reaching it. Before, it waited out the startup schema check (the pool's 30 s) and
+    then resent its registry row's last write for half a lease, a minute or more, and
+    a platform's rolling restart waited on it. (The real database is not used: a port
+    where nothing listens stands for one that went away.)"""
+    import signal
+    import socket
+
+    with socket.socket() as s:  # a free port on loopback, closed: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "runlane", "worker", "--lane", "interactive",
+         "--agent", "runlane.agents.echo:agent", "--no-maintenance",
+         "--dsn", f"host=127.0.0.1 port={port} dbname=gone connect_timeout=2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.0)  # inside its startup, trying the address
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=worker_helpers.DEADLINE / 2)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    messages = [json.loads(line).get("message") for line in out.splitlines()
+                if line.startswith("{")]
+    assert proc.returncode == 0, err
+    assert "worker.stopping" in messages and "worker.stopped" in messages

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import os
 import signal
+from collections.abc import Coroutine
 from typing import Any
 
 from .. import log
@@ -31,6 +32,9 @@ from .listener import Listener
 from .registry import Registry
 from .run_handle import RunHandle
 from .supervisor import Supervisor
+
+# Seconds a stopping worker gives its registry row's last write (operators' view only).
+DEREGISTER_WAIT = 5.0
 
 
 class Worker:
@@ -83,7 +87,7 @@ class Worker:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
         await self.database.open()
-        await self.database.check_write_seqs()
+        await self._unless_stopped(self.database.check_write_seqs())
         if self.config.listen:
             await self._prove_listen()
         log.get().info("worker.started", **{
@@ -111,7 +115,14 @@ class Worker:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
-        await self.registry.register(stopped=True)
+        # The registry is for operators: a database out of reach must not hold the exit
+        # (register would resend for half a lease, each try waiting out the pool).
+        try:
+            async with asyncio.timeout(DEREGISTER_WAIT):
+                await self.registry.register(stopped=True)
+        except TimeoutError:
+            log.get().warning("worker.register_failed", **{
+                "worker.id": self.config.worker_id, "error.type": "TimeoutError"})
         await self.database.close()
         for dispatcher in self.dispatchers.values():
             await dispatcher.close()
@@ -119,6 +130,21 @@ class Worker:
             "worker.id": self.config.worker_id,
             "dispatch.passes": sum(self.passes.values()),
             "dispatch.claim_queries": sum(self.claim_queries.values())})
+
+    async def _unless_stopped(self, step: Coroutine[Any, Any, None]) -> None:
+        """`step`, unless a stop comes first (then it is cancelled): a database out of
+        reach at startup must not hold a worker that was told to stop."""
+        task = asyncio.ensure_future(step)
+        stopped = asyncio.create_task(self.stopped.wait())
+        await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        for waiting in (task, stopped):
+            waiting.cancel()
+        await asyncio.gather(stopped, return_exceptions=True)
+        try:
+            await task
+        except asyncio.CancelledError:
+            if not task.cancelled():
+                raise
 
     async def _prove_listen(self) -> None:
         """LISTEN must work on this DSN before anything starts (worker.listen_probe): raises
