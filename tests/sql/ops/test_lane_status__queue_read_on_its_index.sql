@@ -1,5 +1,5 @@
--- The overview's reads of the queue (lane_status, queue_delay_status, lane_minutes) go
--- through runs_unfinished_lane_idx, the partial index on unfinished runs that holds
+-- The overview's reads of the queue (lane_status, lane_minutes; queue_delay_status on an
+-- index of queued runs) go through runs_unfinished_lane_idx, the partial index on unfinished runs that holds
 -- every column they read, not through the table: with 100,000 queued runs each visited
 -- every queued run's table page (bench/dashboard_queries.py: the overview took 164 ms).
 -- lane_minutes reads from the table only the unfinished runs that have started (the
@@ -84,8 +84,12 @@ select cmp_ok(
     'lane_status reads the queue on runs_unfinished_lane_idx'
 );
 
+-- queue_delay_status (the maintenance pass's warning; the dashboard reads lane_overview
+-- since migration 0013) may take either index of queued runs, runs_unfinished_lane_idx or
+-- runs_claim_order_idx, as the table's statistics tip it (dead rows that earlier tests in
+-- the same database left behind did, once): what it must never do is read the table.
 update before_read
-set scans = pg_stat_get_xact_numscans('runlane.runs_unfinished_lane_idx'::regclass);
+set scans = pg_stat_get_xact_numscans('runlane.runs'::regclass);
 
 select is(
     (select d.delayed_runs from runlane.queue_delay_status('30 seconds', '2026-03-02 12:00+00') as d),
@@ -93,12 +97,10 @@ select is(
     'queue_delay_status counts the runs due for 30 s or more (the retry among them)'
 );
 
-select cmp_ok(
-    pg_stat_get_xact_numscans('runlane.runs_unfinished_lane_idx'::regclass)
-    - (select b.scans from before_read as b),
-    '>',
+select is(
+    pg_stat_get_xact_numscans('runlane.runs'::regclass) - (select b.scans from before_read as b),
     0::bigint,
-    'queue_delay_status reads the queue on runs_unfinished_lane_idx'
+    'queue_delay_status reads the queue on an index, never a sequential scan of runs'
 );
 
 update before_read
