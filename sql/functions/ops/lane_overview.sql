@@ -116,24 +116,14 @@ begin
                   and r.wake_at is null
                   and (v_org is null or r.org_id = v_org)
             ),
-            -- the oldest run without a wake time: the first such entry of each class
-            least(
-                (
-                    select r.created_at from runlane.runs as r
-                    where r.lane = v_lane and r.state = 'queued' and r.claim_class = 0
-                      and r.wake_at is null
-                      and (v_org is null or r.org_id = v_org)
-                    order by r.created_at
-                    limit 1
-                ),
-                (
-                    select r.created_at from runlane.runs as r
-                    where r.lane = v_lane and r.state = 'queued' and r.claim_class = 1
-                      and r.wake_at is null
-                      and (v_org is null or r.org_id = v_org)
-                    order by r.created_at
-                    limit 1
-                )
+            -- the oldest run without a wake time of each class (the first entry of each)
+            (
+                select r.created_at from runlane.runs as r
+                where r.lane = v_lane and r.state = 'queued' and r.claim_class = 1
+                  and r.wake_at is null
+                  and (v_org is null or r.org_id = v_org)
+                order by r.created_at
+                limit 1
             ),
             (
                 select r.created_at from runlane.runs as r
@@ -144,6 +134,7 @@ begin
                 limit 1
             )
         into v_class1, v_running, v_late, v_recent0, v_first, v_first0;
+        v_first := least(v_first0, v_first);  -- least() skips a null: either class may be empty
         v_class0 := case v_lane when 'interactive' then v_interactive else v_background end
                     - v_running - v_class1;
 
