@@ -16,7 +16,9 @@ pg_stat_statements loaded (track = all: nested statements too) and track_functio
   first start -> last finish as the database recorded them (runlane: runs.first_started_at
   and finished_at; PgQueuer: its log table's picked and successful rows). PostgreSQL CPU
   is utime + stime of every server process (the postmaster's cutime + cstime keep the
-  backends that exited) from /proc, before the workers start and after the drain.
+  backends that exited) from /proc, before the workers start and after the drain; worker
+  CPU is utime + stime of the worker processes from /proc at the end of the drain (their
+  start-up included, for both systems).
 * client enqueue: a client's cost per chat message when each message is its own
   submit_message commit and then its own publish_run commit, sent one by one or pipelined
   (psycopg pipeline mode: a page's submits in one pipeline, then their publishes).
@@ -127,6 +129,15 @@ class Proc:
         path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(ROOT)) if p)
         self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=subprocess.STDOUT,
                                      cwd=ROOT, env={**os.environ, **env, "PYTHONPATH": path})
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds this worker process (and any child it reaped) used so far, start-up
+        included; 0 once it is gone."""
+        try:
+            _, own, reaped = _ticks(self.proc.pid)
+        except (OSError, ValueError, IndexError):
+            return 0.0
+        return (own + reaped) / os.sysconf("SC_CLK_TCK")
 
     def check(self) -> None:
         if self.proc.poll() is not None:
@@ -305,6 +316,7 @@ def runlane_drain(pg: LocalCluster, workers: int, runs: int, profile: bool) -> d
             wait_until(lambda: conn.execute(done_sql).fetchone()[0] == 0,
                        "runlane's drain", procs)
             drain_cpu = server_cpu_seconds(pg) - cpu
+            worker_cpu = sum(p.cpu_seconds() for p in procs)
             first, last, succeeded = conn.execute(
                 "select extract(epoch from min(first_started_at)), "
                 "extract(epoch from max(finished_at)), "
@@ -331,6 +343,7 @@ def runlane_drain(pg: LocalCluster, workers: int, runs: int, profile: bool) -> d
     return {"system": "runlane", "workers": workers, "runs": runs, "seconds": round(seconds, 3),
             "jobs_per_s": round(runs / seconds, 1),
             "pg_cpu_ms_per_run": round(drain_cpu * 1000 / runs, 3),
+            "worker_cpu_ms_per_run": round(worker_cpu * 1000 / runs, 3),
             "enqueue_pg_cpu_ms_per_run": round(enqueue_cpu * 1000 / runs, 3),
             "enqueue_per_s": round(runs / enqueue_s, 1),
             "load_average": load, "top_statements": top, "top_functions": functions}
@@ -425,6 +438,7 @@ def pgqueuer_drain(pg: LocalCluster, workers: int, runs: int) -> dict:
             wait_until(lambda: conn.execute(log_sql).fetchone()[0] >= runs,
                        "PgQueuer's log", procs, timeout=60)
             drain_cpu = server_cpu_seconds(pg) - cpu
+            worker_cpu = sum(p.cpu_seconds() for p in procs)
             first, last = conn.execute(
                 "select extract(epoch from min(created) filter (where status = 'picked')), "
                 "extract(epoch from max(created) filter (where status = 'successful')) "
@@ -437,6 +451,7 @@ def pgqueuer_drain(pg: LocalCluster, workers: int, runs: int) -> dict:
     return {"system": "pgqueuer", "workers": workers, "runs": runs, "seconds": round(seconds, 3),
             "jobs_per_s": round(runs / seconds, 1),
             "pg_cpu_ms_per_run": round(drain_cpu * 1000 / runs, 3),
+            "worker_cpu_ms_per_run": round(worker_cpu * 1000 / runs, 3),
             "enqueue_pg_cpu_ms_per_run": round(enqueue_cpu * 1000 / runs, 3),
             "enqueue_per_s": round(runs / enqueue_s, 1), "load_average": load}
 
@@ -607,14 +622,16 @@ def main(argv=None) -> list[str]:
              f"{info['cores']} cores, PostgreSQL {info['postgres']}, "
              f"PgQueuer {info['pgqueuer']} (asyncpg {info['asyncpg']}), {args.runs} jobs:",
              f"  {'system':<9} {'workers':>7} {'jobs/s':>8} {'PG CPU ms/job':>14} "
-             f"{'enqueue PG CPU ms/job':>22} {'vs PgQueuer':>12}  load average"]
+             f"{'worker CPU ms/job':>18} {'enqueue PG CPU ms/job':>22} {'vs PgQueuer':>12}"
+             f"  load average"]
     by = {(d["system"], d["workers"]): d for d in drains}
     for d in drains:
         ratio = ""
         if d["system"] == "runlane":
             ratio = f"{d['jobs_per_s'] / by[('pgqueuer', d['workers'])]['jobs_per_s']:.2f}x"
         lines.append(f"  {d['system']:<9} {d['workers']:>7} {d['jobs_per_s']:>8.0f} "
-                     f"{d['pg_cpu_ms_per_run']:>14.3f} {d['enqueue_pg_cpu_ms_per_run']:>22.3f} "
+                     f"{d['pg_cpu_ms_per_run']:>14.3f} {d['worker_cpu_ms_per_run']:>18.3f} "
+                     f"{d['enqueue_pg_cpu_ms_per_run']:>22.3f} "
                      f"{ratio:>12}  {d['load_average']}")
     if latency:
         last = latency["rounds"][-1]

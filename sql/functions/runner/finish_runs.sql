@@ -74,6 +74,9 @@ declare
     v_output_ids bigint[];
     v_reason text;
     v_origin timestamptz;
+    v_together_ids bigint[];
+    v_together_first jsonb[];
+    v_together_timings jsonb[];
 begin
     -- GUARD: arguments, before any run is touched.
     if p_run_ids is null or p_fences is null or p_outcomes is null or p_errors is null
@@ -97,6 +100,31 @@ begin
         raise exception 'output counts do not match the outputs given'
             using errcode = '22023',
                   hint = 'Each output count is zero or more; they add up to the outputs passed.';
+    end if;
+
+    -- FAST PATH: the whole batch in a few statements (runlane._finish_runs_together) when
+    -- every run is the common case; anything else (a run fenced out, on a computer, asked
+    -- to stop, a resend, a bad argument, any error) rolls that attempt back, whole, and the
+    -- runs are finished one by one below, each in its own subtransaction.
+    if v_runs > 0 then
+        begin
+            select t.run_ids, t.first_responses, t.timings
+            into v_together_ids, v_together_first, v_together_timings
+            from runlane._finish_runs_together(
+                p_run_ids, p_fences, p_outcomes, p_errors, p_costs, p_output_counts,
+                p_output_kinds, p_output_bodies, p_seqs
+            ) as t;
+        exception when others then
+            v_together_ids := null;
+        end;
+        if v_together_ids is not null then
+            return query
+            select t.run_id, true, t.first_response, t.timing, null::text
+            from unnest(v_together_ids, v_together_first, v_together_timings)
+                with ordinality as t (run_id, first_response, timing, position)
+            order by t.position;
+            return;
+        end if;
     end if;
 
     select
