@@ -10,8 +10,9 @@
 --   - its arguments are valid: a fence, a known outcome, a cost in [0, 1e12], a write
 --     sequence number null or >= 1, outputs with a known kind and a body of at most 1 MB;
 --     its id appears once in the call;
---   - its row, locked here, is running under that fence, is not bound to a computer (the
---     computer lease check, release and waiter stay run by run), was not asked to stop
+--   - its row, locked here, is running under that fence, still holds its computer when it
+--     is bound to one (the computer_leases row names the run and its fence, locked FOR
+--     SHARE until commit, as runlane._require_owner locks it), was not asked to stop
 --     (runlane.cancel_run: outputs are refused, the finish closes as canceled), and its
 --     numbered write is not applied yet (a resend is answered run by run);
 --   and any error on the way (a lock timeout, a deadlock, a timing row that cannot be
@@ -26,8 +27,10 @@
 --   before the close, none for a cost of 0); one closing update per run (state, reason,
 --   last_error's first 1,000 characters, finished_at, lease cleared, cost, the write
 --   sequence number of a sequenced finish); a run.finished journal row per run with
---   {outcome, reason}; held messages of each interactive run's thread dispatched
---   (runlane._dispatch_held_messages, only for threads that hold some).
+--   {outcome, reason}; the computer lease of each run on a computer deleted (that row
+--   only) and the next awake run waiting on the computer notified
+--   (runlane._notify_computer_waiter); held messages of each interactive run's thread
+--   dispatched (runlane._dispatch_held_messages, only for threads that hold some).
 -- * Output notifications are hints: one guard around the batch's, so a failing one skips
 --   the rest, never a write (pg_notify refuses only a payload over 8,000 bytes, and these
 --   carry a stream token).
@@ -64,6 +67,9 @@ declare
     v_output_ids bigint[];
     v_agents text[];  -- the threads of the interactive runs, in lock order
     v_threads text[];
+    v_computers text[];  -- the computers of the runs bound to one, in computer order
+    v_computer_runs bigint[];
+    v_computer_fences bigint[];
     v_locked integer;
     v_thread record;
 begin
@@ -93,15 +99,25 @@ begin
         array_agg(l.run_id order by l.agent_id, l.thread_id, l.i),
         array_agg(l.i order by l.agent_id, l.thread_id, l.i),
         array_agg(l.attempts order by l.agent_id, l.thread_id, l.i),
-        array_agg(l.first_response_at is null order by l.agent_id, l.thread_id, l.i)
-    into v_ids, v_positions, v_attempts, v_unstamped
+        array_agg(l.first_response_at is null order by l.agent_id, l.thread_id, l.i),
+        array_agg(l.computer_id order by l.computer_id) filter (where l.computer_id is not null),
+        array_agg(l.run_id order by l.computer_id) filter (where l.computer_id is not null),
+        array_agg(l.fence order by l.computer_id) filter (where l.computer_id is not null)
+    into v_ids, v_positions, v_attempts, v_unstamped, v_computers, v_computer_runs, v_computer_fences
     from (
-        select u.i::integer as i, r.run_id, r.agent_id, r.thread_id, r.attempts, r.first_response_at
+        select
+            u.i::integer as i,
+            r.run_id,
+            r.agent_id,
+            r.thread_id,
+            r.attempts,
+            r.first_response_at,
+            r.computer_id,
+            r.fence
         from unnest(p_run_ids, p_fences, p_seqs) with ordinality as u (run_id, fence, seq, i)
         inner join runlane.runs as r on r.run_id = u.run_id
         where r.state = 'running'
             and r.fence = u.fence
-            and r.computer_id is null
             and r.reason is distinct from 'cancel_requested'
             and not coalesce(r.write_fence = u.fence and r.write_seq >= u.seq, false)
         order by r.agent_id, r.thread_id, u.i
@@ -109,6 +125,24 @@ begin
     ) as l;
     if coalesce(cardinality(v_ids), 0) <> v_runs then
         raise exception 'not every run of this call is running under its caller''s fence';
+    end if;
+
+    -- GUARD: a run on a computer writes only while it holds its computer; its lease row is
+    -- locked FOR SHARE until commit, so a claim taking the computer over waits for this.
+    if v_computers is not null then
+        if (
+            select count(*)
+            from unnest(v_computers, v_computer_runs, v_computer_fences)
+                as x (computer_id, run_id, fence)
+            cross join lateral (
+                select
+                from runlane.computer_leases as cl
+                where cl.computer_id = x.computer_id and cl.run_id = x.run_id and cl.fence = x.fence
+                for share
+            ) as k
+        ) <> cardinality(v_computers) then
+            raise exception 'a run of this call no longer holds its computer';
+        end if;
     end if;
 
     -- The outputs, in input order per run; the first visible one stamps the run's first
@@ -217,6 +251,16 @@ begin
     into run_ids, first_responses, timings, v_agents, v_threads
     from closed as c;
 
+    -- Computers: each run's lease (that row only) freed, and the next waiter notified.
+    if v_computers is not null then
+        delete from runlane.computer_leases as cl
+        using unnest(v_computers, v_computer_runs) as x (computer_id, run_id)
+        where cl.computer_id = x.computer_id and cl.run_id = x.run_id;
+
+        perform runlane._notify_computer_waiter(x.computer_id)
+        from unnest(v_computers) as x (computer_id);
+    end if;
+
     -- Threads: every interactive run's thread locked, in order, now that its run left the
     -- running state (a thread without its row gets one, then all are locked again in order);
     -- then the held messages of the threads that hold some are dispatched.
@@ -266,8 +310,8 @@ $$;
 comment on function runlane._finish_runs_together(
     bigint[], bigint[], text[], text[], numeric[], integer[], text[], text[], bigint[]
 ) is
-'finish_runs'' common case for a whole batch at once (outputs, charges, closes, journal, threads, '
-'timing rows); raises unless every run is running under its fence, off computers, not stopped, '
+'finish_runs'' common case for a whole batch at once (outputs, charges, closes, journal, computers, '
+'threads, timing rows); raises unless every run is running under its fence, holds its computer, not stopped, '
 'its write not applied, its arguments valid: the caller then finishes run by run.';
 
 revoke all on function runlane._finish_runs_together(

@@ -103,7 +103,7 @@ begin
     end if;
 
     -- FAST PATH: the whole batch in a few statements (runlane._finish_runs_together) when
-    -- every run is the common case; anything else (a run fenced out, on a computer, asked
+    -- every run is the common case; anything else (a run fenced out or off its computer, asked
     -- to stop, a resend, a bad argument, any error) rolls that attempt back, whole, and the
     -- runs are finished one by one below, each in its own subtransaction.
     if v_runs > 0 then
