@@ -125,6 +125,8 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane._record_charge(runlane.runs,numeric,timestamp with time zone)": NOBODY,
     "runlane._require_amount(numeric,text)": NOBODY,
     "runlane._dispatch_held_messages(text,text)": NOBODY,
+    "runlane._finish_runs_together(bigint[],bigint[],text[],text[],numeric[],integer[],text[],"
+    "text[],bigint[])": NOBODY,
     "runlane._lock_agent(text)": NOBODY,
     "runlane._skip_gated_runs(bigint[],text[])": NOBODY,
     "runlane._new_background_run(runlane.agents,text,text,timestamp with time zone,text,"
