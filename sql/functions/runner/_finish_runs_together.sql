@@ -71,6 +71,7 @@ declare
     v_computer_runs bigint[];
     v_computer_fences bigint[];
     v_locked integer;
+    v_round integer;
     v_thread record;
 begin
     -- GUARD: arguments the run-by-run path would refuse for some run.
@@ -265,23 +266,10 @@ begin
     -- running state (a thread without its row gets one, then all are locked again in order);
     -- then the held messages of the threads that hold some are dispatched.
     if v_agents is not null then
-        -- (one primary-key probe per thread, in the arrays' order, which is lock order)
-        select count(*) into v_locked
-        from unnest(v_agents, v_threads) as x (agent_id, thread_id)
-        cross join lateral (
-            select
-            from runlane.threads as t
-            where t.agent_id = x.agent_id and t.thread_id = x.thread_id
-            for no key update
-        ) as k;
-        if v_locked < cardinality(v_agents) then
-            insert into runlane.threads as t (agent_id, thread_id)
-            select x.agent_id, x.thread_id
-            from unnest(v_agents, v_threads) as x (agent_id, thread_id)
-            order by x.agent_id, x.thread_id
-            on conflict do nothing;
-
-            perform
+        -- (one primary-key probe per thread, in the arrays' order, which is lock order;
+        -- a second round only after giving the threads without a row one)
+        for v_round in 1 .. 2 loop
+            select count(*) into v_locked
             from unnest(v_agents, v_threads) as x (agent_id, thread_id)
             cross join lateral (
                 select
@@ -289,7 +277,16 @@ begin
                 where t.agent_id = x.agent_id and t.thread_id = x.thread_id
                 for no key update
             ) as k;
-        end if;
+            exit when v_locked = cardinality(v_agents);
+            if v_round = 2 then
+                raise exception 'a thread of this call has no row to lock';
+            end if;
+            insert into runlane.threads as t (agent_id, thread_id)
+            select x.agent_id, x.thread_id
+            from unnest(v_agents, v_threads) as x (agent_id, thread_id)
+            order by x.agent_id, x.thread_id
+            on conflict do nothing;
+        end loop;
 
         for v_thread in
             select x.agent_id, x.thread_id

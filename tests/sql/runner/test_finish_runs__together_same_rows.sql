@@ -5,7 +5,7 @@
 -- sequence number, the journal, held messages given to a follow-up run, timing rows equal
 -- to run_timing. A batch with one run the common case does not cover goes run by run.
 begin;
-select plan(16);
+select plan(17);
 
 set local track_functions = 'pl';
 
@@ -50,6 +50,9 @@ select first_response_at from runlane.runs where run_id = (select run_id from f 
 -- fold: a message arrives for its thread while it runs, so it is held.
 do $$ begin perform runlane.submit_message('agent-fold', 'thread-1', 'one more thing'); end $$;
 
+-- quiet: its thread has no row to lock (as if purged): the finish gives it one.
+delete from runlane.threads where agent_id = 'agent-quiet';
+
 create temp table u0 on commit drop as
 select n_tup_upd from pg_stat_xact_user_tables where relid = 'runlane.runs'::regclass;
 create temp table c0 on commit drop as
@@ -76,6 +79,10 @@ select is(
     ) - (select calls from c0),
     0,
     'the batch was finished together: no run went through the run-by-run path'
+);
+select isnt_empty(
+    $$select from runlane.threads where agent_id = 'agent-quiet' and thread_id = 'thread-1'$$,
+    'a thread without a row to lock gets one'
 );
 select is(
     (select n_tup_upd from pg_stat_xact_user_tables where relid = 'runlane.runs'::regclass)
