@@ -217,6 +217,7 @@ class Report:
     max_org_running: dict[str, list[int]] = field(default_factory=dict)
     lost_acks: dict[str, int] = field(default_factory=dict)          # replies lost, by kind
     streams: dict[str, int] = field(default_factory=dict)            # stream readers' tally
+    streams_died_of: dict[str, int] = field(default_factory=dict)    # SQLSTATE or error -> readers
     duplicate_outputs: int = 0
     writes_without_computer: int = 0
     maintenance_reap_s: dict[str, float] = field(default_factory=dict)
@@ -1478,12 +1479,14 @@ class Checks:
             if kind in VISIBLE_KINDS:
                 visible[run_id].append((oid, kind, body))
         tally: Counter[str] = Counter()
+        died_of: Counter[str] = Counter()  # what killed the readers that died
         for run_id, seen in self.chaos.streams.items():
             tally["followed"] += 1
             tally["complete"] += seen["complete"]
             tally["reconnects"] += seen["reconnects"]
             if seen["died"]:
                 tally["died"] += 1
+                died_of[seen["died"]] += 1
                 if tally["died"] <= 5:
                     self.v.append(f"a stream reader of run {run_id} died ({seen['died']})")
             got = [(oid, kind, body) for oid, _a, kind, body in seen["rows"]]
@@ -1498,8 +1501,13 @@ class Checks:
                     self.v.append(f"the stream of run {run_id} differs from its committed "
                                   f"outputs ({len(got)} read, {len(want)} committed)")
         if tally["died"] > 5:
-            self.v.append(f"... {tally['died']} stream readers died in all")
+            self.v.append(f"... {tally['died']} stream readers died in all ("
+                          + ", ".join(f"{k} {n}" for k, n in died_of.most_common()) + ")")
+        if tally["mismatched"] > 5:
+            self.v.append(f"... {tally['mismatched']} streams differed from their committed "
+                          f"outputs in all")
         self.report.streams = dict(tally)
+        self.report.streams_died_of = dict(died_of)
 
     def _attempt_at(self, run_id: int, at: float) -> int | None:
         found = None

@@ -108,6 +108,8 @@ class FailoverFigures:
     # async: what was acknowledged, shown, and then lost with the primary (not violations)
     first_responses_moved: int = 0     # a first response lost; the re-run set it again
     streams_showed_lost: int = 0       # a reader showed outputs the promoted node lacks
+    stream_runs_lost: int = 0          # a reader's run itself was lost (RL008 after promotion)
+    stream_readers_died_of: dict[str, int] = field(default_factory=dict)
     worker_generations: dict[str, int] = field(default_factory=dict)
     finished_after_last_failover: dict[str, int] = field(default_factory=dict)
     rebuilds: list[str] = field(default_factory=list)
@@ -143,7 +145,11 @@ class FailoverFigures:
         if self.mode == "async":
             lines.append(f"lost with the primary, not violations: {self.first_responses_moved}"
                          " first_response_at values set again later, "
-                         f"{self.streams_showed_lost} stream lines about outputs since lost")
+                         f"{self.streams_showed_lost} streams that showed outputs since lost, "
+                         f"{self.stream_runs_lost} stream readers whose run was lost (RL008); "
+                         "readers that died, by cause: " + (", ".join(
+                             f"{k} {n}" for k, n in self.stream_readers_died_of.items())
+                             or "none"))
         if self.ran_twice:
             lines.append("attempts started twice under one fence (a violation): " + "; ".join(
                              f"run {r['run']} attempt {r['attempt']} by "
@@ -404,15 +410,26 @@ class Failover(Chaos):
         its claim with the primary (counted: refenced, not a violation by itself). An
         attempt started twice under one fence (Checks.logs) stays a violation; who started
         it and when is recorded. A first response or a stream line that showed what was
-        then lost is counted as lost (figures), not as a violation."""
+        then lost is counted as lost (figures), not as a violation; so is a stream reader
+        that died because its run itself was lost (RL008, unknown run, on the promoted
+        node). A reader that died of anything else stays a violation."""
+        died_of = dict(report.streams_died_of)
+        self.figures.stream_readers_died_of = died_of
+        self.figures.streams_showed_lost = report.streams.get("mismatched", 0)
+        self.figures.stream_runs_lost = died_of.get("RL008", 0)
         kept = []
         for v in report.violations:
             if "started in a log, not in the journal" in v:
                 self.figures.refenced += 1
             elif v.startswith("first_response_at of run ") and " moved from " in v:
                 self.figures.first_responses_moved += 1   # the acknowledged value was lost
-            elif v.startswith(("the stream of run ", "a stream reader of run ")):
-                self.figures.streams_showed_lost += 1     # it showed what was then lost
+            elif v.startswith("the stream of run ") or (
+                    v.startswith("... ") and "streams differed" in v):
+                pass  # it showed what was then lost (counted above)
+            elif v.startswith("a stream reader of run ") and v.endswith("(RL008)"):
+                pass  # its run was lost with the primary (counted above)
+            elif v.startswith("... ") and "stream readers died" in v and set(died_of) == {"RL008"}:
+                pass
             else:
                 kept.append(v)
         report.violations = kept
