@@ -27,8 +27,11 @@
 -- * Candidates (2 x p_limit + 8) are read without locks, then locked in claim order FOR
 --   UPDATE SKIP LOCKED; when concurrent claimers hold too many of them the claim reads
 --   candidates again past those rows (at most 4 times).
--- * Few statements on the common path (an idle claim of one run: window, lock, update,
---   reply; an empty claim: one probe of runs_claim_order_idx). The class-0 window also
+-- * Few statements on the common path: an idle chat claim (no background lane asked for,
+--   every eligible run fits in p_limit, none bound to a computer or a timer) is one
+--   statement that finds, locks, orders and bounds its runs and one that claims them
+--   (update, journal, returned rows); an empty claim is the first of them (with the
+--   background lane: one probe of runs_claim_order_idx). The class-0 window also
 --   answers for class 1 when it holds class-1 rows; the cap machinery (organization
 --   locks and counts) runs only when a background run was locked or two locked runs
 --   share a computer, the computer lease only for computer-bound runs. Plans are
@@ -55,8 +58,8 @@
 --   claim locks further candidates in its place, so the page is as full as the queue
 --   allows. Every trigger (manual, scheduled, reaction, retry, a coalesced timer run).
 --   Interactive runs are never gated: a person is waiting, and chat was accepted when
---   the message was sent. The skipped runs are returned by the reporting form only
---   (six arguments); this form's rows are claimed runs.
+--   the message was sent. The skipped runs are returned only with p_report_skipped
+--   (below); the four- and five-argument forms return claimed runs only.
 -- Returns, per claimed run, what the worker needs to execute it, its late notice (timer
 -- runs started more than 15 minutes late) and its run.execution_started timing row (built
 -- from the claimed row in hand, as run_timing would build it: no second read of the run).
@@ -165,14 +168,18 @@ declare
 begin
     -- GUARD: arguments a person can get wrong. One test on the usual path (every PL/pgSQL
     -- expression costs its set-up once per transaction, that is once per claim); the
-    -- checks that name what is wrong run only when it fails, and let through what passes
-    -- them (two lanes, a worker id that starts with a space but is not blank).
-    if p_report_skipped is null
-       or p_worker is null or length(p_worker) > 256 or p_worker !~ '^[[:alnum:]]'
-       or cardinality(p_lanes) <> 1 or not p_lanes <@ array['interactive', 'background']
-       or not p_limit between 1 and 1000
-       or not (p_lease > interval '0' and p_lease <= interval '1 hour')
-       or current_setting('transaction_isolation') <> 'read committed' then
+    -- checks that name what is wrong run only when it fails (or is null: any null
+    -- argument), and let through what passes them (two lanes, a worker id that starts
+    -- with a space but is not blank).
+    if not coalesce(
+        p_report_skipped is not null
+        and length(p_worker) <= 256 and p_worker ~ '^[[:alnum:]]'
+        and cardinality(p_lanes) = 1 and p_lanes <@ array['interactive', 'background']
+        and p_limit between 1 and 1000
+        and p_lease > interval '0' and p_lease <= interval '1 hour'
+        and current_setting('transaction_isolation') = 'read committed',
+        false
+    ) then
         if p_report_skipped is null then
             raise exception 'claim_runs needs p_report_skipped true or false'
                 using errcode = '22004';
