@@ -957,6 +957,7 @@ returns table (
 language sql
 security definer
 set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
 as $$
     select
         c.run_id, c.fence, c.attempt, c.lane, c.trigger, c.agent_id, c.org_id, c.thread_id,
@@ -998,6 +999,7 @@ returns table (
 language sql
 security definer
 set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
 as $$
     select
         c.run_id, c.fence, c.attempt, c.lane, c.trigger, c.agent_id, c.org_id, c.thread_id,
