@@ -954,15 +954,20 @@ returns table (
     late_notice jsonb,
     timing jsonb
 )
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
 set lock_timeout = '5s'
 as $$
+begin
+    -- (PL/pgSQL, not SQL: a SQL function with SET clauses is parsed and planned on every
+    -- call; this statement's plan is kept for the session)
+    return query
     select
         c.run_id, c.fence, c.attempt, c.lane, c.trigger, c.agent_id, c.org_id, c.thread_id,
         c.prompt, c.model, c.checkpoint, c.iteration_cap, c.late_notice, c.timing
     from runlane.claim_runs(p_worker, p_lanes, p_limit, p_lease, p_claim_key, false) as c;
+end;
 $$;
 
 comment on function runlane.claim_runs(text, text[], int, interval, uuid) is
@@ -996,15 +1001,20 @@ returns table (
     late_notice jsonb,
     timing jsonb
 )
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
 set lock_timeout = '5s'
 as $$
+begin
+    -- (PL/pgSQL, not SQL: a SQL function with SET clauses is parsed and planned on every
+    -- call; this statement's plan is kept for the session)
+    return query
     select
         c.run_id, c.fence, c.attempt, c.lane, c.trigger, c.agent_id, c.org_id, c.thread_id,
         c.prompt, c.model, c.checkpoint, c.iteration_cap, c.late_notice, c.timing
     from runlane.claim_runs(p_worker, p_lanes, p_limit, p_lease, null, false) as c;
+end;
 $$;
 
 comment on function runlane.claim_runs(text, text[], int, interval) is
