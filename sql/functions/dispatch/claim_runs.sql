@@ -27,8 +27,11 @@
 -- * Candidates (2 x p_limit + 8) are read without locks, then locked in claim order FOR
 --   UPDATE SKIP LOCKED; when concurrent claimers hold too many of them the claim reads
 --   candidates again past those rows (at most 4 times).
--- * Few statements on the common path (an idle claim of one run: window, lock, update,
---   reply; an empty claim: one probe of runs_claim_order_idx). The class-0 window also
+-- * Few statements on the common path: an idle chat claim (no background lane asked for,
+--   every eligible run fits in p_limit, none bound to a computer or a timer) is one
+--   statement that finds, locks, orders and bounds its runs and one that claims them
+--   (update, journal, returned rows); an empty claim is the first of them (with the
+--   background lane: one probe of runs_claim_order_idx). The class-0 window also
 --   answers for class 1 when it holds class-1 rows; the cap machinery (organization
 --   locks and counts) runs only when a background run was locked or two locked runs
 --   share a computer, the computer lease only for computer-bound runs. Plans are
@@ -55,18 +58,46 @@
 --   claim locks further candidates in its place, so the page is as full as the queue
 --   allows. Every trigger (manual, scheduled, reaction, retry, a coalesced timer run).
 --   Interactive runs are never gated: a person is waiting, and chat was accepted when
---   the message was sent. The skipped runs are returned by the reporting form only
---   (six arguments); this form's rows are claimed runs.
+--   the message was sent. The skipped runs are returned only with p_report_skipped
+--   (below); the four- and five-argument forms return claimed runs only.
 -- Returns, per claimed run, what the worker needs to execute it, its late notice (timer
 -- runs started more than 15 minutes late) and its run.execution_started timing row (built
 -- from the claimed row in hand, as run_timing would build it: no second read of the run).
--- The five-argument form (below) adds a claim key, so a claim resent after a lost reply
--- returns what it already claimed.
+--
+-- This form, the worker's, is keyed and reports skips (the four- and five-argument forms
+-- below are it without a key and without skipped rows). On top of the rules above:
+-- * The caller picks a new p_claim_key (a uuid) for each claim and resends the SAME key
+--   when it could not read the reply (a broken connection). The first call that commits
+--   records its key and the runs and fences it returned in runlane.claim_receipts (one
+--   row per worker and lane set). A call whose key is the recorded one claims nothing:
+--   it returns those runs again, in the same order, those still running under the same
+--   fence (a run since finished, released or reclaimed is left out). So a lost claim
+--   reply costs a resend, never a run left claimed by nobody until its lease expires.
+-- * A resend racing the original (the original still executing when the resend arrives)
+--   waits for it: the receipt row is locked FOR UPDATE first, and a worker's first claim
+--   inserts it (a concurrent insert waits for the first to commit).
+-- * An empty claim records nothing (a resend of it simply claims again) unless it created
+--   the row. A null p_claim_key records nothing.
+-- * With p_report_skipped, the runs this claim ended skipped because a gate closed
+--   between queue and claim (agent_off, agent_locked, no_model, budget_exhausted; see
+--   above) come after the claimed runs, one row each with skipped_reason set, fence and
+--   attempt as the run kept them, and no prompt, checkpoint, iteration cap, late notice
+--   or timing: they were not claimed. Claimed rows have skipped_reason NULL, so a page is
+--   full when its claimed rows reach p_limit. Without p_report_skipped, only claimed rows.
+-- * The receipt keeps the skipped runs too (fence -1 in claim_receipts.fences, a value
+--   no run has: the keyed resend's fence match leaves them out), so a resend after a
+--   lost reply reports them again, for a log line the lost reply never produced.
+-- * Few statements: the runs' update, their run.claimed journal rows and the returned
+--   rows (built from the updated rows in hand) are one statement; an idle claim of chat
+--   runs is four (receipt lock, find and lock, claim, receipt), an empty one two. The
+--   four- and five-argument forms are this one (no copy of its rows in between).
 create or replace function runlane.claim_runs(
     p_worker text,
     p_lanes text[],
-    p_limit int default 10,
-    p_lease interval default '60 seconds'
+    p_limit int,
+    p_lease interval,
+    p_claim_key uuid,
+    p_report_skipped boolean
 )
 returns table (
     run_id bigint,
@@ -82,7 +113,8 @@ returns table (
     checkpoint jsonb,
     iteration_cap int,
     late_notice jsonb,
-    timing jsonb
+    timing jsonb,
+    skipped_reason text
 )
 language plpgsql
 security definer
@@ -92,6 +124,11 @@ set plan_cache_mode = force_generic_plan
 as $$
 #variable_conflict use_column
 declare
+    v_lanes text[];
+    v_key uuid;
+    v_ids bigint[];
+    v_fences bigint[];
+    v_created boolean := false;
     v_full_orgs text[];
     v_target int;
     v_attempt int;
@@ -111,67 +148,152 @@ declare
     v_later_known boolean;
     v_later_whole boolean;
     v_candidates bigint[];
-    v_tried bigint[] := '{}';
+    v_tried bigint[];
     v_more bigint[];
     v_more_orgs text[];
     v_more_computers text[];
-    v_locked bigint[] := '{}';
-    v_orgs text[] := '{}';
-    v_computers text[] := '{}';
+    v_locked bigint[];
+    v_orgs text[];
+    v_computers text[];
     v_accepted bigint[];
-    v_fence_floor bigint := 0;
-    v_computers_taken bigint[] := '{}';
-    v_claimed bigint[];
+    v_fence_floor bigint;
+    v_computers_taken bigint[];
     v_idle boolean := false;
-    v_max_per_org int := runlane._max_per_org();
+    v_max_per_org int;
     v_gated bigint[];
     v_gate_reasons text[];
     v_budget_runs bigint[];
     v_over bigint[];
     v_skipped bigint[] := '{}';
 begin
-    -- GUARD: arguments a person can get wrong
-    if p_worker is null then
-        raise exception 'claim_runs needs a worker name'
-            using errcode = '22004';
+    -- GUARD: arguments a person can get wrong. One test on the usual path (every PL/pgSQL
+    -- expression costs its set-up once per transaction, that is once per claim); the
+    -- checks that name what is wrong run only when it fails (or is null: any null
+    -- argument), and let through what passes them (two lanes, a worker id that starts
+    -- with a space but is not blank).
+    if not coalesce(
+        p_report_skipped is not null
+        and length(p_worker) <= 256 and p_worker ~ '^[[:alnum:]]'
+        and cardinality(p_lanes) = 1 and p_lanes <@ array['interactive', 'background']
+        and p_limit between 1 and 1000
+        and p_lease > interval '0' and p_lease <= interval '1 hour'
+        and current_setting('transaction_isolation') = 'read committed',
+        false
+    ) then
+        if p_report_skipped is null then
+            raise exception 'claim_runs needs p_report_skipped true or false'
+                using errcode = '22004';
+        end if;
+        if p_worker is null then
+            raise exception 'claim_runs needs a worker name'
+                using errcode = '22004';
+        end if;
+        if p_lanes is null or cardinality(p_lanes) = 0
+           or not p_lanes <@ array['interactive', 'background'] then
+            raise exception 'claim_runs lanes must be interactive and/or background, got %',
+                runlane._quote_for_error(p_lanes::text)
+                using errcode = '22023';
+        end if;
+        if p_limit is null or p_limit < 1 or p_limit > 1000 then
+            raise exception 'claim_runs limit must be between 1 and 1000, got %', p_limit
+                using errcode = '22023';
+        end if;
+        if p_lease is null or p_lease <= interval '0' or p_lease > interval '1 hour' then
+            raise exception 'claim_runs lease must be positive and at most 1 hour, got %', p_lease
+                using errcode = '22023';
+        end if;
+        -- A lane named twice is one lane: the loose index scan below would otherwise read
+        -- it, and return its runs, twice. (Only interactive and background pass above.)
+        if cardinality(p_lanes) > 2 or p_lanes[1] = p_lanes[2] then
+            p_lanes := array(select distinct l.name from unnest(p_lanes) as l (name));
+        end if;
+        -- The cap is exact only if each statement sees what committed before it.
+        if current_setting('transaction_isolation') <> 'read committed' then
+            raise exception 'claim_runs must run at READ COMMITTED isolation, not %',
+                current_setting('transaction_isolation')
+                using errcode = '0A000',
+                      hint = 'Call it in its own transaction with the default isolation level.';
+        end if;
+        perform runlane._check_id('worker id', p_worker);
     end if;
-    if p_lanes is null or cardinality(p_lanes) = 0
-       or not p_lanes <@ array['interactive', 'background'] then
-        raise exception 'claim_runs lanes must be interactive and/or background, got %',
-            runlane._quote_for_error(p_lanes::text)
-            using errcode = '22023';
+
+    if p_claim_key is not null then
+        -- GUARD: a resend of the last claim of this worker and lane set returns its runs.
+        -- (p_lanes is one lane or two different ones by now: sorted, not deduplicated)
+        v_lanes := case when p_lanes[2] < p_lanes[1] then array[p_lanes[2], p_lanes[1]] else p_lanes end;
+        select c.claim_key, c.run_ids, c.fences into v_key, v_ids, v_fences
+        from runlane.claim_receipts as c
+        where c.worker_id = p_worker and c.lanes = v_lanes
+        for update;
+        if not found and p_worker is not null then
+            insert into runlane.claim_receipts as c (worker_id, lanes, claim_key)
+            values (p_worker, v_lanes, p_claim_key)
+            on conflict (worker_id, lanes) do nothing;
+            v_created := found;
+            if not v_created then  -- a concurrent first claim created it and has committed
+                select c.claim_key, c.run_ids, c.fences into v_key, v_ids, v_fences
+                from runlane.claim_receipts as c
+                where c.worker_id = p_worker and c.lanes = v_lanes
+                for update;
+            end if;
+        end if;
+        if not v_created and v_key = p_claim_key then
+            return query
+            select
+                r.run_id,
+                r.fence,
+                r.attempts,
+                r.lane,
+                r.trigger,
+                r.agent_id,
+                r.org_id,
+                r.thread_id,
+                r.prompt,
+                r.model,
+                r.checkpoint,
+                s.agent_iteration_cap,
+                runlane._late_notice(r),
+                runlane._timing_row(r.run_id, 'run.execution_started'),
+                null::text
+            from unnest(v_ids, v_fences) with ordinality as u (run_id, fence, position)
+            join runlane.runs as r on r.run_id = u.run_id and r.fence = u.fence and r.state = 'running'
+            join runlane.platform_settings as s on s.org_id = r.org_id
+            order by u.position;
+            if p_report_skipped then
+                return query
+                select
+                    r.run_id, r.fence, r.attempts, r.lane, r.trigger, r.agent_id, r.org_id,
+                    r.thread_id, null::text, r.model, null::jsonb, null::int, null::jsonb,
+                    null::jsonb, r.reason
+                from unnest(v_ids, v_fences) with ordinality as u (run_id, fence, position)
+                join runlane.runs as r on r.run_id = u.run_id
+                where u.fence = -1 and r.state = 'skipped'
+                order by u.position;
+            end if;
+            return;
+        end if;
     end if;
-    if p_limit is null or p_limit < 1 or p_limit > 1000 then
-        raise exception 'claim_runs limit must be between 1 and 1000, got %', p_limit
-            using errcode = '22023';
-    end if;
-    if p_lease is null or p_lease <= interval '0' or p_lease > interval '1 hour' then
-        raise exception 'claim_runs lease must be positive and at most 1 hour, got %', p_lease
-            using errcode = '22023';
-    end if;
-    -- A lane named twice is one lane: the loose index scan below would otherwise read it,
-    -- and return its runs, twice. (Only interactive and background pass the check above.)
-    if cardinality(p_lanes) > 2 or p_lanes[1] = p_lanes[2] then
-        p_lanes := array(select distinct l.name from unnest(p_lanes) as l (name));
-    end if;
-    -- The cap is exact only if each statement sees what committed before it.
-    if current_setting('transaction_isolation') <> 'read committed' then
-        raise exception 'claim_runs must run at READ COMMITTED isolation, not %',
-            current_setting('transaction_isolation')
-            using errcode = '0A000',
-                  hint = 'Call it in its own transaction with the default isolation level.';
-    end if;
-    perform runlane._check_id('worker id', p_worker);
+
+    -- The per-worker organization bound (runlane._max_per_org): a plain number is read
+    -- here, anything else (unset, 0, padded, malformed) by the function.
+    v_max_per_org := case
+        when current_setting('runlane.max_per_org', true) ~ '^[1-9][0-9]{0,5}$'
+            then current_setting('runlane.max_per_org', true)::int
+        when coalesce(current_setting('runlane.max_per_org', true), '') <> ''
+            then runlane._max_per_org()
+    end;
 
     -- GUARD: an idle queue, the chat latency that matters most. When every eligible run of
     -- the lanes fits in this claim, no order can be unfair: the claim takes them all. So
-    -- when no background lane is asked for (no cap to count) and none of them is bound to
-    -- a computer (no lease to take), one statement finds and locks them, in the order the
-    -- fair path would return them, instead of a window and a second read. Decided in the
-    -- statement's own snapshot; more eligible runs than p_limit take the fair path below.
+    -- when no background lane is asked for (no cap to count, no gate to read) and none of
+    -- them is bound to a computer (no lease to take) or a timer (no late notice), one
+    -- statement finds and locks them, in the order the fair path would return them, and
+    -- applies the per-worker organization bound (the worker's running runs counted once,
+    -- by organization), instead of a window and a second read. Decided in the statement's
+    -- own snapshot; more eligible runs than p_limit take the fair path below.
     if not 'background' = any(p_lanes) then
         with eligible as materialized (
-            select r.run_id, r.org_id, r.claim_class, r.computer_id
+            select r.run_id, r.org_id, r.claim_class, r.computer_id, r.timer_routine
             from runlane.runs as r
             where r.state = 'queued'
               and r.claim_class >= 0
@@ -181,7 +303,10 @@ begin
             limit p_limit + 1
         ),
         fits as (
-            select count(*) <= p_limit and count(e.computer_id) = 0 as all_taken
+            select
+                count(*) <= p_limit
+                and count(e.computer_id) = 0
+                and count(e.timer_routine) = 0 as all_taken
             from eligible as e
         ),
         locked as (
@@ -192,33 +317,62 @@ begin
               and r.state = 'queued'
               and (r.wake_at is null or r.wake_at <= now())
             for update of r skip locked
+        ),
+        ordered as (
+            -- round = the run's round in the fair order; org_rank = its place among its
+            -- organization's runs in this claim (the fair order keeps each organization's
+            -- runs oldest first, class 0 before class 1)
+            select
+                e.run_id,
+                e.org_id,
+                e.claim_class,
+                row_number() over (
+                    partition by e.claim_class, e.org_id order by e.run_id
+                ) as round,
+                row_number() over (
+                    partition by e.org_id order by e.claim_class, e.run_id
+                ) as org_rank
+            from eligible as e
+            where e.run_id in (select k.run_id from locked as k)
+        ),
+        held as (
+            -- (only with a bound; runs_worker_running_idx, once per claim)
+            select mine.org_id, count(*) as running
+            from runlane.runs as mine
+            where v_max_per_org is not null
+              and mine.lease_owner = p_worker
+              and mine.state = 'running'
+            group by mine.org_id
         )
         select
             f.all_taken,
             coalesce((
                 select array_agg(o.run_id order by o.claim_class, o.round, o.run_id)
-                from (
-                    select
-                        e.run_id,
-                        e.claim_class,
-                        row_number() over (
-                            partition by e.claim_class, e.org_id order by e.run_id
-                        ) as round
-                    from eligible as e
-                    where e.run_id in (select k.run_id from locked as k)
-                ) as o
+                from ordered as o
+                left join held as h on h.org_id = o.org_id
+                where v_max_per_org is null
+                   or o.org_rank <= v_max_per_org - coalesce(h.running, 0)
             ), '{}')
-        into v_idle, v_locked
+        into v_idle, v_accepted
         from fits as f;
 
-        if v_idle and cardinality(v_locked) = 0 then
+        if v_idle and cardinality(v_accepted) = 0 then
             return;
         end if;
     end if;
 
+    -- Fences on this server's timeline start above every fence an earlier primary handed
+    -- out (runlane._fence_floor): a claim lost with an asynchronous standby is never
+    -- handed out again under its own fence.
     if v_idle then
-        v_accepted := v_locked;  -- no background run to cap, no computer to lease
+        v_fence_floor := runlane._fence_floor();  -- (the idle path claims at least one run)
     else
+        v_tried := '{}';
+        v_locked := '{}';
+        v_orgs := '{}';
+        v_computers := '{}';
+        v_computers_taken := '{}';
+
         -- GUARD: organizations already at their cap (a hint to skip their rows cheaply; the
         -- exact check comes after the organization locks below). Cost follows running rows.
         v_full_orgs := '{}';
@@ -554,13 +708,7 @@ begin
             v_tried := v_tried || v_candidates;
         end loop;
 
-        -- The runs this claim ended skipped, for the reporting form (six arguments) to
-        -- return: a transaction-local setting, written only when a gate was closed.
-        if cardinality(v_skipped) > 0 then
-            perform set_config('runlane.claim_skipped', v_skipped::text, true);
-        end if;
-
-        if cardinality(v_locked) = 0 then
+        if cardinality(v_locked) = 0 and cardinality(v_skipped) = 0 then
             return;
         end if;
 
@@ -603,68 +751,70 @@ begin
             where (k.lane <> 'background' or k.org_rank <= s.agent_max_concurrency - b.running)
               and (k.computer_id is null or k.computer_rank = 1);
         end if;
+
+        -- GUARD: the per-worker organization bound (session setting runlane.max_per_org, see
+        -- runlane._max_per_org): p_worker never holds more than that many running runs of one
+        -- organization, so one organization's burst leaves the worker room for the others'
+        -- (round robin put their runs early among the locked ones). Runs over the bound stay
+        -- queued, untouched. The worker's running runs are counted once per claim, by
+        -- organization: counted per candidate, the generic plan made while every run was
+        -- queued walked runs_running_idx (every worker's running runs of the organization)
+        -- once for each candidate, 40 ms per claim in a 4-worker drain (issue 15). (The idle
+        -- statement above applies the same bound itself.)
+        if v_max_per_org is not null then
+            select coalesce(array_agg(k.run_id order by k.position), '{}')
+            into v_accepted
+            from (
+                select
+                    l.run_id,
+                    l.position,
+                    r.org_id,
+                    row_number() over (partition by r.org_id order by l.position) as org_rank
+                from unnest(v_accepted) with ordinality as l (run_id, position)
+                join runlane.runs as r on r.run_id = l.run_id
+            ) as k
+            left join (
+                select
+                    mine.org_id,
+                    count(*) as running
+                from runlane.runs as mine
+                where mine.lease_owner = p_worker and mine.state = 'running'
+                group by mine.org_id
+            ) as held on held.org_id = k.org_id
+            where k.org_rank <= v_max_per_org - coalesce(held.running, 0);
+        end if;
+
+        -- (the fence floor, below, before the computer leases that carry the fence)
+        if cardinality(v_accepted) > 0 then
+            v_fence_floor := runlane._fence_floor();
+        end if;
+
+        -- Computer ownership first: a lease that is live for another run is left alone, and
+        -- that run is not claimed (it stays queued, untouched).
+        if cardinality(v_computers) > 0 then
+            with wanted as (
+                select r.computer_id, r.run_id, greatest(r.fence + 1, v_fence_floor) as fence
+                from runlane.runs as r
+                where r.run_id = any(v_accepted) and r.computer_id is not null
+                order by r.computer_id
+            ),
+            taken as (
+                insert into runlane.computer_leases as cl (computer_id, run_id, fence, expires_at)
+                select w.computer_id, w.run_id, w.fence, now() + p_lease
+                from wanted as w
+                order by w.computer_id
+                on conflict (computer_id) do update
+                set run_id = excluded.run_id, fence = excluded.fence, expires_at = excluded.expires_at
+                where cl.expires_at <= now() or cl.run_id = excluded.run_id
+                returning cl.run_id
+            )
+            select coalesce(array_agg(t.run_id), '{}') into v_computers_taken from taken as t;
+        end if;
     end if;
 
-    -- GUARD: the per-worker organization bound (session setting runlane.max_per_org, see
-    -- runlane._max_per_org): p_worker never holds more than that many running runs of one
-    -- organization, so one organization's burst leaves the worker room for the others'
-    -- (round robin put their runs early among the locked ones). Runs over the bound stay
-    -- queued, untouched. The worker's running runs are counted once per claim, by
-    -- organization: counted per candidate, the generic plan made while every run was
-    -- queued walked runs_running_idx (every worker's running runs of the organization)
-    -- once for each candidate, 40 ms per claim in a 4-worker drain (issue 15).
-    if v_max_per_org is not null then
-        select coalesce(array_agg(k.run_id order by k.position), '{}')
-        into v_accepted
-        from (
-            select
-                l.run_id,
-                l.position,
-                r.org_id,
-                row_number() over (partition by r.org_id order by l.position) as org_rank
-            from unnest(v_accepted) with ordinality as l (run_id, position)
-            join runlane.runs as r on r.run_id = l.run_id
-        ) as k
-        left join (
-            select
-                mine.org_id,
-                count(*) as running
-            from runlane.runs as mine
-            where mine.lease_owner = p_worker and mine.state = 'running'
-            group by mine.org_id
-        ) as held on held.org_id = k.org_id
-        where k.org_rank <= v_max_per_org - coalesce(held.running, 0);
-    end if;
-
-    -- Fences on this server's timeline start above every fence an earlier primary handed
-    -- out (runlane._fence_floor): a claim lost with an asynchronous standby is never
-    -- handed out again under its own fence.
-    if cardinality(v_accepted) > 0 then
-        v_fence_floor := runlane._fence_floor();
-    end if;
-
-    -- Computer ownership first: a lease that is live for another run is left alone, and
-    -- that run is not claimed (it stays queued, untouched).
-    if cardinality(v_computers) > 0 then
-        with wanted as (
-            select r.computer_id, r.run_id, greatest(r.fence + 1, v_fence_floor) as fence
-            from runlane.runs as r
-            where r.run_id = any(v_accepted) and r.computer_id is not null
-            order by r.computer_id
-        ),
-        taken as (
-            insert into runlane.computer_leases as cl (computer_id, run_id, fence, expires_at)
-            select w.computer_id, w.run_id, w.fence, now() + p_lease
-            from wanted as w
-            order by w.computer_id
-            on conflict (computer_id) do update
-            set run_id = excluded.run_id, fence = excluded.fence, expires_at = excluded.expires_at
-            where cl.expires_at <= now() or cl.run_id = excluded.run_id
-            returning cl.run_id
-        )
-        select coalesce(array_agg(t.run_id), '{}') into v_computers_taken from taken as t;
-    end if;
-
+    -- The claim, one statement: the runs' update, their run.claimed journal rows and the
+    -- rows returned, built from the updated rows in hand (no second read of the runs).
+    return query
     with claimed as (
         update runlane.runs as r
         set state = 'running',
@@ -678,71 +828,109 @@ begin
             first_started_at = coalesce(r.first_started_at, clock_timestamp())
         where r.run_id = any(v_accepted)
           and (r.computer_id is null or r.run_id = any(v_computers_taken))
-        returning r.run_id, r.fence, r.attempts, r.checkpoint is not null as resumed
+        returning r as run
+    ),
+    ordered as (
+        -- (the claim's order; array_position, not a join: fewer plan nodes to start on
+        -- every claim, and at most 1000 runs)
+        select c.run, array_position(v_accepted, (c.run).run_id) as position
+        from claimed as c
     ),
     journal as (
         insert into runlane.run_events (run_id, event, detail)
         select
-            c.run_id,
+            (o.run).run_id,
             'run.claimed',
-            jsonb_build_object('fence', c.fence, 'attempt', c.attempts, 'resumed', c.resumed)
-        from claimed as c
+            jsonb_build_object(
+                'fence', (o.run).fence,
+                'attempt', (o.run).attempts,
+                'resumed', (o.run).checkpoint is not null
+            )
+        from ordered as o
     )
-    select coalesce(array_agg(c.run_id), '{}') into v_claimed from claimed as c;
-
-    return query
     select
-        r.run_id,
-        r.fence,
-        r.attempts,
-        r.lane,
-        r.trigger,
-        r.agent_id,
-        r.org_id,
-        r.thread_id,
-        r.prompt,
-        r.model,
-        r.checkpoint,
-        s.agent_iteration_cap,
+        (o.run).run_id,
+        (o.run).fence,
+        (o.run).attempts,
+        (o.run).lane,
+        (o.run).trigger,
+        (o.run).agent_id,
+        (o.run).org_id,
+        (o.run).thread_id,
+        (o.run).prompt,
+        (o.run).model,
+        (o.run).checkpoint,
+        -- (probes by primary key, whatever the statistics say about the tables)
+        (
+            select s.agent_iteration_cap
+            from runlane.platform_settings as s
+            where s.org_id = (o.run).org_id
+        ),
         -- (only timer runs can be late: no call for the others)
-        case when r.timer_routine is not null then runlane._late_notice(r) end,
+        case when (o.run).timer_routine is not null then runlane._late_notice(o.run) end,
         -- The run.execution_started row from the row in hand and its source message, as
         -- runlane.run_timing builds it (runlane._timing_of), without reading the run again.
-        runlane._timing_of(r, coalesce(m.created_at, r.created_at))
-        || jsonb_build_object('event', 'run.execution_started')
-    from unnest(v_locked) with ordinality as l (run_id, position)
-    join runlane.runs as r on r.run_id = l.run_id
-    join runlane.platform_settings as s on s.org_id = r.org_id
-    left join runlane.messages as m on m.message_id = r.source_message_id
-    where r.run_id = any(v_claimed)
-    order by l.position;
+        runlane._timing_of(o.run, coalesce((
+            select m.created_at
+            from runlane.messages as m
+            where m.message_id = (o.run).source_message_id
+        ), (o.run).created_at))
+        || jsonb_build_object('event', 'run.execution_started'),
+        null::text
+    from ordered as o
+    order by o.position;
+
+    -- The receipt: the claimed runs in claim order (those of v_accepted now running: we
+    -- hold their locks), then the skipped ones with fence -1. A statement of its own, only
+    -- for a keyed claim: the unkeyed forms run on schemas older than claim_receipts
+    -- (an upgrade's expand step, 0002).
+    if p_claim_key is not null
+       and (v_created or cardinality(v_accepted) > 0 or cardinality(v_skipped) > 0) then
+        update runlane.claim_receipts as c
+        set claim_key = p_claim_key,
+            run_ids = w.run_ids || v_skipped,
+            fences = w.fences || array_fill(-1::bigint, array[cardinality(v_skipped)]),
+            claimed_at = now()
+        from (
+            select
+                coalesce(array_agg(r.run_id order by array_position(v_accepted, r.run_id)), '{}')
+                    as run_ids,
+                coalesce(array_agg(r.fence order by array_position(v_accepted, r.run_id)), '{}')
+                    as fences
+            from runlane.runs as r
+            where r.run_id = any(v_accepted) and r.state = 'running'
+        ) as w
+        where c.worker_id = p_worker and c.lanes = v_lanes;
+    end if;
+
+    -- GUARD: gates closed between queue and claim (rare): the runs the claim skipped.
+    if p_report_skipped and cardinality(v_skipped) > 0 then
+        return query
+        select
+            r.run_id, r.fence, r.attempts, r.lane, r.trigger, r.agent_id, r.org_id,
+            r.thread_id, null::text, r.model, null::jsonb, null::int, null::jsonb,
+            null::jsonb, r.reason
+        from unnest(v_skipped) with ordinality as u (run_id, position)
+        join runlane.runs as r on r.run_id = u.run_id
+        order by u.position;
+    end if;
 end;
 $$;
 
-comment on function runlane.claim_runs(text, text[], int, interval) is
-'Atomically claims runnable runs with lease, fence and computer lease, honouring wake times, '
-'computer ownership, per-organization caps, interactive-first order and round robin across '
-'organizations within a class.';
+comment on function runlane.claim_runs(text, text[], int, interval, uuid, boolean) is
+'The worker''s claim: claims runnable runs with lease, fence and computer lease (wake times, computer '
+'ownership, per-organization caps, interactive-first order, round robin across organizations); a resend '
+'with the key of the last claim of this worker and lane set returns that claim''s runs instead of '
+'claiming anew; with p_report_skipped also the runs it ended skipped because a gate closed between '
+'queue and claim (skipped_reason set; claimed rows have NULL).';
 
-revoke all on function runlane.claim_runs(text, text[], int, interval) from public;
-grant execute on function runlane.claim_runs(text, text[], int, interval) to runlane_worker;
+revoke all on function runlane.claim_runs(text, text[], int, interval, uuid, boolean) from public;
+grant execute on function runlane.claim_runs(text, text[], int, interval, uuid, boolean) to runlane_worker;
 
--- claim_runs with a claim key: the worker's claim, safe to resend after a lost reply.
---
--- Guarantees, on top of the four-argument form (which does the claiming):
--- * The caller picks a new p_claim_key (a uuid) for each claim and resends the SAME key
---   when it could not read the reply (a broken connection). The first call that commits
---   records its key and the runs and fences it returned in runlane.claim_receipts (one
---   row per worker and lane set). A call whose key is the recorded one claims nothing:
---   it returns those runs again, in the same order, those still running under the same
---   fence (a run since finished, released or reclaimed is left out). So a lost claim
---   reply costs a resend, never a run left claimed by nobody until its lease expires.
--- * A resend racing the original (the original still executing when the resend arrives)
---   waits for it: the receipt row is locked FOR UPDATE first, and a worker's first claim
---   inserts it (a concurrent insert waits for the first to commit).
--- * An empty claim records nothing (a resend of it simply claims again) unless it created
---   the row. A null p_claim_key is the four-argument form.
--- The claiming is the six-argument form's (below) without the rows of skipped runs.
+-- claim_runs with a claim key: the six-argument claim (above) without the rows of skipped
+-- runs. Same guarantees, same receipt: a resend with the key of the last claim of this
+-- worker and lane set returns the runs that claim took. A null p_claim_key is the
+-- four-argument form.
 create or replace function runlane.claim_runs(
     p_worker text,
     p_lanes text[],
@@ -766,15 +954,20 @@ returns table (
     late_notice jsonb,
     timing jsonb
 )
-language sql
+language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
 set lock_timeout = '5s'
 as $$
+begin
+    -- (PL/pgSQL, not SQL: a SQL function with SET clauses is parsed and planned on every
+    -- call; this statement's plan is kept for the session)
+    return query
     select
         c.run_id, c.fence, c.attempt, c.lane, c.trigger, c.agent_id, c.org_id, c.thread_id,
         c.prompt, c.model, c.checkpoint, c.iteration_cap, c.late_notice, c.timing
     from runlane.claim_runs(p_worker, p_lanes, p_limit, p_lease, p_claim_key, false) as c;
+end;
 $$;
 
 comment on function runlane.claim_runs(text, text[], int, interval, uuid) is
@@ -784,31 +977,13 @@ comment on function runlane.claim_runs(text, text[], int, interval, uuid) is
 revoke all on function runlane.claim_runs(text, text[], int, interval, uuid) from public;
 grant execute on function runlane.claim_runs(text, text[], int, interval, uuid) to runlane_worker;
 
--- claim_runs, keyed and reporting skips: the worker's claim (runlane worker logs each
--- skipped run as run.skipped with run.reason).
---
--- Guarantees, on top of the keyed form (above, same claim key rules):
--- * With p_report_skipped, the runs this claim ended skipped because a gate closed
---   between queue and claim (agent_off, agent_locked, no_model, budget_exhausted; see
---   the four-argument form) come after the claimed runs, one row each with
---   skipped_reason set, fence and attempt as the run kept them, and no prompt,
---   checkpoint, iteration cap, late notice or timing: they were not claimed. Claimed
---   rows have skipped_reason NULL, so a page is full when its claimed rows reach p_limit.
---   Without p_report_skipped, only claimed rows (the five-argument form).
--- * The receipt keeps the skipped runs too (fence -1 in claim_receipts.fences, a value
---   no run has: the keyed resend's fence match leaves them out), so a resend after a
---   lost reply reports them again, for a log line the lost reply never produced.
--- * The skips reach this form from the four-argument claim through a transaction-local
---   setting (runlane.claim_skipped), cleared here before and after the claim: no extra
---   statement on a claim that skips nothing, and the four-argument shape stays the
---   contract's.
+-- claim_runs with four arguments: the six-argument claim (above) without a claim key and
+-- without the rows of skipped runs: only claimed runs, nothing recorded for a resend.
 create or replace function runlane.claim_runs(
     p_worker text,
     p_lanes text[],
-    p_limit int,
-    p_lease interval,
-    p_claim_key uuid,
-    p_report_skipped boolean
+    p_limit int default 10,
+    p_lease interval default '60 seconds'
 )
 returns table (
     run_id bigint,
@@ -824,142 +999,28 @@ returns table (
     checkpoint jsonb,
     iteration_cap int,
     late_notice jsonb,
-    timing jsonb,
-    skipped_reason text
+    timing jsonb
 )
 language plpgsql
 security definer
 set search_path = pg_catalog, pg_temp
 set lock_timeout = '5s'
 as $$
-#variable_conflict use_column
-declare
-    v_lanes text[];
-    v_key uuid;
-    v_ids bigint[];
-    v_fences bigint[];
-    v_created boolean := false;
-    v_row record;
-    v_skipped bigint[] := '{}';
 begin
-    if p_report_skipped is null then
-        raise exception 'claim_runs needs p_report_skipped true or false'
-            using errcode = '22004';
-    end if;
-
-    if p_claim_key is not null then
-        -- GUARD: a resend of the last claim of this worker and lane set returns its runs.
-        v_lanes := array(select distinct l.name from unnest(p_lanes) as l (name) order by l.name);
-        select c.claim_key, c.run_ids, c.fences into v_key, v_ids, v_fences
-        from runlane.claim_receipts as c
-        where c.worker_id = p_worker and c.lanes = v_lanes
-        for update;
-        if not found and p_worker is not null then
-            insert into runlane.claim_receipts as c (worker_id, lanes, claim_key)
-            values (p_worker, v_lanes, p_claim_key)
-            on conflict (worker_id, lanes) do nothing;
-            v_created := found;
-            if not v_created then  -- a concurrent first claim created it and has committed
-                select c.claim_key, c.run_ids, c.fences into v_key, v_ids, v_fences
-                from runlane.claim_receipts as c
-                where c.worker_id = p_worker and c.lanes = v_lanes
-                for update;
-            end if;
-        end if;
-        if not v_created and v_key = p_claim_key then
-            return query
-            select
-                r.run_id,
-                r.fence,
-                r.attempts,
-                r.lane,
-                r.trigger,
-                r.agent_id,
-                r.org_id,
-                r.thread_id,
-                r.prompt,
-                r.model,
-                r.checkpoint,
-                s.agent_iteration_cap,
-                runlane._late_notice(r),
-                runlane._timing_row(r.run_id, 'run.execution_started'),
-                null::text
-            from unnest(v_ids, v_fences) with ordinality as u (run_id, fence, position)
-            join runlane.runs as r on r.run_id = u.run_id and r.fence = u.fence and r.state = 'running'
-            join runlane.platform_settings as s on s.org_id = r.org_id
-            order by u.position;
-            if p_report_skipped then
-                return query
-                select
-                    r.run_id, r.fence, r.attempts, r.lane, r.trigger, r.agent_id, r.org_id,
-                    r.thread_id, null::text, r.model, null::jsonb, null::int, null::jsonb,
-                    null::jsonb, r.reason
-                from unnest(v_ids, v_fences) with ordinality as u (run_id, fence, position)
-                join runlane.runs as r on r.run_id = u.run_id
-                where u.fence = -1 and r.state = 'skipped'
-                order by u.position;
-            end if;
-            return;
-        end if;
-    end if;
-
-    -- A skip list left by an earlier claim in this transaction is not this claim's.
-    if coalesce(current_setting('runlane.claim_skipped', true), '') <> '' then
-        perform set_config('runlane.claim_skipped', '', true);
-    end if;
-
-    v_ids := '{}';
-    v_fences := '{}';
-    for v_row in select * from runlane.claim_runs(p_worker, p_lanes, p_limit, p_lease) loop
-        run_id := v_row.run_id;
-        fence := v_row.fence;
-        attempt := v_row.attempt;
-        lane := v_row.lane;
-        trigger := v_row.trigger;
-        agent_id := v_row.agent_id;
-        org_id := v_row.org_id;
-        thread_id := v_row.thread_id;
-        prompt := v_row.prompt;
-        model := v_row.model;
-        checkpoint := v_row.checkpoint;
-        iteration_cap := v_row.iteration_cap;
-        late_notice := v_row.late_notice;
-        timing := v_row.timing;
-        skipped_reason := null;
-        v_ids := v_ids || v_row.run_id;
-        v_fences := v_fences || v_row.fence;
-        return next;
-    end loop;
-
-    -- GUARD: gates closed between queue and claim (rare): the runs the claim skipped.
-    if coalesce(current_setting('runlane.claim_skipped', true), '') <> '' then
-        v_skipped := current_setting('runlane.claim_skipped')::bigint[];
-        perform set_config('runlane.claim_skipped', '', true);
-        v_ids := v_ids || v_skipped;
-        v_fences := v_fences || array_fill(-1::bigint, array[cardinality(v_skipped)]);
-        if p_report_skipped then
-            return query
-            select
-                r.run_id, r.fence, r.attempts, r.lane, r.trigger, r.agent_id, r.org_id,
-                r.thread_id, null::text, r.model, null::jsonb, null::int, null::jsonb,
-                null::jsonb, r.reason
-            from unnest(v_skipped) with ordinality as u (run_id, position)
-            join runlane.runs as r on r.run_id = u.run_id
-            order by u.position;
-        end if;
-    end if;
-
-    if p_claim_key is not null and (v_created or cardinality(v_ids) > 0) then
-        update runlane.claim_receipts as c
-        set claim_key = p_claim_key, run_ids = v_ids, fences = v_fences, claimed_at = now()
-        where c.worker_id = p_worker and c.lanes = v_lanes;
-    end if;
+    -- (PL/pgSQL, not SQL: a SQL function with SET clauses is parsed and planned on every
+    -- call; this statement's plan is kept for the session)
+    return query
+    select
+        c.run_id, c.fence, c.attempt, c.lane, c.trigger, c.agent_id, c.org_id, c.thread_id,
+        c.prompt, c.model, c.checkpoint, c.iteration_cap, c.late_notice, c.timing
+    from runlane.claim_runs(p_worker, p_lanes, p_limit, p_lease, null, false) as c;
 end;
 $$;
 
-comment on function runlane.claim_runs(text, text[], int, interval, uuid, boolean) is
-'The keyed claim (resend-safe) that, with p_report_skipped, also returns the runs it ended skipped '
-'because a gate closed between queue and claim (skipped_reason set; claimed rows have NULL).';
+comment on function runlane.claim_runs(text, text[], int, interval) is
+'Atomically claims runnable runs with lease, fence and computer lease, honouring wake times, '
+'computer ownership, per-organization caps, interactive-first order and round robin across '
+'organizations within a class.';
 
-revoke all on function runlane.claim_runs(text, text[], int, interval, uuid, boolean) from public;
-grant execute on function runlane.claim_runs(text, text[], int, interval, uuid, boolean) to runlane_worker;
+revoke all on function runlane.claim_runs(text, text[], int, interval) from public;
+grant execute on function runlane.claim_runs(text, text[], int, interval) to runlane_worker;
