@@ -6,10 +6,11 @@
 --   finish_runs' run-by-run path (runlane.append_output for each output, then
 --   runlane.finish_run) would have written and finished it, or this raises and the caller
 --   rolls the whole attempt back (one subtransaction) and takes the run-by-run path.
---   It raises (P0001) unless every run is one the common case covers:
+--   It raises unless every run is one the common case covers:
 --   - its arguments are valid: a fence, a known outcome, a cost in [0, 1e12], a write
---     sequence number null or >= 1, outputs with a known kind and a body of at most 1 MB;
---     its id appears once in the call;
+--     sequence number null or >= 1, outputs whose bodies are at most 1 MB
+--     (runlane._check_body) and whose kind and body run_outputs' own constraints accept
+--     (a null or unknown kind fails the outputs' insert); its id appears once in the call;
 --   - its row, locked here, is running under that fence, still holds its computer when it
 --     is bound to one (the computer_leases row names the run and its fence, locked FOR
 --     SHARE until commit, as runlane._require_owner locks it), was not asked to stop
@@ -83,17 +84,11 @@ begin
             or u.outcome is null or u.outcome not in ('succeeded', 'failed', 'canceled')
             or u.cost is null or not (u.cost >= 0 and u.cost <= 1e12)
             or u.seq < 1
-    ) or exists (
-        select
-        from unnest(p_output_kinds, p_output_bodies) as o (kind, body)
-        where o.kind is null or o.body is null or octet_length(o.body) > 1048576
-            or o.kind not in (
-                'text', 'final', 'message_tool', 'card',
-                'reasoning', 'placeholder', 'progress', 'metadata'
-            )
     ) or (select count(distinct u.run_id) from unnest(p_run_ids) as u (run_id)) <> v_runs then
         raise exception 'not every run of this call can be finished together';
     end if;
+    perform runlane._check_body('output body', o.body)
+    from unnest(p_output_bodies) as o (body);
 
     -- The rows, locked in thread lock order, of the runs their callers still own.
     select

@@ -5,7 +5,7 @@
 -- sequence number, the journal, held messages given to a follow-up run, timing rows equal
 -- to run_timing. A batch with one run the common case does not cover goes run by run.
 begin;
-select plan(17);
+select plan(19);
 
 set local track_functions = 'pl';
 
@@ -198,6 +198,47 @@ select results_eq(
     $$select g.k, r.state from g join runlane.runs as r using (run_id) order by g.k$$,
     $$values ('g1', 'succeeded'), ('g2', 'running')$$,
     'the refused run is left as it was'
+);
+
+-- An otherwise clean batch with an output of an unknown kind, or of no kind: the table
+-- refuses the together path's insert, and run by run that run alone is refused.
+create temp table h on commit drop as
+select
+    x.k,
+    x.run_id,
+    runlane_test.claimed(x.run_id) as fence
+from (
+    select
+        'h1' as k,
+        run_id
+    from runlane.submit_message('agent-early', 'thread-3', 'hi')
+    union all
+    select
+        'h2' as k,
+        run_id
+    from runlane.submit_message('agent-quiet', 'thread-3', 'hi')
+    union all
+    select
+        'h3' as k,
+        run_id
+    from runlane.submit_message('agent-fold', 'thread-3', 'hi')
+) as x;
+create temp table r3 on commit drop as
+select * from runlane.finish_runs(
+    array(select run_id from h order by k), array(select fence from h order by k),
+    array['succeeded', 'succeeded', 'succeeded'], array[null, null, null]::text[],
+    array[0, 0, 0]::numeric[], array[1, 1, 1], array['text', 'shout', null],
+    array['fine', 'LOUD', 'no kind'], array[1, 1, 1]::bigint[]
+);
+select results_eq(
+    $$select h.k, r3.ok, r3.sqlstate from r3 join h using (run_id) order by h.k$$,
+    $$values ('h1', true, null::text), ('h2', false, '22023'), ('h3', false, '22004')$$,
+    'an unknown kind is refused with 22023 and a missing one with 22004, that run alone'
+);
+select results_eq(
+    $$select o.kind, o.body from runlane.run_outputs as o where o.run_id in (select run_id from h)$$,
+    $$values ('text', 'fine')$$,
+    'only the good run''s output is written'
 );
 
 select * from finish();
