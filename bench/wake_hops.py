@@ -28,7 +28,7 @@ import psycopg
 
 from bench import _common
 from bench import durable_compare as dc
-from runlane.agents import RunContext, StepResult, _FunctionAgent, done
+from runlane.agents import RunContext, StepResult, done
 from runlane.pgcluster import LocalCluster
 from runlane.worker import Worker, WorkerConfig
 from runlane.worker import dispatcher as dispatcher_module
@@ -53,7 +53,8 @@ HOPS = (("publish -> notification", "published", "notified"),
 
 
 class Marks:
-    """Wraps the listener's and the dispatcher's methods to take the four marks."""
+    """Wraps the listener's and the dispatcher's methods to take the four marks; as the
+    worker's agent (an object with `step`), it takes the last and finishes the run."""
 
     def __init__(self):
         self.at: dict[str, list[float]] = {k: [] for k in ("notified", "sent", "replied",
@@ -79,7 +80,7 @@ class Marks:
         listener_module.Listener._on_notify = marked_notify
         dispatcher_module.LaneDispatcher.claim = marked_claim
 
-    async def agent(self, ctx: RunContext) -> StepResult:
+    async def step(self, ctx: RunContext) -> StepResult:
         self.at["stepped"].append(time.time())
         return done()
 
@@ -88,7 +89,7 @@ async def measure(dsn: str, idle: int, warmup: int, gap: float) -> dict:
     marks = Marks()
     marks.install()
     worker = Worker(WorkerConfig(dsn=dsn, lanes=["interactive"],
-                                 agent=_FunctionAgent(marks.agent), maintenance=None))
+                                 agent=marks, maintenance=None))
     task = asyncio.create_task(worker.run())
     await asyncio.sleep(2)  # started, listening, its first (empty) pass made
     publisher = await asyncio.create_subprocess_exec(
