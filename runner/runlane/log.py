@@ -150,6 +150,12 @@ class _Errors:
     tracebacks = False  # error.stack in error lines (DEBUG)
 
 
+class _Timing:
+    # JSON lines at INFO or below (the default): timing() writes its line itself, the
+    # same line structlog's chain makes, without the chain (two lines per run).
+    direct = False
+
+
 class _StdlibBridge(logging.Handler):
     """Standard-library records into the same output (and format) as runlane's own."""
 
@@ -198,6 +204,7 @@ def configure(level: int | str = logging.INFO, *, fmt: str = "json",
     )
     global _bound
     _bound = structlog.get_logger()
+    _Timing.direct = fmt == "json" and level <= logging.INFO
     _Errors.messages = log_errors
     _Errors.tracebacks = level <= logging.DEBUG
     if not capture_stdlib:
@@ -225,13 +232,25 @@ def flush() -> None:
 
 
 def timing(event: str, row: Any, **extra: Any) -> None:
-    """Log a timing row returned by the database; a bad or missing row never raises."""
+    """Log a timing row returned by the database; a bad or missing row never raises.
+
+    The worker writes two of these per run, so with JSON at INFO they skip structlog's
+    chain: the fields, then level, time and message, in the order the chain puts them
+    (test_log_lines.py holds the two to the same line)."""
     try:
         if isinstance(row, Mapping):
             # The row names its own event ("event"); the log line's name is `message`.
             for k, v in row.items():
                 if k != "event" and k != "message":
                     extra[str(k)] = v
+        if _bound is None:
+            configure(capture_stdlib=False)
+        if _Timing.direct:
+            extra["level"] = "info"
+            extra["time"] = _clock.now()
+            extra["message"] = event
+            _output.write(_dumps(extra) + "\n")
+            return
         get().info(event, **extra)
     except Exception as exc:  # noqa: BLE001 - a timing log must never fail the operation
         with contextlib.suppress(Exception):
