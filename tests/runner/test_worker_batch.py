@@ -72,3 +72,17 @@ def test_a_worker_finishing_many_runs_together_gives_each_its_own_reply(conn, wo
     responded = [r["run.id"] for r in worker.events("run.first_response")]
     assert sorted(finished) == sorted(texts) == sorted(responded)
 
+
+
+def test_array_literals_of_whole_numbers_and_of_mixed_values_read_back_as_sent(conn):
+    # whole numbers take a shorter path than text, floats, nulls and booleans
+    ints = [0, -1, 7, 2**62, -(2**63)]
+    assert conn.execute("select %s::bigint[]", (pg_array(ints),)).fetchone()[0] == ints
+    assert conn.execute("select %s::bigint[]", (pg_array([]),)).fetchone()[0] == []
+    assert conn.execute("select %s::bigint[]", (pg_array([1, None, 3]),)).fetchone()[0] == [
+        1, None, 3]
+    assert conn.execute("select %s::text[]", (pg_array([1, "a b", None]),)).fetchone()[0] == [
+        "1", "a b", None]
+    assert conn.execute("select %s::text[]", (pg_array(TRICKY),)).fetchone()[0] == TRICKY
+    assert conn.execute("select %s::numeric[]", (pg_array([1, 0.5]),)).fetchone()[0] == [
+        Decimal(1), Decimal("0.5")]

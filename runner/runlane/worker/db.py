@@ -57,6 +57,8 @@ _ROLLED_BACK_STATES = {"40001", "40P01", "55P03"}
 def pg_array(values: list[Any]) -> str:
     """An array literal for a `%s::type[]` parameter: psycopg adapts long lists element
     by element in Python (a regex per text element); this is string joins in C."""
+    if all(type(v) is int for v in values):  # ids, fences, counts: no quoting to decide
+        return "{" + ",".join(map(str, values)) + "}"
     parts = []
     for v in values:
         if v is None:
