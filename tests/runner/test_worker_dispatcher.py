@@ -19,6 +19,7 @@ from worker_parts import Timings, config, database
 from runlane.admission import Admission, Memory
 from runlane.agents import done
 from runlane.worker.dispatcher import RUN_MESSAGES_MANY, LaneDispatcher
+from runlane.worker.run_handle import RUN_MESSAGES
 from runlane.worker.finisher import Finisher
 from runlane.worker.run_handle import RunHandle
 from runlane.worker.supervisor import OrgBound, Supervisor
@@ -222,8 +223,9 @@ def test_a_run_ending_while_a_claim_cut_by_the_bound_is_sent_marks_one_more_pass
 
 
 def test_a_claimed_runs_agent_steps_before_the_pages_message_read_and_log(conn, db_dsn):
-    """The wake path ends at the agent's first step: the page's message read is sent and
-    the run.execution_started line written after it has started, not before."""
+    """The wake path ends at the agent's first step: the run.execution_started line is
+    written after it has started, not before; and an agent that never asks for its
+    messages costs no message read at all."""
     _queue(conn, 1)
     seen: list[tuple[list[str], list[str]]] = []
 
@@ -247,10 +249,49 @@ def test_a_claimed_runs_agent_steps_before_the_pages_message_read_and_log(conn, 
                 (run,) = supervisor.runs.values()
                 await run.supervisor
                 assert "run.execution_started" in timings.events()
-                assert RUN_MESSAGES_MANY in [sql for _, sql, _ in db.sent]
+                assert RUN_MESSAGES_MANY not in [sql for _, sql, _ in db.sent]
             finally:
                 await lane.close()
     asyncio.run(scenario())
     ((sent, events),) = seen
     assert RUN_MESSAGES_MANY not in sent
     assert events == []
+
+
+def test_a_pages_messages_are_read_once_when_its_first_run_asks(conn, db_dsn):
+    """Three runs claimed in one page whose agents read their messages: one
+    run_messages_many call, sent only after the first agent asked, and each run gets its
+    own message (none reads alone)."""
+    runs = _queue(conn, 3)
+    read: dict[int, list[str]] = {}
+    sent_before_asking: list[list[str]] = []
+
+    async def scenario() -> list[str]:
+        options = {"worker_id": "w-page", "scan_interval": 3600}
+        async with database(db_dsn, **options) as db:
+            timings = Timings()
+
+            class Reader:
+                async def step(self, ctx: Any) -> Any:
+                    sent_before_asking.append([sql for _, sql, _ in db.sent])
+                    read[ctx.run_id] = [m.body for m in await ctx.messages()]
+                    return done()
+            cfg = config(db_dsn, agent=Reader(), **options)
+            supervisor = Supervisor(cfg, db, Finisher(cfg, db, timings, asyncio.create_task),
+                                    timings, asyncio.create_task, lambda: None)
+            lane = LaneDispatcher("interactive", cfg, db, Admission(_plenty, 0),
+                                  supervisor.start, timings, asyncio.create_task,
+                                  supervisor.bound)
+            try:
+                await lane.pass_once()
+                for run in list(supervisor.runs.values()):
+                    await run.supervisor
+            finally:
+                await lane.close()
+            return [sql for _, sql, _ in db.sent]
+    sent = asyncio.run(scenario())
+    assert RUN_MESSAGES_MANY not in sent_before_asking[0]
+    assert sent.count(RUN_MESSAGES_MANY) == 1
+    assert RUN_MESSAGES not in sent  # no run read its own
+    assert sorted(read) == sorted(runs)
+    assert all(len(bodies) == 1 for bodies in read.values())

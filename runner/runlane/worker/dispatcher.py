@@ -26,8 +26,9 @@ Guarantees:
   failing on it first; the waits between resends and after a failed pass end as soon as
   the listener is connected again (Database.pause), and its reconnect wakes every lane;
 - runs a closed gate skipped come back in the claim's reply and are logged run.skipped;
-  each claimed run is handed to the supervisor, and the page's messages are read in one
-  run_messages_many call (a run missing from it reads its own).
+  each claimed run is handed to the supervisor; the page's messages are read in one
+  run_messages_many call when the first of its runs asks for its messages, never when
+  none does (a run missing from the read reads its own).
 """
 
 from __future__ import annotations
@@ -112,6 +113,24 @@ def admission_for(config: WorkerConfig) -> Admission:
     if not config.memory_probe:  # the system's: kept fresh off the claim path
         probe = cached_probe(probe, PROBE_TTL, PROBE_MAX_AGE)
     return Admission(probe, config.memory_buffer_mb * 1024 * 1024)
+
+
+class PageMessages:
+    """The messages of a claimed page's runs, read in one run_messages_many call when the
+    first of them asks, shared by all of them (read(runs) returns {run_id: messages})."""
+
+    def __init__(self, read: Callable[[list[RunHandle]], Any], runs: list[RunHandle],
+                 spawn: Callable[[Any], asyncio.Task]):
+        self._read = read
+        self._runs: list[RunHandle] | None = runs
+        self._spawn = spawn
+        self._task: asyncio.Task | None = None
+
+    def task(self) -> asyncio.Task:
+        if self._task is None:
+            runs, self._runs = self._runs or [], None
+            self._task = self._spawn(self._read(runs))
+        return self._task
 
 
 class LaneDispatcher:
@@ -206,12 +225,13 @@ class LaneDispatcher:
                         "run.id": row["run_id"], "run.lane": row["lane"],
                         "run.trigger": row["trigger"], "run.reason": row["skipped_reason"]})
             if runs:
-                for run in runs:  # each agent's first step is scheduled first ...
-                    self._start(run)
-                # ... then the page's message read, which an agent awaits when it asks
-                prefetch = self._spawn(self._prefetch_messages(runs))
+                # The page's messages: one read for all its runs, sent when the first of
+                # them asks (after the agents' first steps have started), never when none
+                # does (an agent working from its prompt alone).
+                page = PageMessages(self._prefetch_messages, runs, self._spawn)
                 for run in runs:
-                    run.prefetch = prefetch
+                    run.prefetch = page
+                    self._start(run)
             cut, again = self.bound.after_claim(near, (run.org_id for run in runs))
             if again:
                 self.wake.set()  # room left under the bound while the claim was sent

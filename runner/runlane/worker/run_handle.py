@@ -120,8 +120,9 @@ class RunHandle:
         self._unsent: list[Any] = []  # charges not yet sent, in order
         self._charging: asyncio.Task | None = None  # sends them, one call at a time
         self._messages: list[Message] | None = None  # read once per attempt
-        # The claimed batch's messages, read in one call right after the claim.
-        self.prefetch: asyncio.Task | None = None
+        # The claimed page's messages (dispatcher.PageMessages): one read for the page,
+        # sent when the first of its runs asks.
+        self.prefetch: Any = None
         self.lost = False
         self.lost_why = ""
         # The attempt's end (finish, retry, release) was accepted: a heartbeat refused from
@@ -208,7 +209,7 @@ class RunHandle:
         if self._messages is None and self.prefetch is not None:
             prefetch, self.prefetch = self.prefetch, None
             # Shielded: this run's cancellation must not cancel its neighbours' read.
-            batch = await asyncio.shield(prefetch)
+            batch = await asyncio.shield(prefetch.task())
             if self.run_id in batch:  # else fenced out or no messages: ask alone
                 self._messages = batch[self.run_id]
         if self._messages is None:
