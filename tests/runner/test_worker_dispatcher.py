@@ -19,9 +19,8 @@ from worker_parts import Timings, config, database
 from runlane.admission import Admission, Memory
 from runlane.agents import done
 from runlane.worker.dispatcher import RUN_MESSAGES_MANY, LaneDispatcher
-from runlane.worker.run_handle import RUN_MESSAGES
 from runlane.worker.finisher import Finisher
-from runlane.worker.run_handle import RunHandle
+from runlane.worker.run_handle import RUN_MESSAGES, RunHandle
 from runlane.worker.supervisor import OrgBound, Supervisor
 
 
