@@ -8,11 +8,12 @@ import asyncio
 
 import psycopg
 import pytest
+from psycopg.pq import Format
 from worker_helpers import wait_until
 
 from runlane.agents.echo import agent
 from runlane.worker.config import WorkerConfig
-from runlane.worker.db import Database, is_resendable
+from runlane.worker.db import Database, is_resendable, json_from_utf8
 
 # Fails with `state` while the sequence is below `times`, then answers its value: the
 # sequence is not transactional, so it counts every attempt the server received.
@@ -117,3 +118,31 @@ def test_the_schema_check_finds_numbered_writes_in_a_migrated_database(db_dsn):
         finally:
             await db.close()
     assert asyncio.run(scenario()) == (False, True)
+
+
+def test_worker_connections_decode_json_as_json_loads_does(db_dsn):
+    """The worker's own json decoder (db.json_from_utf8, on its pools' connections) gives
+    what psycopg's default (json.loads) gives, for every kind of value and escape."""
+    query = """select x::jsonb as b, x::json as j from unnest(array[
+        '{"run.id": 9007199254740993, "run.total_ms": -12, "x": 1.5e300, "n": null}',
+        '{"é": "漢字\\n\\t\\"\\\\", "esc": "\\u00e9\\ud83d\\ude00",
+          "nested": [{"a": [true, false]}]}',
+        '[]', '"just text"', '0.1']) as x"""
+
+    async def scenario() -> list[tuple]:
+        config = WorkerConfig(dsn=db_dsn, lanes=["interactive"], agent=agent)
+        database = Database(config)
+        await database.open()
+        try:
+            async with database.pools["interactive"].connection() as conn:
+                jsonb = conn.adapters.types["jsonb"].oid
+                assert conn.adapters.get_loader(jsonb, Format.TEXT)._loads is json_from_utf8
+            return await database.call("interactive", query, fetch="all")
+        finally:
+            await database.close()
+    ours = asyncio.run(scenario())
+    with psycopg.connect(db_dsn) as plain:
+        theirs = plain.execute(query).fetchall()
+    assert [(r["b"], r["j"]) for r in ours] == [tuple(r) for r in theirs]
+    assert ours[1]["b"]["esc"] == ours[1]["j"]["esc"] == "é😀"
+    assert ours[0]["j"]["run.id"] == 9007199254740993  # an int, not a float

@@ -48,7 +48,7 @@ from .. import log
 from ..admission import Admission, load_probe
 from ..agents import Message
 from .config import WorkerConfig
-from .db import Database, is_connection_error, pg_array
+from .db import Database, configure_connection, is_connection_error, pg_array
 from .run_handle import RunHandle
 from .supervisor import OrgBound
 
@@ -267,6 +267,7 @@ class LaneDispatcher:
                 if conn is None or conn.closed:
                     conn = self.claim_conn = await psycopg.AsyncConnection.connect(
                         self.config.dsn, row_factory=dict_row, **self.db.conn_kwargs)
+                    configure_connection(conn)
                     await conn.execute(
                         MAX_PER_ORG, {"bound": str(max(0, self.config.max_per_org))})
                 cur = await conn.execute(CLAIM, params)

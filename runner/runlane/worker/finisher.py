@@ -93,7 +93,9 @@ class Finisher:
             self.finishing[run.lane].append((run, result, future))
             self._schedule(run.lane)
             try:
-                row = await asyncio.shield(future)
+                # (not shielded: a cancelled wait cancels the future, which the batch
+                # then leaves alone; the finish itself is sent either way)
+                row = await future
             except psycopg.Error as exc:
                 if is_connection_error(exc):
                     raise
