@@ -23,7 +23,12 @@
 --   the usual case. Otherwise (a few organizations own the oldest runs) a loose index
 --   scan (runs_fair_claim_idx) descends once per (lane, organization) with queued runs
 --   and reads each one's oldest eligible run, plus later rounds only when organizations
---   are fewer than the candidates wanted.
+--   are fewer than the candidates wanted. A session whose last window was full but held
+--   too few organizations skips the window (runlane.claim_skip_window, a session
+--   setting the claim keeps itself) until the loose scan finds enough organizations
+--   again: one tenant's backlog is not read four times over on every claim. Either way
+--   the order is the same; a session that sets the setting itself changes only its own
+--   claims' cost.
 -- * Candidates (2 x p_limit + 8) are read without locks, then locked in claim order FOR
 --   UPDATE SKIP LOCKED; when concurrent claimers hold too many of them the claim reads
 --   candidates again past those rows (at most 4 times).
@@ -165,6 +170,7 @@ declare
     v_budget_runs bigint[];
     v_over bigint[];
     v_skipped bigint[] := '{}';
+    v_skip_window boolean;
 begin
     -- GUARD: arguments a person can get wrong. One test on the usual path (every PL/pgSQL
     -- expression costs its set-up once per transaction, that is once per claim); the
@@ -395,6 +401,7 @@ begin
         -- first). v_target is more than p_limit so that rows concurrent claimers hold (and
         -- skip-locked below) leave us enough; a short round asks again past those rows.
         v_target := 2 * p_limit + 8;
+        v_skip_window := coalesce(current_setting('runlane.claim_skip_window', true), '') = 'on';
         for v_attempt in 1..4 loop
             v_candidates := '{}';
             v_later_known := false;
@@ -412,6 +419,12 @@ begin
                         v_candidates := v_candidates || v_class_candidates[1:v_need];
                         continue;
                     end if;
+                elsif v_skip_window then
+                    -- GUARD: this session's last window was full and held too few
+                    -- organizations to answer (runlane.claim_skip_window, below): the loose
+                    -- index scan answers alone. Both are exact: the setting only saves the
+                    -- window's read (4 x v_need rows) when it would be read for nothing.
+                    null;
                 else
                     -- GUARD: the window, the oldest eligible runs of this class and later ones
                     -- in claim order (runs_claim_order_idx). Every eligible run of the class
@@ -469,6 +482,11 @@ begin
                         v_candidates := v_candidates || v_class_candidates[1:v_need];
                         continue;
                     end if;
+                    -- Read for nothing: a few organizations own the oldest runs (one big
+                    -- tenant's backlog). This session's next claims go to the loose index
+                    -- scan first, until it finds enough organizations again.
+                    v_skip_window := true;
+                    perform set_config('runlane.claim_skip_window', 'on', false);
                 end if;
 
                 -- GUARD: a few organizations fill the window (a skewed queue). A loose index
@@ -531,6 +549,10 @@ begin
 
                 -- Enough organizations: round one (each one's oldest head across lanes) is it.
                 if v_org_count >= v_need then
+                    if v_skip_window then  -- the window answers again from the next claim
+                        v_skip_window := false;
+                        perform set_config('runlane.claim_skip_window', 'off', false);
+                    end if;
                     select coalesce(array_agg(f.run_id order by f.run_id), '{}')
                     into v_class_candidates
                     from (
