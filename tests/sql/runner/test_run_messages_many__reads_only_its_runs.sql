@@ -1,7 +1,8 @@
 -- run_messages_many reads the runs it is given by their primary key, whatever the
 -- statistics say: with statistics gathered while every run was queued (a burst of
 -- messages, then a drain), it must not walk every running run of every worker (through
--- runs_running_idx) on each call, which made the read grow with the runs in flight.
+-- an index holding them, runs_running_idx before migration 0014) on each call, which made
+-- the read grow with the runs in flight.
 begin;
 select plan(3);
 
@@ -23,7 +24,10 @@ where r.run_id in (select s.run_id from s where s.n <= 2000 or s.n > 2990);
 
 create temp table before_read on commit drop as
 select
-    pg_stat_get_xact_tuples_returned('runlane.runs_running_idx'::regclass) as running_entries,
+    (select sum(pg_stat_get_xact_tuples_returned(i.indexrelid))::bigint
+     from pg_index as i
+     where i.indrelid = 'runlane.runs'::regclass
+       and i.indexrelid <> 'runlane.runs_pkey'::regclass) as running_entries,
     pg_stat_get_xact_tuples_returned('runlane.runs_pkey'::regclass) as pkey_entries;
 
 create temp table got on commit drop as
@@ -40,11 +44,14 @@ select is(
 );
 
 select cmp_ok(
-    pg_stat_get_xact_tuples_returned('runlane.runs_running_idx'::regclass)
+    (select sum(pg_stat_get_xact_tuples_returned(i.indexrelid))::bigint
+     from pg_index as i
+     where i.indrelid = 'runlane.runs'::regclass
+       and i.indexrelid <> 'runlane.runs_pkey'::regclass)
     - (select b.running_entries from before_read as b),
     '<',
     100::bigint,
-    'the read does not walk the 2,010 running runs'
+    'the read does not walk the 2,010 running runs through any other index'
 );
 
 select cmp_ok(
