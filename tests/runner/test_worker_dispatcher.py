@@ -221,6 +221,17 @@ def test_a_run_ending_while_a_claim_cut_by_the_bound_is_sent_marks_one_more_pass
     assert sorted(run_state(conn, r) for r in runs) == ["queued"] + ["succeeded"] * 4
 
 
+def _one_pass(db_dsn: str, db: Any, agent: Any, timings: Timings,
+              **options: Any) -> tuple[Supervisor, LaneDispatcher]:
+    """A supervisor and an interactive lane dispatcher on `db`, running `agent`."""
+    cfg = config(db_dsn, agent=agent, **options)
+    supervisor = Supervisor(cfg, db, Finisher(cfg, db, timings, asyncio.create_task),
+                            timings, asyncio.create_task, lambda: None)
+    lane = LaneDispatcher("interactive", cfg, db, Admission(_plenty, 0), supervisor.start,
+                          timings, asyncio.create_task, supervisor.bound)
+    return supervisor, lane
+
+
 def test_a_claimed_runs_agent_steps_before_the_pages_message_read_and_log(conn, db_dsn):
     """The wake path ends at the agent's first step: the run.execution_started line is
     written after it has started, not before; and an agent that never asks for its
@@ -237,12 +248,7 @@ def test_a_claimed_runs_agent_steps_before_the_pages_message_read_and_log(conn, 
                 async def step(self, ctx: Any) -> Any:
                     seen.append(([sql for _, sql, _ in db.sent], timings.events()))
                     return done()
-            cfg = config(db_dsn, agent=First(), **options)
-            supervisor = Supervisor(cfg, db, Finisher(cfg, db, timings, asyncio.create_task),
-                                    timings, asyncio.create_task, lambda: None)
-            lane = LaneDispatcher("interactive", cfg, db, Admission(_plenty, 0),
-                                  supervisor.start, timings, asyncio.create_task,
-                                  supervisor.bound)
+            supervisor, lane = _one_pass(db_dsn, db, First(), timings, **options)
             try:
                 await lane.pass_once()
                 (run,) = supervisor.runs.values()
@@ -275,12 +281,7 @@ def test_a_pages_messages_are_read_once_when_its_first_run_asks(conn, db_dsn):
                     sent_before_asking.append([sql for _, sql, _ in db.sent])
                     read[ctx.run_id] = [m.body for m in await ctx.messages()]
                     return done()
-            cfg = config(db_dsn, agent=Reader(), **options)
-            supervisor = Supervisor(cfg, db, Finisher(cfg, db, timings, asyncio.create_task),
-                                    timings, asyncio.create_task, lambda: None)
-            lane = LaneDispatcher("interactive", cfg, db, Admission(_plenty, 0),
-                                  supervisor.start, timings, asyncio.create_task,
-                                  supervisor.bound)
+            supervisor, lane = _one_pass(db_dsn, db, Reader(), timings, **options)
             try:
                 await lane.pass_once()
                 for run in list(supervisor.runs.values()):
