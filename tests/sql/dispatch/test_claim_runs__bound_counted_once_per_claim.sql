@@ -48,12 +48,15 @@ select is(
 
 create temp table before_claim on commit drop as
 select
-    (select sum(pg_stat_get_xact_numscans(i.indexrelid))::bigint
-     from pg_index as i
-     where i.indexrelid = any(array[
-         'runlane.runs_worker_running_idx', 'runlane.runs_background_running_idx',
-         'runlane.runs_lease_expiry_idx', 'runlane.runs_unfinished_lane_idx',
-         'runlane.runs_unfinished_agent_idx']::regclass[])) as scans;
+    (
+        select sum(pg_stat_get_xact_numscans(i.indexrelid))::bigint
+        from pg_index as i
+        where i.indexrelid = any(array[
+            'runlane.runs_worker_running_idx', 'runlane.runs_background_running_idx',
+            'runlane.runs_lease_expiry_idx', 'runlane.runs_unfinished_lane_idx',
+            'runlane.runs_unfinished_agent_idx'
+        ]::regclass[])
+    ) as scans;
 
 select is(
     (select count(*) from runlane.claim_runs('w1', array['interactive'], 80)),
@@ -62,12 +65,15 @@ select is(
 );
 
 select cmp_ok(
-    (select sum(pg_stat_get_xact_numscans(i.indexrelid))::bigint
-     from pg_index as i
-     where i.indexrelid = any(array[
-         'runlane.runs_worker_running_idx', 'runlane.runs_background_running_idx',
-         'runlane.runs_lease_expiry_idx', 'runlane.runs_unfinished_lane_idx',
-         'runlane.runs_unfinished_agent_idx']::regclass[]))
+    (
+        select sum(pg_stat_get_xact_numscans(i.indexrelid))::bigint
+        from pg_index as i
+        where i.indexrelid = any(array[
+            'runlane.runs_worker_running_idx', 'runlane.runs_background_running_idx',
+            'runlane.runs_lease_expiry_idx', 'runlane.runs_unfinished_lane_idx',
+            'runlane.runs_unfinished_agent_idx'
+        ]::regclass[])
+    )
     - (select b.scans from before_claim as b),
     '<=',
     2::bigint,

@@ -24,10 +24,13 @@ where r.run_id in (select s.run_id from s where s.n <= 2000 or s.n > 2990);
 
 create temp table before_read on commit drop as
 select
-    (select sum(pg_stat_get_xact_tuples_returned(i.indexrelid))::bigint
-     from pg_index as i
-     where i.indrelid = 'runlane.runs'::regclass
-       and i.indexrelid <> 'runlane.runs_pkey'::regclass) as running_entries,
+    (
+        select sum(pg_stat_get_xact_tuples_returned(i.indexrelid))::bigint
+        from pg_index as i
+        where
+            i.indrelid = 'runlane.runs'::regclass
+            and i.indexrelid <> 'runlane.runs_pkey'::regclass
+    ) as running_entries,
     pg_stat_get_xact_tuples_returned('runlane.runs_pkey'::regclass) as pkey_entries;
 
 create temp table got on commit drop as
@@ -44,10 +47,13 @@ select is(
 );
 
 select cmp_ok(
-    (select sum(pg_stat_get_xact_tuples_returned(i.indexrelid))::bigint
-     from pg_index as i
-     where i.indrelid = 'runlane.runs'::regclass
-       and i.indexrelid <> 'runlane.runs_pkey'::regclass)
+    (
+        select sum(pg_stat_get_xact_tuples_returned(i.indexrelid))::bigint
+        from pg_index as i
+        where
+            i.indrelid = 'runlane.runs'::regclass
+            and i.indexrelid <> 'runlane.runs_pkey'::regclass
+    )
     - (select b.running_entries from before_read as b),
     '<',
     100::bigint,
