@@ -31,7 +31,7 @@
 --   claims' cost.
 -- * Candidates (2 x p_limit + 8) are read without locks, then locked in claim order FOR
 --   UPDATE SKIP LOCKED; when concurrent claimers hold too many of them the claim reads
---   candidates again past those rows (at most 4 times).
+--   candidates again past those rows, twice as many each time (at most 4 times).
 -- * Few statements on the common path: an idle chat claim (no background lane asked for,
 --   every eligible run fits in p_limit, none bound to a computer or a timer) is one
 --   statement that finds, locks, orders and bounds its runs and one that claims them
@@ -45,8 +45,11 @@
 --   the queued-run indexes for the rest of a drain: no statement can get its order from
 --   runs_pkey (which would filter every finished run on every claim).
 -- * Per worker, at most runlane.max_per_org (a session setting; unset: no bound) running
---   runs of one organization: locked runs over the bound are left queued. The worker's
---   running runs are counted once per claim, not once per candidate.
+--   runs of one organization: runs over the bound are left queued, untouched. The
+--   worker's running runs are counted once per claim (by organization), not once per
+--   candidate, and the bound applies before anything is locked: an organization without
+--   room on this worker is not read, and the lock stops at the room the candidates'
+--   organizations have left (rows other claimers hold are skipped as always).
 -- * Each claimed run gets fence + 1, attempts + 1, a lease of p_lease, its computer lease
 --   in the same transaction, and first_started_at once, after computer ownership. After
 --   a failover the fence is at least the promoted server's floor (runlane._fence_floor):
@@ -156,6 +159,15 @@ declare
     v_tried bigint[];
     v_more bigint[];
     v_more_orgs text[];
+    v_more_all_orgs text[];
+    v_locked_orgs text[];
+    v_held_orgs text[];
+    v_held_counts int[];
+    v_bounded_orgs text[];
+    v_candidate_orgs text[];
+    v_class_orgs text[];
+    v_later_candidate_orgs text[];
+    v_lock_room int;
     v_more_computers text[];
     v_locked bigint[];
     v_orgs text[];
@@ -375,6 +387,7 @@ begin
     else
         v_tried := '{}';
         v_locked := '{}';
+        v_locked_orgs := '{}';
         v_orgs := '{}';
         v_computers := '{}';
         v_computers_taken := '{}';
@@ -401,9 +414,42 @@ begin
         -- first). v_target is more than p_limit so that rows concurrent claimers hold (and
         -- skip-locked below) leave us enough; a short round asks again past those rows.
         v_target := 2 * p_limit + 8;
+        -- GUARD: the per-worker organization bound (session setting runlane.max_per_org, see
+        -- runlane._max_per_org) applies before any lock. An organization's room on this
+        -- worker is the bound less what the worker runs of it (counted once per claim, by
+        -- organization) less what this claim locked of it already; an organization without
+        -- room is not read, and the lock stops at the candidates' room (below). Locking up
+        -- to p_limit and keeping what the bound allowed locked (and WAL-logged) about twice
+        -- the rows a worker at its bound claimed in a one-tenant drain, and the other
+        -- claimers skipped the rows it let go meanwhile (issue 15).
+        v_held_orgs := '{}';
+        v_held_counts := '{}';
+        if v_max_per_org is not null then
+            select coalesce(array_agg(mine.org_id), '{}'), coalesce(array_agg(mine.running), '{}')
+            into v_held_orgs, v_held_counts
+            from (
+                select m.org_id, count(*)::int as running
+                from runlane.runs as m
+                where m.lease_owner = p_worker and m.state = 'running'
+                group by m.org_id
+            ) as mine;
+        end if;
         v_skip_window := coalesce(current_setting('runlane.claim_skip_window', true), '') = 'on';
         for v_attempt in 1..4 loop
             v_candidates := '{}';
+            v_candidate_orgs := '{}';
+            v_bounded_orgs := '{}';
+            if v_max_per_org is not null then
+                -- (the organizations without room: held, plus locked by this claim)
+                v_bounded_orgs := array(
+                    select o.org_id
+                    from unnest(v_held_orgs || v_locked_orgs) as o (org_id)
+                    group by o.org_id
+                    having v_max_per_org
+                        - coalesce(v_held_counts[array_position(v_held_orgs, o.org_id)], 0)
+                        - cardinality(array_positions(v_locked_orgs, o.org_id)) <= 0
+                );
+            end if;
             v_later_known := false;
             foreach v_class in array array[0, 1]::smallint[] loop
                 exit when cardinality(v_candidates) >= v_target;
@@ -414,9 +460,11 @@ begin
                     -- (all of them when that window was not full), a prefix of the class in
                     -- run_id order, so the same exactness rule holds.
                     v_class_candidates := v_later_candidates;
+                    v_class_orgs := v_later_candidate_orgs;
                     v_org_count := v_later_orgs;
                     if v_later_whole or v_org_count >= v_need then
                         v_candidates := v_candidates || v_class_candidates[1:v_need];
+                        v_candidate_orgs := v_candidate_orgs || v_class_orgs[1:v_need];
                         continue;
                     end if;
                 elsif v_skip_window then
@@ -431,18 +479,24 @@ begin
                     -- older than the window's newest is in it, so its round robin order is
                     -- exact when it holds the whole class or when its first round alone (one
                     -- run per organization) fills v_need. Class-1 rows in a class-0 window
-                    -- are kept for class 1 (the class-0 rows all came before them).
+                    -- are kept for class 1 (the class-0 rows all came before them). (An
+                    -- organization without room on this worker is not read: the order is the
+                    -- fair order of the runs this worker may claim.)
                     select
                         coalesce(array_agg(w.run_id order by w.round, w.run_id)
+                            filter (where w.claim_class = v_class), '{}'),
+                        coalesce(array_agg(w.org_id order by w.round, w.run_id)
                             filter (where w.claim_class = v_class), '{}'),
                         count(*) filter (where w.claim_class = v_class),
                         count(distinct w.org_id) filter (where w.claim_class = v_class),
                         coalesce(array_agg(w.run_id order by w.round, w.run_id)
                             filter (where w.claim_class > v_class), '{}'),
+                        coalesce(array_agg(w.org_id order by w.round, w.run_id)
+                            filter (where w.claim_class > v_class), '{}'),
                         count(*) filter (where w.claim_class > v_class),
                         count(distinct w.org_id) filter (where w.claim_class > v_class)
-                    into v_class_candidates, v_window_rows, v_org_count,
-                         v_later_candidates, v_later_rows, v_later_orgs
+                    into v_class_candidates, v_class_orgs, v_window_rows, v_org_count,
+                         v_later_candidates, v_later_candidate_orgs, v_later_rows, v_later_orgs
                     from (
                         select
                             c.run_id,
@@ -462,6 +516,7 @@ begin
                               and r.run_id <> all(v_tried)
                               and (r.wake_at is null or r.wake_at <= now())
                               and not (r.lane = 'background' and r.org_id = any(v_full_orgs))
+                              and r.org_id <> all(v_bounded_orgs)
                               and (r.computer_id is null or not exists (
                                   select 1
                                   from runlane.computer_leases as cl
@@ -480,6 +535,7 @@ begin
                     v_later_known := v_class = 0 and (v_later_rows > 0 or v_later_whole);
                     if v_window_rows < 4 * v_need or v_org_count >= v_need then
                         v_candidates := v_candidates || v_class_candidates[1:v_need];
+                        v_candidate_orgs := v_candidate_orgs || v_class_orgs[1:v_need];
                         continue;
                     end if;
                     -- Read for nothing: a few organizations own the oldest runs (one big
@@ -543,7 +599,8 @@ begin
                     count(distinct h.org_id)
                 into v_scan_lanes, v_scan_orgs, v_scan_heads, v_org_count
                 from heads as h
-                where not (h.lane = 'background' and h.org_id = any(v_full_orgs));
+                where not (h.lane = 'background' and h.org_id = any(v_full_orgs))
+                  and h.org_id <> all(v_bounded_orgs);
 
                 continue when v_org_count = 0;
 
@@ -553,16 +610,19 @@ begin
                         v_skip_window := false;
                         perform set_config('runlane.claim_skip_window', 'off', false);
                     end if;
-                    select coalesce(array_agg(f.run_id order by f.run_id), '{}')
-                    into v_class_candidates
+                    select
+                        coalesce(array_agg(f.run_id order by f.run_id), '{}'),
+                        coalesce(array_agg(f.org_id order by f.run_id), '{}')
+                    into v_class_candidates, v_class_orgs
                     from (
-                        select min(h.run_id) as run_id
+                        select h.org_id, min(h.run_id) as run_id
                         from unnest(v_scan_orgs, v_scan_heads) as h (org_id, run_id)
                         group by h.org_id
-                        order by 1
+                        order by 2
                         limit v_need
                     ) as f;
                     v_candidates := v_candidates || v_class_candidates;
+                    v_candidate_orgs := v_candidate_orgs || v_class_orgs;
                     continue;
                 end if;
 
@@ -572,11 +632,13 @@ begin
                 loop
                     select
                         coalesce(array_agg(c.run_id order by c.round, c.run_id), '{}'),
+                        coalesce(array_agg(c.org_id order by c.round, c.run_id), '{}'),
                         count(*) filter (where c.round = v_k)
-                    into v_class_candidates, v_saturated
+                    into v_class_candidates, v_class_orgs, v_saturated
                     from (
                         select
                             h.run_id,
+                            o.org_id,
                             row_number() over (partition by o.org_id order by h.run_id) as round
                         from unnest(v_scan_lanes, v_scan_orgs) as o (lane, org_id)
                         cross join lateral (
@@ -614,9 +676,29 @@ begin
                 end loop;
 
                 v_candidates := v_candidates || v_class_candidates[1:v_need];
+                v_candidate_orgs := v_candidate_orgs || v_class_orgs[1:v_need];
             end loop;
 
             exit when cardinality(v_candidates) = 0;
+
+            -- GUARD: with the bound, the lock stops at the room the candidates' organizations
+            -- have left on this worker (each one's room, at most its candidates): a worker at
+            -- its bound in a one-tenant drain locks the runs it claims, not a page of them.
+            v_lock_room := p_limit;
+            if v_max_per_org is not null then
+                select coalesce(sum(least(
+                    c.candidates,
+                    v_max_per_org
+                    - coalesce(v_held_counts[array_position(v_held_orgs, c.org_id)], 0)
+                    - cardinality(array_positions(v_locked_orgs, c.org_id))
+                )), 0)
+                into v_lock_room
+                from (
+                    select o.org_id, count(*)::int as candidates
+                    from unnest(v_candidate_orgs) as o (org_id)
+                    group by o.org_id
+                ) as c;
+            end if;
 
             -- Lock in claim order, skipping rows other claimers hold; a row claimed and
             -- committed since the candidates were read is re-checked and left out. Also
@@ -641,8 +723,11 @@ begin
                         filter (where c.gate is not null and c.gate <> 'budget'), '{}'),
                     coalesce(array_agg(c.gate order by c.position)
                         filter (where c.gate is not null and c.gate <> 'budget'), '{}'),
-                    coalesce(array_agg(c.run_id) filter (where c.gate = 'budget'), '{}')
-                into v_more, v_more_orgs, v_more_computers, v_gated, v_gate_reasons, v_budget_runs
+                    coalesce(array_agg(c.run_id) filter (where c.gate = 'budget'), '{}'),
+                    coalesce(array_agg(c.org_id order by c.position)
+                        filter (where c.gate is null or c.gate = 'budget'), '{}')
+                into v_more, v_more_orgs, v_more_computers, v_gated, v_gate_reasons, v_budget_runs,
+                     v_more_all_orgs
                 from (
                     select
                         r.run_id,
@@ -676,7 +761,7 @@ begin
                             and cl.run_id <> r.run_id
                       ))
                     order by w.position
-                    limit p_limit - cardinality(v_locked)
+                    limit least(p_limit - cardinality(v_locked), v_lock_room)
                     for update of r skip locked
                 ) as c;
 
@@ -708,8 +793,9 @@ begin
                         select
                             coalesce(array_agg(m.run_id order by m.position), '{}'),
                             coalesce(array_agg(r.org_id) filter (where r.lane = 'background'), '{}'),
-                            coalesce(array_agg(r.computer_id) filter (where r.computer_id is not null), '{}')
-                        into v_more, v_more_orgs, v_more_computers
+                            coalesce(array_agg(r.computer_id) filter (where r.computer_id is not null), '{}'),
+                            coalesce(array_agg(r.org_id order by m.position), '{}')
+                        into v_more, v_more_orgs, v_more_computers, v_more_all_orgs
                         from unnest(v_more) with ordinality as m (run_id, position)
                         join runlane.runs as r on r.run_id = m.run_id
                         where m.run_id <> all(v_over);
@@ -717,17 +803,24 @@ begin
                 end if;
 
                 v_locked := v_locked || v_more;
+                v_locked_orgs := v_locked_orgs || v_more_all_orgs;
+                v_lock_room := v_lock_room - cardinality(v_more);
                 v_orgs := v_orgs || v_more_orgs;
                 v_computers := v_computers || v_more_computers;
 
                 exit when cardinality(v_gated) = 0;
                 perform runlane._skip_gated_runs(v_gated, v_gate_reasons);
                 v_skipped := v_skipped || v_gated;
-                exit when cardinality(v_locked) >= p_limit;
+                exit when cardinality(v_locked) >= p_limit or v_lock_room <= 0;
             end loop;
 
             exit when cardinality(v_locked) >= p_limit or cardinality(v_candidates) < v_target;
             v_tried := v_tried || v_candidates;
+            -- Concurrent claimers took more than the margin: read twice as far next time.
+            -- (Workers starting together on one backlog race for its oldest runs; with a
+            -- fixed margin a small first claim could lose all four times and come back
+            -- short, and a worker takes a short page for a drained queue.)
+            v_target := 2 * v_target;
         end loop;
 
         if cardinality(v_locked) = 0 and cardinality(v_skipped) = 0 then
@@ -778,32 +871,25 @@ begin
         -- runlane._max_per_org): p_worker never holds more than that many running runs of one
         -- organization, so one organization's burst leaves the worker room for the others'
         -- (round robin put their runs early among the locked ones). Runs over the bound stay
-        -- queued, untouched. The worker's running runs are counted once per claim, by
-        -- organization: counted per candidate, the generic plan made while every run was
-        -- queued walked runs_running_idx (every worker's running runs of the organization)
-        -- once for each candidate, 40 ms per claim in a 4-worker drain (issue 15). (The idle
+        -- queued, untouched. The candidates were already cut to each organization's room
+        -- (above); this is the rule itself, over the runs kept, from the counts in hand (the
+        -- worker's running runs by organization, read once per claim before the candidates;
+        -- the organizations of the locked runs): no second read of any row. (The idle
         -- statement above applies the same bound itself.)
         if v_max_per_org is not null then
             select coalesce(array_agg(k.run_id order by k.position), '{}')
             into v_accepted
             from (
                 select
-                    l.run_id,
-                    l.position,
-                    r.org_id,
-                    row_number() over (partition by r.org_id order by l.position) as org_rank
-                from unnest(v_accepted) with ordinality as l (run_id, position)
-                join runlane.runs as r on r.run_id = l.run_id
+                    a.run_id,
+                    a.position,
+                    l.org_id,
+                    row_number() over (partition by l.org_id order by a.position) as org_rank
+                from unnest(v_accepted) with ordinality as a (run_id, position)
+                join unnest(v_locked, v_locked_orgs) as l (run_id, org_id) on l.run_id = a.run_id
             ) as k
-            left join (
-                select
-                    mine.org_id,
-                    count(*) as running
-                from runlane.runs as mine
-                where mine.lease_owner = p_worker and mine.state = 'running'
-                group by mine.org_id
-            ) as held on held.org_id = k.org_id
-            where k.org_rank <= v_max_per_org - coalesce(held.running, 0);
+            where k.org_rank
+                <= v_max_per_org - coalesce(v_held_counts[array_position(v_held_orgs, k.org_id)], 0);
         end if;
 
         -- (the fence floor, below, before the computer leases that carry the fence)

@@ -1,0 +1,85 @@
+"""The per-worker organization bound (runlane.max_per_org) cuts a claim before it locks.
+
+A worker near its bound for an organization claims only the room it has left, and locks
+only those rows: the organization's other queued runs stay free for the other workers
+meanwhile (locking a full page and keeping what the bound allowed used to hold about
+twice the rows a worker claimed in a one-tenant drain). Rows another claimer holds do not
+shorten the page: the claim reads on past them for the rest of its room.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+CLAIM = """
+select run_id
+from runlane.claim_runs(p_worker => %(worker)s::text, p_lanes => array['interactive'],
+                        p_limit => %(limit)s::int)
+"""
+FREE_QUEUED = """
+select count(*) from (
+    select 1 from runlane.runs where state = 'queued' for update skip locked
+) as free
+"""
+
+
+def queue_chat_runs(conn: psycopg.Connection, runs: int) -> list[int]:
+    conn.execute("select runlane_test.org('org-a', 1000)")
+    conn.execute("select runlane_test.agent('a-1', 'org-a')")
+    return [r[0] for r in conn.execute(
+        """
+        insert into runlane.runs (org_id, agent_id, lane, trigger, thread_id, prompt, model)
+        select 'org-a', 'a-1', 'interactive', 'interactive', 't-' || g, 'x', 'noop'
+        from generate_series(1, %s) as g
+        returning run_id
+        """, (runs,)).fetchall()]
+
+
+def bounded_claimer(db_dsn: str, bound: int) -> psycopg.Connection:
+    claimer = psycopg.connect(db_dsn)
+    claimer.execute("select set_config('runlane.max_per_org', %s, false)", (str(bound),))
+    claimer.commit()
+    return claimer
+
+
+def test_a_worker_near_its_bound_locks_only_the_runs_it_claims(conn, db_dsn):
+    queue_chat_runs(conn, 300)
+    with bounded_claimer(db_dsn, 100) as claimer, psycopg.connect(db_dsn) as other:
+        assert len(claimer.execute(CLAIM, {"worker": "w1", "limit": 90}).fetchall()) == 90
+        claimer.commit()
+
+        # A page of 100 with room for 10, its transaction still open.
+        claimed = claimer.execute(CLAIM, {"worker": "w1", "limit": 100}).fetchall()
+        assert len(claimed) == 10
+
+        # Another session sees 210 queued runs (the 10 are not committed yet); only the 10
+        # claimed ones are locked.
+        assert other.execute(FREE_QUEUED).fetchone()[0] == 200
+        other.rollback()
+        claimer.commit()
+
+    running = conn.execute(
+        "select count(*) from runlane.runs where lease_owner = 'w1' and state = 'running'"
+    ).fetchone()[0]
+    assert running == 100
+
+
+def test_rows_another_claimer_holds_do_not_shorten_a_bounded_page(conn, db_dsn):
+    ids = queue_chat_runs(conn, 300)
+    with bounded_claimer(db_dsn, 100) as claimer, psycopg.connect(db_dsn) as holder:
+        first = [r[0] for r in claimer.execute(CLAIM, {"worker": "w1", "limit": 90})]
+        claimer.commit()
+        assert first == ids[:90]
+
+        # Another claimer holds the next five runs in claim order, mid-claim.
+        held = [r[0] for r in holder.execute(
+            "select run_id from runlane.runs where run_id = any(%s) for update",
+            (ids[90:95],))]
+        assert held == ids[90:95]
+
+        claimed = [r[0] for r in claimer.execute(CLAIM, {"worker": "w1", "limit": 100})]
+        claimer.commit()
+        holder.rollback()
+
+    # The room (10) is filled past the held rows, oldest first.
+    assert claimed == ids[95:105]
