@@ -83,3 +83,33 @@ def test_rows_another_claimer_holds_do_not_shorten_a_bounded_page(conn, db_dsn):
 
     # The room (10) is filled past the held rows, oldest first.
     assert claimed == ids[95:105]
+
+
+def test_an_organization_at_the_bound_is_not_read_and_the_others_are_claimed(conn, db_dsn):
+    ids = queue_chat_runs(conn, 300)
+    with bounded_claimer(db_dsn, 100) as claimer:
+        assert [r[0] for r in claimer.execute(CLAIM, {"worker": "w1", "limit": 100})] == ids[:100]
+        claimer.commit()
+    conn.execute("select runlane_test.org('org-b', 1000)")
+    conn.execute("select runlane_test.agent('b-1', 'org-b')")
+    newcomers = [r[0] for r in conn.execute(
+        """
+        insert into runlane.runs (org_id, agent_id, lane, trigger, thread_id, prompt, model)
+        select 'org-b', 'b-1', 'interactive', 'interactive', 'b-' || g, 'x', 'noop'
+        from generate_series(1, 5) as g
+        returning run_id
+        """).fetchall()]
+
+    # org-a's backlog (200 runs) is in front of org-b's five, and w1 is at its bound for
+    # org-a: the window of oldest runs first, then the loose index scan alone (the session
+    # setting a claim sets after a window that held too few organizations).
+    with bounded_claimer(db_dsn, 100) as claimer, psycopg.connect(db_dsn) as other:
+        for skip_window in ("off", "on"):
+            claimer.execute("select set_config('runlane.claim_skip_window', %s, false)",
+                            (skip_window,))
+            claimed = [r[0] for r in claimer.execute(CLAIM, {"worker": "w1", "limit": 50})]
+            assert claimed == newcomers, skip_window
+            # none of org-a's rows was locked
+            assert other.execute(FREE_QUEUED).fetchone()[0] == 200
+            other.rollback()
+            claimer.rollback()
