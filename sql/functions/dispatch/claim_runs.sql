@@ -168,6 +168,8 @@ declare
     v_class_orgs text[];
     v_later_candidate_orgs text[];
     v_lock_room int;
+    v_scanned_orgs_0 text[];
+    v_scanned_orgs_1 text[];
     v_more_computers text[];
     v_locked bigint[];
     v_orgs text[];
@@ -454,6 +456,12 @@ begin
             foreach v_class in array array[0, 1]::smallint[] loop
                 exit when cardinality(v_candidates) >= v_target;
                 v_need := v_target - cardinality(v_candidates);
+                -- GUARD: this claim's loose scan of the class, an attempt ago, found only
+                -- organizations that are at the bound now (the lock stopped at their room):
+                -- no scan again for nothing.
+                continue when (
+                    case v_class when 0 then v_scanned_orgs_0 else v_scanned_orgs_1 end
+                ) <@ v_bounded_orgs;
 
                 if v_later_known then
                     -- Class 1 as the class-0 window saw it: the oldest of its eligible runs
@@ -602,6 +610,11 @@ begin
                 where not (h.lane = 'background' and h.org_id = any(v_full_orgs))
                   and h.org_id <> all(v_bounded_orgs);
 
+                if v_class = 0 then
+                    v_scanned_orgs_0 := v_scan_orgs;
+                else
+                    v_scanned_orgs_1 := v_scan_orgs;
+                end if;
                 continue when v_org_count = 0;
 
                 -- Enough organizations: round one (each one's oldest head across lanes) is it.
