@@ -160,7 +160,9 @@ declare
     v_more bigint[];
     v_more_orgs text[];
     v_more_all_orgs text[];
+    v_more_fences bigint[];
     v_locked_orgs text[];
+    v_locked_fences bigint[];
     v_held_orgs text[];
     v_held_counts int[];
     v_bounded_orgs text[];
@@ -390,6 +392,7 @@ begin
         v_tried := '{}';
         v_locked := '{}';
         v_locked_orgs := '{}';
+        v_locked_fences := '{}';
         v_orgs := '{}';
         v_computers := '{}';
         v_computers_taken := '{}';
@@ -738,15 +741,18 @@ begin
                         filter (where c.gate is not null and c.gate <> 'budget'), '{}'),
                     coalesce(array_agg(c.run_id) filter (where c.gate = 'budget'), '{}'),
                     coalesce(array_agg(c.org_id order by c.position)
+                        filter (where c.gate is null or c.gate = 'budget'), '{}'),
+                    coalesce(array_agg(c.fence order by c.position)
                         filter (where c.gate is null or c.gate = 'budget'), '{}')
                 into v_more, v_more_orgs, v_more_computers, v_gated, v_gate_reasons, v_budget_runs,
-                     v_more_all_orgs
+                     v_more_all_orgs, v_more_fences
                 from (
                     select
                         r.run_id,
                         r.org_id,
                         r.lane,
                         r.computer_id,
+                        r.fence,
                         w.position,
                         -- (a CASE, so an interactive run never reads the agent row)
                         case when r.lane = 'background' then (
@@ -807,8 +813,9 @@ begin
                             coalesce(array_agg(m.run_id order by m.position), '{}'),
                             coalesce(array_agg(r.org_id) filter (where r.lane = 'background'), '{}'),
                             coalesce(array_agg(r.computer_id) filter (where r.computer_id is not null), '{}'),
-                            coalesce(array_agg(r.org_id order by m.position), '{}')
-                        into v_more, v_more_orgs, v_more_computers, v_more_all_orgs
+                            coalesce(array_agg(r.org_id order by m.position), '{}'),
+                            coalesce(array_agg(r.fence order by m.position), '{}')
+                        into v_more, v_more_orgs, v_more_computers, v_more_all_orgs, v_more_fences
                         from unnest(v_more) with ordinality as m (run_id, position)
                         join runlane.runs as r on r.run_id = m.run_id
                         where m.run_id <> all(v_over);
@@ -817,6 +824,7 @@ begin
 
                 v_locked := v_locked || v_more;
                 v_locked_orgs := v_locked_orgs || v_more_all_orgs;
+                v_locked_fences := v_locked_fences || v_more_fences;
                 v_lock_room := v_lock_room - cardinality(v_more);
                 v_orgs := v_orgs || v_more_orgs;
                 v_computers := v_computers || v_more_computers;
@@ -1004,8 +1012,29 @@ begin
     -- The receipt: the claimed runs in claim order (those of v_accepted now running: we
     -- hold their locks), then the skipped ones with fence -1. A statement of its own, only
     -- for a keyed claim: the unkeyed forms run on schemas older than claim_receipts
-    -- (an upgrade's expand step, 0002).
+    -- (an upgrade's expand step, 0002). On the fair path without computer-bound runs
+    -- every accepted run was claimed, under greatest(its fence as locked + 1, the floor),
+    -- the claim's own expression: the receipt comes from the arrays in hand, no second
+    -- read of the runs (a computer-bound run may have lost its lease race: those claims,
+    -- and the idle path's, read the runs again).
     if p_claim_key is not null
+       and (v_created or cardinality(v_accepted) > 0 or cardinality(v_skipped) > 0)
+       and not v_idle and cardinality(v_computers) = 0 then
+        update runlane.claim_receipts as c
+        set claim_key = p_claim_key,
+            run_ids = w.run_ids || v_skipped,
+            fences = w.fences || array_fill(-1::bigint, array[cardinality(v_skipped)]),
+            claimed_at = now()
+        from (
+            select
+                coalesce(array_agg(a.run_id order by a.position), '{}') as run_ids,
+                coalesce(array_agg(greatest(l.fence + 1, v_fence_floor) order by a.position), '{}')
+                    as fences
+            from unnest(v_accepted) with ordinality as a (run_id, position)
+            inner join unnest(v_locked, v_locked_fences) as l (run_id, fence) on l.run_id = a.run_id
+        ) as w
+        where c.worker_id = p_worker and c.lanes = v_lanes;
+    elsif p_claim_key is not null
        and (v_created or cardinality(v_accepted) > 0 or cardinality(v_skipped) > 0) then
         update runlane.claim_receipts as c
         set claim_key = p_claim_key,
