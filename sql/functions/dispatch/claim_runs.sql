@@ -172,6 +172,7 @@ declare
     v_lock_room int;
     v_scanned_orgs_0 text[];
     v_scanned_orgs_1 text[];
+    v_from_arrays boolean;
     v_more_computers text[];
     v_locked bigint[];
     v_orgs text[];
@@ -1015,27 +1016,12 @@ begin
     -- (an upgrade's expand step, 0002). On the fair path without computer-bound runs
     -- every accepted run was claimed, under greatest(its fence as locked + 1, the floor),
     -- the claim's own expression: the receipt comes from the arrays in hand, no second
-    -- read of the runs (a computer-bound run may have lost its lease race: those claims,
-    -- and the idle path's, read the runs again).
+    -- read of the runs. The idle path (it keeps no fences) and claims with computer-bound
+    -- runs (one may have lost its lease race) read the runs again: one branch runs, the
+    -- other's one-time condition is false.
     if p_claim_key is not null
-       and (v_created or cardinality(v_accepted) > 0 or cardinality(v_skipped) > 0)
-       and not v_idle and cardinality(v_computers) = 0 then
-        update runlane.claim_receipts as c
-        set claim_key = p_claim_key,
-            run_ids = w.run_ids || v_skipped,
-            fences = w.fences || array_fill(-1::bigint, array[cardinality(v_skipped)]),
-            claimed_at = now()
-        from (
-            select
-                coalesce(array_agg(a.run_id order by a.position), '{}') as run_ids,
-                coalesce(array_agg(greatest(l.fence + 1, v_fence_floor) order by a.position), '{}')
-                    as fences
-            from unnest(v_accepted) with ordinality as a (run_id, position)
-            inner join unnest(v_locked, v_locked_fences) as l (run_id, fence) on l.run_id = a.run_id
-        ) as w
-        where c.worker_id = p_worker and c.lanes = v_lanes;
-    elsif p_claim_key is not null
        and (v_created or cardinality(v_accepted) > 0 or cardinality(v_skipped) > 0) then
+        v_from_arrays := not v_idle and cardinality(v_computers) = 0;
         update runlane.claim_receipts as c
         set claim_key = p_claim_key,
             run_ids = w.run_ids || v_skipped,
@@ -1043,12 +1029,19 @@ begin
             claimed_at = now()
         from (
             select
-                coalesce(array_agg(r.run_id order by array_position(v_accepted, r.run_id)), '{}')
-                    as run_ids,
-                coalesce(array_agg(r.fence order by array_position(v_accepted, r.run_id)), '{}')
-                    as fences
-            from runlane.runs as r
-            where r.run_id = any(v_accepted) and r.state = 'running'
+                coalesce(array_agg(k.run_id order by k.position), '{}') as run_ids,
+                coalesce(array_agg(k.fence order by k.position), '{}') as fences
+            from (
+                select a.run_id, a.position, greatest(l.fence + 1, v_fence_floor) as fence
+                from unnest(v_accepted) with ordinality as a (run_id, position)
+                inner join unnest(v_locked, v_locked_fences) as l (run_id, fence)
+                    on l.run_id = a.run_id
+                where v_from_arrays
+                union all
+                select r.run_id, array_position(v_accepted, r.run_id), r.fence
+                from runlane.runs as r
+                where not v_from_arrays and r.run_id = any(v_accepted) and r.state = 'running'
+            ) as k
         ) as w
         where c.worker_id = p_worker and c.lanes = v_lanes;
     end if;
