@@ -166,6 +166,8 @@ declare
     v_held_orgs text[];
     v_held_counts int[];
     v_bounded_orgs text[];
+    v_used_orgs text[];
+    v_used_counts int[];
     v_candidate_orgs text[];
     v_class_orgs text[];
     v_later_candidate_orgs text[];
@@ -446,15 +448,24 @@ begin
             v_candidate_orgs := '{}';
             v_bounded_orgs := '{}';
             if v_max_per_org is not null then
-                -- (the organizations without room: held, plus locked by this claim)
-                v_bounded_orgs := array(
-                    select o.org_id
-                    from unnest(v_held_orgs || v_locked_orgs) as o (org_id)
+                -- What each organization uses of the bound (held, plus locked by this
+                -- claim), and those without room.
+                select
+                    coalesce(array_agg(u.org_id), '{}'),
+                    coalesce(array_agg(u.used), '{}'),
+                    coalesce(array_agg(u.org_id) filter (where u.used >= v_max_per_org), '{}')
+                into v_used_orgs, v_used_counts, v_bounded_orgs
+                from (
+                    select o.org_id, sum(o.runs)::int as used
+                    from (
+                        select h.org_id, h.runs
+                        from unnest(v_held_orgs, v_held_counts) as h (org_id, runs)
+                        union all
+                        select l.org_id, 1
+                        from unnest(v_locked_orgs) as l (org_id)
+                    ) as o
                     group by o.org_id
-                    having v_max_per_org
-                        - coalesce(v_held_counts[array_position(v_held_orgs, o.org_id)], 0)
-                        - cardinality(array_positions(v_locked_orgs, o.org_id)) <= 0
-                );
+                ) as u;
             end if;
             v_later_known := false;
             foreach v_class in array array[0, 1]::smallint[] loop
@@ -705,9 +716,7 @@ begin
             if v_max_per_org is not null then
                 select coalesce(sum(least(
                     c.candidates,
-                    v_max_per_org
-                    - coalesce(v_held_counts[array_position(v_held_orgs, c.org_id)], 0)
-                    - cardinality(array_positions(v_locked_orgs, c.org_id))
+                    v_max_per_org - coalesce(v_used_counts[array_position(v_used_orgs, c.org_id)], 0)
                 )), 0)
                 into v_lock_room
                 from (
