@@ -10,6 +10,7 @@ shorten the page: the claim reads on past them for the rest of its room.
 from __future__ import annotations
 
 import psycopg
+from worker_parts import queue_chat_runs
 
 CLAIM = """
 select run_id
@@ -23,18 +24,6 @@ select count(*) from (
 """
 
 
-def queue_chat_runs(conn: psycopg.Connection, runs: int) -> list[int]:
-    conn.execute("select runlane_test.org('org-a', 1000)")
-    conn.execute("select runlane_test.agent('a-1', 'org-a')")
-    return [r[0] for r in conn.execute(
-        """
-        insert into runlane.runs (org_id, agent_id, lane, trigger, thread_id, prompt, model)
-        select 'org-a', 'a-1', 'interactive', 'interactive', 't-' || g, 'x', 'noop'
-        from generate_series(1, %s) as g
-        returning run_id
-        """, (runs,)).fetchall()]
-
-
 def bounded_claimer(db_dsn: str, bound: int) -> psycopg.Connection:
     claimer = psycopg.connect(db_dsn)
     claimer.execute("select set_config('runlane.max_per_org', %s, false)", (str(bound),))
@@ -43,7 +32,7 @@ def bounded_claimer(db_dsn: str, bound: int) -> psycopg.Connection:
 
 
 def test_a_worker_near_its_bound_locks_only_the_runs_it_claims(conn, db_dsn):
-    queue_chat_runs(conn, 300)
+    queue_chat_runs(conn, 'org-a', 'a-1', 300)
     with bounded_claimer(db_dsn, 100) as claimer, psycopg.connect(db_dsn) as other:
         assert len(claimer.execute(CLAIM, {"worker": "w1", "limit": 90}).fetchall()) == 90
         claimer.commit()
@@ -65,7 +54,7 @@ def test_a_worker_near_its_bound_locks_only_the_runs_it_claims(conn, db_dsn):
 
 
 def test_rows_another_claimer_holds_do_not_shorten_a_bounded_page(conn, db_dsn):
-    ids = queue_chat_runs(conn, 300)
+    ids = queue_chat_runs(conn, 'org-a', 'a-1', 300)
     with bounded_claimer(db_dsn, 100) as claimer, psycopg.connect(db_dsn) as holder:
         first = [r[0] for r in claimer.execute(CLAIM, {"worker": "w1", "limit": 90})]
         claimer.commit()
@@ -86,19 +75,11 @@ def test_rows_another_claimer_holds_do_not_shorten_a_bounded_page(conn, db_dsn):
 
 
 def test_an_organization_at_the_bound_is_not_read_and_the_others_are_claimed(conn, db_dsn):
-    ids = queue_chat_runs(conn, 300)
+    ids = queue_chat_runs(conn, 'org-a', 'a-1', 300)
     with bounded_claimer(db_dsn, 100) as claimer:
         assert [r[0] for r in claimer.execute(CLAIM, {"worker": "w1", "limit": 100})] == ids[:100]
         claimer.commit()
-    conn.execute("select runlane_test.org('org-b', 1000)")
-    conn.execute("select runlane_test.agent('b-1', 'org-b')")
-    newcomers = [r[0] for r in conn.execute(
-        """
-        insert into runlane.runs (org_id, agent_id, lane, trigger, thread_id, prompt, model)
-        select 'org-b', 'b-1', 'interactive', 'interactive', 'b-' || g, 'x', 'noop'
-        from generate_series(1, 5) as g
-        returning run_id
-        """).fetchall()]
+    newcomers = queue_chat_runs(conn, 'org-b', 'b-1', 5)
 
     # org-a's backlog (200 runs) is in front of org-b's five, and w1 is at its bound for
     # org-a: the window of oldest runs first, then the loose index scan alone (the session

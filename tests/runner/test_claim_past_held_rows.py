@@ -10,6 +10,7 @@ empty; a worker takes a short page for a drained queue and waits for its next sc
 from __future__ import annotations
 
 import psycopg
+from worker_parts import queue_chat_runs
 
 CLAIM = """
 select run_id
@@ -18,15 +19,7 @@ from runlane.claim_runs(p_worker => 'w-late', p_lanes => array['interactive'], p
 
 
 def test_a_small_claim_reads_past_a_hundred_held_rows(conn, db_dsn):
-    conn.execute("select runlane_test.org('org-a', 1000)")
-    conn.execute("select runlane_test.agent('a-1', 'org-a')")
-    ids = [r[0] for r in conn.execute(
-        """
-        insert into runlane.runs (org_id, agent_id, lane, trigger, thread_id, prompt, model)
-        select 'org-a', 'a-1', 'interactive', 'interactive', 't-' || g, 'x', 'noop'
-        from generate_series(1, 300) as g
-        returning run_id
-        """).fetchall()]
+    ids = queue_chat_runs(conn, 'org-a', 'a-1', 300)
 
     with psycopg.connect(db_dsn) as holders, psycopg.connect(db_dsn) as late:
         # Other claimers' locks on the 112 oldest runs, their claims not yet committed.

@@ -22,6 +22,21 @@ select * from runlane.claim_runs(
 """
 
 
+def queue_chat_runs(conn: psycopg.Connection, org: str, agent: str, runs: int) -> list[int]:
+    """`runs` queued chat runs of a new agent in a new organization (cap 1000), each on its
+    own thread, inserted at once; their ids, oldest first."""
+    conn.execute("select runlane_test.org(%s, 1000)", (org,))
+    conn.execute("select runlane_test.agent(%s, %s)", (agent, org))
+    return [r[0] for r in conn.execute(
+        """
+        insert into runlane.runs (org_id, agent_id, lane, trigger, thread_id, prompt, model)
+        select %(org)s, %(agent)s, 'interactive', 'interactive', %(agent)s || '-' || g, 'x', 'noop'
+        from generate_series(1, %(runs)s) as g
+        order by g
+        returning run_id
+        """, {"org": org, "agent": agent, "runs": runs}).fetchall()]
+
+
 def config(dsn: str, **options: Any) -> WorkerConfig:
     """A worker's settings for one lane, without maintenance (no leader to elect)."""
     options = {"lanes": ["interactive"], "agent": agent, "maintenance": None, **options}
