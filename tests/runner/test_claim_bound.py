@@ -94,3 +94,24 @@ def test_an_organization_at_the_bound_is_not_read_and_the_others_are_claimed(con
             assert other.execute(FREE_QUEUED).fetchone()[0] == 200
             other.rollback()
             claimer.rollback()
+
+
+def test_with_several_organizations_each_stops_at_its_own_room(conn, db_dsn):
+    queue_chat_runs(conn, 'org-a', 'a-1', 300)
+    with bounded_claimer(db_dsn, 100) as claimer:
+        assert len(claimer.execute(CLAIM, {"worker": "w1", "limit": 98}).fetchall()) == 98
+        claimer.commit()
+    queue_chat_runs(conn, 'org-b', 'b-1', 20)
+
+    # Room for 2 of org-a and 100 of org-b: round robin alternates them, so the lock's room
+    # (2 + 20) reaches past org-a's 2; the bound keeps 2 of it and all 20 of org-b.
+    with bounded_claimer(db_dsn, 100) as claimer:
+        claimed = [r[0] for r in claimer.execute(CLAIM, {"worker": "w1", "limit": 50})]
+        claimer.commit()
+    orgs = dict(conn.execute(
+        "select org_id, count(*) from runlane.runs where run_id = any(%s) group by org_id",
+        (claimed,)).fetchall())
+    assert orgs == {"org-a": 2, "org-b": 20}
+    assert conn.execute(
+        "select count(*) from runlane.runs "
+        "where lease_owner = 'w1' and state = 'running' and org_id = 'org-a'").fetchone()[0] == 100

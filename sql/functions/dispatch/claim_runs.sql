@@ -48,8 +48,8 @@
 --   runs of one organization: runs over the bound are left queued, untouched. The
 --   worker's running runs are counted once per claim (by organization), not once per
 --   candidate, and the bound applies before anything is locked: an organization without
---   room on this worker is not read, and the lock stops at the room the candidates'
---   organizations have left (rows other claimers hold are skipped as always).
+--   room on this worker is not read, and only each organization's first candidates up to
+--   its room are locked (when rows other claimers hold leave room, the claim reads on).
 -- * Each claimed run gets fence + 1, attempts + 1, a lease of p_lease, its computer lease
 --   in the same transaction, and first_started_at once, after computer ownership. After
 --   a failover the fence is at least the promoted server's floor (runlane._fence_floor):
@@ -171,7 +171,8 @@ declare
     v_candidate_orgs text[];
     v_class_orgs text[];
     v_later_candidate_orgs text[];
-    v_lock_room int;
+    v_lock_candidates bigint[];
+    v_taken int;
     v_scanned_orgs_0 text[];
     v_scanned_orgs_1 text[];
     v_from_arrays boolean;
@@ -423,13 +424,17 @@ begin
         -- skip-locked below) leave us enough; a short round asks again past those rows.
         v_target := 2 * p_limit + 8;
         -- GUARD: the per-worker organization bound (session setting runlane.max_per_org, see
-        -- runlane._max_per_org) applies before any lock. An organization's room on this
-        -- worker is the bound less what the worker runs of it (counted once per claim, by
-        -- organization) less what this claim locked of it already; an organization without
-        -- room is not read, and the lock stops at the candidates' room (below). Locking up
-        -- to p_limit and keeping what the bound allowed locked (and WAL-logged) about twice
-        -- the rows a worker at its bound claimed in a one-tenant drain, and the other
-        -- claimers skipped the rows it let go meanwhile (issue 15).
+        -- runlane._max_per_org): p_worker never holds more than that many running runs of one
+        -- organization, so one organization's burst leaves the worker room for the others'
+        -- (round robin puts their runs early among the candidates). It applies before any
+        -- lock: an organization's room on this worker is the bound less what the worker runs
+        -- of it (counted once per claim, by organization) less what this claim locked of it
+        -- already; an organization without room is not read, and of the others only the
+        -- first candidates up to their room are locked (below). Runs over the bound stay
+        -- queued, untouched. Locking up to p_limit and keeping what the bound allowed locked
+        -- (and WAL-logged) about twice the rows a worker at its bound claimed in a
+        -- one-tenant drain, and the other claimers skipped the rows it let go (issue 15).
+        -- (The idle statement above applies the same bound itself.)
         v_held_orgs := '{}';
         v_held_counts := '{}';
         if v_max_per_org is not null then
@@ -709,22 +714,28 @@ begin
 
             exit when cardinality(v_candidates) = 0;
 
-            -- GUARD: with the bound, the lock stops at the room the candidates' organizations
-            -- have left on this worker (each one's room, at most its candidates): a worker at
-            -- its bound in a one-tenant drain locks the runs it claims, not a page of them.
-            v_lock_room := p_limit;
+            -- GUARD: with the bound, only each organization's first candidates up to its room
+            -- on this worker are locked (the rest wait, untried, for a later read of this
+            -- claim if rows other claimers hold leave room): a worker at its bound in a
+            -- one-tenant drain locks the runs it claims, not a page of them, and one
+            -- organization's extra candidates never take the lock's place from another's.
+            v_lock_candidates := v_candidates;
             if v_max_per_org is not null then
-                select coalesce(sum(least(
-                    c.candidates,
-                    v_max_per_org - coalesce(v_used_counts[array_position(v_used_orgs, c.org_id)], 0)
-                )), 0)
-                into v_lock_room
+                select coalesce(array_agg(c.run_id order by c.position) filter (
+                    where c.org_rank
+                        <= v_max_per_org - coalesce(v_used_counts[array_position(v_used_orgs, c.org_id)], 0)
+                ), '{}')
+                into v_lock_candidates
                 from (
-                    select o.org_id, count(*)::int as candidates
-                    from unnest(v_candidate_orgs) as o (org_id)
-                    group by o.org_id
+                    select
+                        u.run_id,
+                        u.position,
+                        u.org_id,
+                        row_number() over (partition by u.org_id order by u.position) as org_rank
+                    from unnest(v_candidates, v_candidate_orgs) with ordinality as u (run_id, org_id, position)
                 ) as c;
             end if;
+            v_taken := 0;
 
             -- Lock in claim order, skipping rows other claimers hold; a row claimed and
             -- committed since the candidates were read is re-checked and left out. Also
@@ -777,7 +788,7 @@ begin
                             cross join runlane.platform_settings as s
                             where a.agent_id = r.agent_id and s.org_id = r.org_id
                         ) end as gate
-                    from unnest(v_candidates) with ordinality as w (run_id, position)
+                    from unnest(v_lock_candidates) with ordinality as w (run_id, position)
                     join runlane.runs as r on r.run_id = w.run_id
                     where r.state = 'queued'
                       and r.run_id <> all(v_locked)  -- (our own locks do not skip them)
@@ -790,7 +801,7 @@ begin
                             and cl.run_id <> r.run_id
                       ))
                     order by w.position
-                    limit least(p_limit - cardinality(v_locked), v_lock_room)
+                    limit p_limit - cardinality(v_locked)
                     for update of r skip locked
                 ) as c;
 
@@ -835,18 +846,23 @@ begin
                 v_locked := v_locked || v_more;
                 v_locked_orgs := v_locked_orgs || v_more_all_orgs;
                 v_locked_fences := v_locked_fences || v_more_fences;
-                v_lock_room := v_lock_room - cardinality(v_more);
+                v_taken := v_taken + cardinality(v_more) + cardinality(v_gated);
                 v_orgs := v_orgs || v_more_orgs;
                 v_computers := v_computers || v_more_computers;
 
                 exit when cardinality(v_gated) = 0;
                 perform runlane._skip_gated_runs(v_gated, v_gate_reasons);
                 v_skipped := v_skipped || v_gated;
-                exit when cardinality(v_locked) >= p_limit or v_lock_room <= 0;
+                exit when cardinality(v_locked) >= p_limit;
             end loop;
 
-            exit when cardinality(v_locked) >= p_limit or cardinality(v_candidates) < v_target;
-            v_tried := v_tried || v_candidates;
+            -- (short candidates are the whole queue for this worker, unless the bound held
+            -- some of them back and rows other claimers hold left room for them)
+            exit when cardinality(v_locked) >= p_limit
+                or cardinality(v_candidates) < v_target
+                   and (cardinality(v_lock_candidates) = cardinality(v_candidates)
+                        or v_taken >= cardinality(v_lock_candidates));
+            v_tried := v_tried || v_lock_candidates;
             -- Concurrent claimers took more than the margin: read twice as far next time.
             -- (Workers starting together on one backlog race for its oldest runs; with a
             -- fixed margin a small first claim could lose all four times and come back
@@ -896,31 +912,6 @@ begin
             ) as b on k.lane = 'background'
             where (k.lane <> 'background' or k.org_rank <= s.agent_max_concurrency - b.running)
               and (k.computer_id is null or k.computer_rank = 1);
-        end if;
-
-        -- GUARD: the per-worker organization bound (session setting runlane.max_per_org, see
-        -- runlane._max_per_org): p_worker never holds more than that many running runs of one
-        -- organization, so one organization's burst leaves the worker room for the others'
-        -- (round robin put their runs early among the locked ones). Runs over the bound stay
-        -- queued, untouched. The candidates were already cut to each organization's room
-        -- (above); this is the rule itself, over the runs kept, from the counts in hand (the
-        -- worker's running runs by organization, read once per claim before the candidates;
-        -- the organizations of the locked runs): no second read of any row. (The idle
-        -- statement above applies the same bound itself.)
-        if v_max_per_org is not null then
-            select coalesce(array_agg(k.run_id order by k.position), '{}')
-            into v_accepted
-            from (
-                select
-                    a.run_id,
-                    a.position,
-                    l.org_id,
-                    row_number() over (partition by l.org_id order by a.position) as org_rank
-                from unnest(v_accepted) with ordinality as a (run_id, position)
-                join unnest(v_locked, v_locked_orgs) as l (run_id, org_id) on l.run_id = a.run_id
-            ) as k
-            where k.org_rank
-                <= v_max_per_org - coalesce(v_held_counts[array_position(v_held_orgs, k.org_id)], 0);
         end if;
 
         -- (the fence floor, below, before the computer leases that carry the fence)
