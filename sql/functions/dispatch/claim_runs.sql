@@ -149,6 +149,8 @@ declare
     v_window_rows int;
     v_k int;
     v_saturated int;
+    v_cut_at_room boolean;
+    v_read_cut boolean;
     v_class_candidates bigint[];
     v_later_candidates bigint[];
     v_later_rows int;
@@ -452,6 +454,7 @@ begin
             v_candidates := '{}';
             v_candidate_orgs := '{}';
             v_bounded_orgs := '{}';
+            v_read_cut := false;
             if v_max_per_org is not null then
                 -- What each organization uses of the bound (held, plus locked by this
                 -- claim), and those without room.
@@ -661,19 +664,36 @@ begin
 
                 -- Rounds: each organization's k oldest eligible runs (merged across lanes),
                 -- k grown until the class yields v_need candidates or no organization has more.
+                -- With the bound, an organization is read no further than its room on this
+                -- worker (what the lock below could take of it): a worker at its bound in a
+                -- one-tenant drain read 2 x p_limit + 8 rows to lock the 40-odd it had room
+                -- for (issue 15). v_cut_at_room: some organization was cut there, so a short
+                -- read is not the whole queue (the exit rule below).
                 v_k := ceil(v_need::numeric / v_org_count)::int;
                 loop
                     select
                         coalesce(array_agg(c.run_id order by c.round, c.run_id), '{}'),
                         coalesce(array_agg(c.org_id order by c.round, c.run_id), '{}'),
-                        count(*) filter (where c.round = v_k)
-                    into v_class_candidates, v_class_orgs, v_saturated
+                        count(*) filter (where c.round = v_k),
+                        coalesce(bool_or(c.round = c.room and c.room < v_k), false)
+                    into v_class_candidates, v_class_orgs, v_saturated, v_cut_at_room
                     from (
                         select
                             h.run_id,
                             o.org_id,
+                            o.room,
                             row_number() over (partition by o.org_id order by h.run_id) as round
-                        from unnest(v_scan_lanes, v_scan_orgs) as o (lane, org_id)
+                        from (
+                            select
+                                s.lane,
+                                s.org_id,
+                                coalesce(
+                                    v_max_per_org
+                                    - coalesce(v_used_counts[array_position(v_used_orgs, s.org_id)], 0),
+                                    v_k
+                                ) as room
+                            from unnest(v_scan_lanes, v_scan_orgs) as s (lane, org_id)
+                        ) as o
                         cross join lateral (
                             -- GUARD: org_id is bounded on both sides, not equated: with an
                             -- equality the planner drops org_id from the sort order, and
@@ -699,14 +719,15 @@ begin
                                     and cl.run_id <> r.run_id
                               ))
                             order by r.org_id, r.run_id  -- runs_fair_claim_idx's order
-                            limit v_k
+                            limit least(v_k, o.room)
                         ) as h
                     ) as c
-                    where c.round <= v_k;
+                    where c.round <= least(v_k, c.room);
 
                     exit when cardinality(v_class_candidates) >= v_need or v_saturated = 0;
                     v_k := v_k + ceil((v_need - cardinality(v_class_candidates))::numeric / v_saturated)::int;
                 end loop;
+                v_read_cut := v_read_cut or v_cut_at_room;
 
                 v_candidates := v_candidates || v_class_candidates[1:v_need];
                 v_candidate_orgs := v_candidate_orgs || v_class_orgs[1:v_need];
@@ -857,10 +878,11 @@ begin
             end loop;
 
             -- (short candidates are the whole queue for this worker, unless the bound held
-            -- some of them back and rows other claimers hold left room for them)
+            -- some of them back, or cut an organization's read at its room, and rows other
+            -- claimers hold left room for them)
             exit when cardinality(v_locked) >= p_limit
                 or cardinality(v_candidates) < v_target
-                   and (cardinality(v_lock_candidates) = cardinality(v_candidates)
+                   and (cardinality(v_lock_candidates) = cardinality(v_candidates) and not v_read_cut
                         or v_taken >= cardinality(v_lock_candidates));
             v_tried := v_tried || v_lock_candidates;
             -- Concurrent claimers took more than the margin: read twice as far next time.
