@@ -13,6 +13,7 @@ tests/runner/test_cli_env.py keeps the docs and the CLI equal.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import sys
 from typing import Any
@@ -278,6 +279,9 @@ def worker_cmd(dsn: str, lanes: tuple[str, ...], agent_spec: str, worker_id: str
         log.get().info("metrics.serving", **{"metrics.port": metrics_port})
     from .worker.listen_probe import ListenUnavailable
 
+    # What was built so far (modules, the agent, the configuration) lives as long as the
+    # process: out of the collector's sight, so its full collections stop walking it.
+    gc.freeze()
     try:
         eventloop.run(serve(config))
     except ListenUnavailable as exc:  # e.g. a transaction-pooled PgBouncer: never silent
