@@ -318,8 +318,15 @@ begin
     -- statement finds and locks them, in the order the fair path would return them, and
     -- applies the per-worker organization bound (the worker's running runs counted once,
     -- by organization), instead of a window and a second read. Decided in the statement's
-    -- own snapshot; more eligible runs than p_limit take the fair path below.
-    if not 'background' = any(p_lanes) then
+    -- own snapshot; more eligible runs than p_limit take the fair path below. A session
+    -- whose last claim found a backlog (runlane.claim_backlog, a session setting the claim
+    -- keeps itself, like claim_skip_window) goes to the fair path at once: during a drain
+    -- this statement read p_limit + 1 runs on every claim only to find them too many
+    -- (183 us per claim in a 4-worker drain, issue 15). The fair path's exit below turns
+    -- it off again when its read held the whole queue for this worker. Both paths are
+    -- exact: the setting changes only what a claim costs.
+    if not 'background' = any(p_lanes)
+       and coalesce(current_setting('runlane.claim_backlog', true), '') <> 'on' then
         with eligible as materialized (
             select r.run_id, r.org_id, r.claim_class, r.computer_id, r.timer_routine
             from runlane.runs as r
@@ -386,6 +393,9 @@ begin
 
         if v_idle and cardinality(v_accepted) = 0 then
             return;
+        end if;
+        if not v_idle then
+            perform set_config('runlane.claim_backlog', 'on', false);
         end if;
     end if;
 
@@ -891,6 +901,15 @@ begin
             -- short, and a worker takes a short page for a drained queue.)
             v_target := 2 * v_target;
         end loop;
+
+        -- The read held the whole queue for this worker (short, not cut at a room, no
+        -- organization held back at the bound): the next claim of this session tries the
+        -- idle statement again.
+        if cardinality(v_candidates) < v_target and not v_read_cut
+           and cardinality(v_bounded_orgs) = 0
+           and current_setting('runlane.claim_backlog', true) = 'on' then
+            perform set_config('runlane.claim_backlog', 'off', false);
+        end if;
 
         if cardinality(v_locked) = 0 and cardinality(v_skipped) = 0 then
             return;
