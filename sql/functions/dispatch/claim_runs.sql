@@ -50,6 +50,9 @@
 --   candidate, and the bound applies before anything is locked: an organization without
 --   room on this worker is not read, and only each organization's first candidates up to
 --   its room are locked (when rows other claimers hold leave room, the claim reads on).
+--   A keyed claim under the bound first locks the worker's bound row (claim_receipts,
+--   lanes '{}'), so a worker's lanes, each on its own connection, claim one at a time and
+--   together hold the bound too (unkeyed claims, for schemas before 0004, do not).
 -- * Each claimed run gets fence + 1, attempts + 1, a lease of p_lease, its computer lease
 --   in the same transaction, and first_started_at once, after computer ownership. After
 --   a failover the fence is at least the promoted server's floor (runlane._fence_floor):
@@ -310,6 +313,33 @@ begin
         when coalesce(current_setting('runlane.max_per_org', true), '') <> ''
             then runlane._max_per_org()
     end;
+
+    -- GUARD: the bound holds across the worker's lanes. Each lane claims on its own
+    -- connection, and a claim counts the worker's running runs without another lane's
+    -- uncommitted claim: two lanes claiming at once could each fill an organization's
+    -- room. So a keyed claim under the bound first locks the worker's bound row in
+    -- claim_receipts (lanes '{}', after its own lane's row: one order for every lane), and
+    -- the counts below, later statements, see whatever claim of the worker committed while
+    -- it waited. The worker's bounded claims take turns; other workers never wait on it.
+    if v_max_per_org is not null and p_claim_key is not null then
+        perform 1
+        from runlane.claim_receipts as c
+        where c.worker_id = p_worker and c.lanes = '{}'
+        for update;
+        if not found then
+            -- (the first bounded claim of this worker; a concurrent first claim inserting
+            -- the same row makes this insert wait for it, then do nothing)
+            insert into runlane.claim_receipts as c (worker_id, lanes, claim_key)
+            values (p_worker, '{}', gen_random_uuid())
+            on conflict (worker_id, lanes) do nothing;
+            if not found then
+                perform 1
+                from runlane.claim_receipts as c
+                where c.worker_id = p_worker and c.lanes = '{}'
+                for update;
+            end if;
+        end if;
+    end if;
 
     -- GUARD: an idle queue, the chat latency that matters most. When every eligible run of
     -- the lanes fits in this claim, no order can be unfair: the claim takes them all. So
