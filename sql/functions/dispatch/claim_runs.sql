@@ -26,7 +26,9 @@
 --   are fewer than the candidates wanted. A session whose last window was full but held
 --   too few organizations skips the window (runlane.claim_skip_window, a session
 --   setting the claim keeps itself) until the loose scan finds enough organizations
---   again: one tenant's backlog is not read four times over on every claim. Either way
+--   again: one tenant's backlog is not read four times over on every claim. A claim that
+--   leaves an organization out (at its cap, or at the bound on this worker) also skips
+--   the window, which would filter that organization's backlog run by run. Either way
 --   the order is the same; a session that sets the setting itself changes only its own
 --   claims' cost.
 -- * Candidates (2 x p_limit + 8) are read without locks, then locked in claim order FOR
@@ -538,11 +540,16 @@ begin
                         v_candidate_orgs := v_candidate_orgs || v_class_orgs[1:v_need];
                         continue;
                     end if;
-                elsif v_skip_window then
+                elsif v_skip_window
+                      or cardinality(v_bounded_orgs) > 0 or cardinality(v_full_orgs) > 0 then
                     -- GUARD: this session's last window was full and held too few
                     -- organizations to answer (runlane.claim_skip_window, below): the loose
                     -- index scan answers alone. Both are exact: the setting only saves the
                     -- window's read (4 x v_need rows) when it would be read for nothing.
+                    -- So does an organization left out (at the bound on this worker, or at
+                    -- its cap): the window, in run order, would filter its queued runs one
+                    -- by one, a whole backlog on every claim (2 ms at 3,600 runs), while the
+                    -- loose scan steps over it in one descent.
                     null;
                 else
                     -- GUARD: the window, the oldest eligible runs of this class and later ones
