@@ -18,7 +18,10 @@ pg_stat_statements loaded (track = all: nested statements too) and track_functio
   is utime + stime of every server process (the postmaster's cutime + cstime keep the
   backends that exited) from /proc, before the workers start and after the drain; worker
   CPU is utime + stime of the worker processes from /proc at the end of the drain (their
-  start-up included, for both systems).
+  start-up included, for both systems). --drains pairs (3) per worker count, one drain
+  of each system back to back, the order alternating; the table shows each system's
+  medians and the median of the pairs' jobs/s ratios (this shared machine moves between
+  a fast and a slow state within minutes: one pair alone says little).
 * client enqueue: a client's cost per chat message when each message is its own
   submit_message commit and then its own publish_run commit, sent one by one or pipelined
   (psycopg pipeline mode: a page's submits in one pipeline, then their publishes).
@@ -36,7 +39,7 @@ Goals (issue 15): runlane >= 1.0x PgQueuer's jobs/s at 2 and 4 workers; runlane'
 p50 <= 1.25x the floor's and p99 <= 1.5x. The load average is printed with the figures:
 on a shared machine compare only figures taken back to back.
 
-    python -m bench.durable_compare [--quick] [--runs N] [--workers 2,4]
+    python -m bench.durable_compare [--quick] [--runs N] [--workers 2,4] [--drains 3]
 """
 
 from __future__ import annotations
@@ -518,6 +521,29 @@ def floor_latency(pg: LocalCluster, idle: int, warmup: int, gap: float) -> dict:
 # -- figures --------------------------------------------------------------------------------
 
 
+def drain_summary(drains: list[dict], workers: list[int]) -> list[dict]:
+    """Per worker count: each system's medians over its drains, and the median of the
+    pairs' runlane / PgQueuer ratios (a pair's two drains ran back to back)."""
+    keys = ("jobs_per_s", "pg_cpu_ms_per_run", "worker_cpu_ms_per_run",
+            "enqueue_pg_cpu_ms_per_run")
+    rows = []
+    for w in workers:
+        mine = [d for d in drains if d["workers"] == w]
+        medians = {system: {k: round(statistics.median(d[k] for d in mine
+                                                      if d["system"] == system), 3)
+                            for k in keys}
+                   for system in ("runlane", "pgqueuer")}
+        pairs = sorted({d["pair"] for d in mine})
+        ratios = [round(next(d["jobs_per_s"] for d in mine
+                             if d["pair"] == p and d["system"] == "runlane")
+                        / next(d["jobs_per_s"] for d in mine
+                               if d["pair"] == p and d["system"] == "pgqueuer"), 3)
+                  for p in pairs]
+        rows.append({"workers": w, **medians, "ratios": ratios,
+                     "ratio_median": round(statistics.median(ratios), 3)})
+    return rows
+
+
 def stats(ms: list[float]) -> dict:
     return {"n": len(ms), "p50_ms": round(_common.percentile(ms, 0.5), 3),
             "p90_ms": round(_common.percentile(ms, 0.9), 3),
@@ -540,6 +566,9 @@ def parse(argv):
                     help="messages a client submits and publishes one by one, then pipelined "
                          "(1,000; quick 200)")
     ap.add_argument("--repeat", type=int, help="latency rounds, the three in turn (3; quick 1)")
+    ap.add_argument("--drains", type=int,
+                    help="drain pairs (runlane, PgQueuer) per worker count, the order "
+                         "alternating; the table shows medians (3; quick 1)")
     ap.add_argument("--max-per-org", default="",
                     help="runlane worker --max-per-org (unset: the worker's default, 100; "
                          "0: no bound)")
@@ -549,6 +578,7 @@ def parse(argv):
     args.enqueue = args.enqueue or (200 if args.quick else 1000)
     args.workers = [int(w) for w in str(args.workers).split(",") if w]
     args.repeat = args.repeat or (1 if args.quick else 3)
+    args.drains = args.drains or (1 if args.quick else 3)
     return args
 
 
@@ -567,15 +597,26 @@ def main(argv=None) -> list[str]:
     pg.start()
     try:
         runlane_template(pg)
-        for w in args.workers:
-            ours = runlane_drain(pg, w, args.runs, profile=(w == max(args.workers)))
-            theirs = pgqueuer_drain(pg, w, args.runs)
-            drains += [ours, theirs]
-            print(f"  {w} workers: runlane {ours['jobs_per_s']:.0f}/s "
-                  f"({ours['pg_cpu_ms_per_run']:.3f} ms PG CPU/run, load {ours['load_average']})"
-                  f", PgQueuer {theirs['jobs_per_s']:.0f}/s "
-                  f"({theirs['pg_cpu_ms_per_run']:.3f} ms, load {theirs['load_average']})",
-                  flush=True)
+        # Pairs, the order alternating: this machine moves between a fast and a slow state
+        # within minutes (one system's drain read 30-40 % apart an hour later), so a
+        # single pair's ratio says little; the summary takes the median of the pairs'.
+        for pair in range(max(args.drains, 1)):
+            for w in args.workers:
+                profile = pair == 0 and w == max(args.workers)
+                if pair % 2 == 0:
+                    ours = runlane_drain(pg, w, args.runs, profile=profile)
+                    theirs = pgqueuer_drain(pg, w, args.runs)
+                else:
+                    theirs = pgqueuer_drain(pg, w, args.runs)
+                    ours = runlane_drain(pg, w, args.runs, profile=profile)
+                ours["pair"] = theirs["pair"] = pair + 1
+                drains += [ours, theirs]
+                print(f"  pair {pair + 1}, {w} workers: runlane {ours['jobs_per_s']:.0f}/s "
+                      f"({ours['pg_cpu_ms_per_run']:.3f} ms PG CPU/run, "
+                      f"load {ours['load_average']}), PgQueuer {theirs['jobs_per_s']:.0f}/s "
+                      f"({theirs['pg_cpu_ms_per_run']:.3f} ms, load {theirs['load_average']}): "
+                      f"{ours['jobs_per_s'] / theirs['jobs_per_s']:.2f}x", flush=True)
+        summary = drain_summary(drains, args.workers)
         enqueue = client_enqueue(pg, args.enqueue)
         print(f"  client enqueue, {args.enqueue} messages (submit commit, then publish "
               f"commit): one by one {enqueue['one_by_one']['client_ms_per_message']:.3f} ms"
@@ -613,26 +654,29 @@ def main(argv=None) -> list[str]:
     info["pgqueuer"] = version("pgqueuer")
     info["asyncpg"] = version("asyncpg")
     path = _common.write_result("durable_compare", {
-        "machine": info, "args": vars(args), "drains": drains, "latency": latency,
+        "machine": info, "args": vars(args), "drains": drains, "drain_summary": summary,
+        "latency": latency,
         "client_enqueue": enqueue,
         "goals": {"jobs_per_s_ratio_min": RATE_GOAL, "p50_vs_floor_max": P50_GOAL,
                   "p99_vs_floor_max": P99_GOAL}})
 
     lines = [f"durable commits (fsync, synchronous_commit, full_page_writes on), "
              f"{info['cores']} cores, PostgreSQL {info['postgres']}, "
-             f"PgQueuer {info['pgqueuer']} (asyncpg {info['asyncpg']}), {args.runs} jobs:",
+             f"PgQueuer {info['pgqueuer']} (asyncpg {info['asyncpg']}), {args.runs} jobs, "
+             f"medians of {max(args.drains, 1)} drain pair(s):",
              f"  {'system':<9} {'workers':>7} {'jobs/s':>8} {'PG CPU ms/job':>14} "
-             f"{'worker CPU ms/job':>18} {'enqueue PG CPU ms/job':>22} {'vs PgQueuer':>12}"
-             f"  load average"]
-    by = {(d["system"], d["workers"]): d for d in drains}
-    for d in drains:
-        ratio = ""
-        if d["system"] == "runlane":
-            ratio = f"{d['jobs_per_s'] / by[('pgqueuer', d['workers'])]['jobs_per_s']:.2f}x"
-        lines.append(f"  {d['system']:<9} {d['workers']:>7} {d['jobs_per_s']:>8.0f} "
-                     f"{d['pg_cpu_ms_per_run']:>14.3f} {d['worker_cpu_ms_per_run']:>18.3f} "
-                     f"{d['enqueue_pg_cpu_ms_per_run']:>22.3f} "
-                     f"{ratio:>12}  {d['load_average']}")
+             f"{'worker CPU ms/job':>18} {'enqueue PG CPU ms/job':>22} "
+             f"{'vs PgQueuer (pairs)':>26}"]
+    for row in summary:
+        for system in ("runlane", "pgqueuer"):
+            m = row[system]
+            ratio = ""
+            if system == "runlane":
+                ratio = (f"{row['ratio_median']:.2f}x ("
+                         + ", ".join(f"{r:.2f}" for r in row["ratios"]) + ")")
+            lines.append(f"  {system:<9} {row['workers']:>7} {m['jobs_per_s']:>8.0f} "
+                         f"{m['pg_cpu_ms_per_run']:>14.3f} {m['worker_cpu_ms_per_run']:>18.3f} "
+                         f"{m['enqueue_pg_cpu_ms_per_run']:>22.3f} {ratio:>26}")
     if latency:
         last = latency["rounds"][-1]
         lines.append(f"  idle publish -> handler start, one worker each, "
