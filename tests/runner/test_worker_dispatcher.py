@@ -295,3 +295,61 @@ def test_a_pages_messages_are_read_once_when_its_first_run_asks(conn, db_dsn):
     assert RUN_MESSAGES not in sent  # no run read its own
     assert sorted(read) == sorted(runs)
     assert all(len(bodies) == 1 for bodies in read.values())
+
+
+def test_a_short_page_after_a_backlog_passes_again_when_a_run_ends(conn, db_dsn):
+    """A page that comes back short right after a full one may be short because other
+    claimers hold the rest of the backlog, not because the queue is drained: the next run
+    this worker ends wakes the lane for one more pass, instead of leaving the backlog to
+    the scan (in 4-worker drains three workers sat out that way, one claiming 93 %)."""
+    runs = _queue(conn, 6)
+    agent = Gated()
+
+    async def scenario() -> tuple[list[bool], int]:
+        options = {"worker_id": "w-recheck", "scan_interval": 3600, "claim_batch": 2,
+                   "agent": agent}
+        async with database(db_dsn, **options) as db:
+            cfg = config(db_dsn, **options)
+            timings = Timings()
+            holder: list[LaneDispatcher] = []
+            supervisor = Supervisor(cfg, db, Finisher(cfg, db, timings, asyncio.create_task),
+                                    timings, asyncio.create_task,
+                                    lambda: holder[0].wake.set())
+            lane = LaneDispatcher("interactive", cfg, db, Admission(_plenty, 0),
+                                  supervisor.start, timings, asyncio.create_task,
+                                  supervisor.bound)
+            holder.append(lane)
+            marked = []
+            other = await psycopg.AsyncConnection.connect(db_dsn)  # another claimer
+            try:
+                claim = lane.claim
+
+                async def claim_then_hold_the_rest(limit: int) -> list[dict[str, Any]]:
+                    rows = await claim(limit)
+                    if lane.claim_queries == 1:  # the other claimer locks what is left
+                        await other.execute(
+                            "select run_id from runlane.runs where state = 'queued' "
+                            "for update")
+                    return rows
+                lane.claim = claim_then_hold_the_rest
+                await lane.pass_once()  # a full page of 2, then a page of 4 that finds none
+                lane.claim = claim
+                first = next(iter(supervisor.runs.values()))
+                agent.gate(first.run_id).set()
+                await first.supervisor
+                marked.append(lane.wake.is_set())  # the end after the short page
+                lane.wake.clear()
+                await other.rollback()  # the other claimer let its rows go
+                await lane.pass_once()  # ... and claims the rest
+                claimed = lane.claim_queries
+            finally:
+                await other.close()
+                for run in list(supervisor.runs.values()):
+                    agent.gate(run.run_id).set()
+                    await run.supervisor
+                await lane.close()
+            return marked, claimed
+    marked, claimed = asyncio.run(scenario())
+    assert marked == [True]
+    assert claimed >= 3
+    assert [run_state(conn, r) for r in runs].count("queued") == 0

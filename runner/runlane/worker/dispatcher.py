@@ -12,7 +12,9 @@ Guarantees:
   restarts the pass in progress; a failed pass is tried again after 0.5 s;
 - a pass claims in bounded pages (claim_runs), each page admitted by memory first; a
   full page doubles the next page's size (up to claim_batch_max), a short one ends the
-  pass (and, unless the max_per_org bound may have cut it, goes back to claim_batch);
+  pass (and, unless the max_per_org bound may have cut it, goes back to claim_batch;
+  right after full or cut pages it also asks OrgBound for one more pass when the next run
+  in flight ends: other claimers may have held the rest of a backlog);
   after max_pages full pages the lane is marked for one more pass;
 - the claim connection carries this worker's max_per_org bound (runlane.max_per_org,
   read by claim_runs): the database decides which runs may start; each claim is reported
@@ -156,6 +158,7 @@ class LaneDispatcher:
         # Opened by the lane's first pass, reopened by the pass after it broke.
         self.claim_conn: psycopg.AsyncConnection | None = None
         self.claim_size = config.claim_batch
+        self.backlog = False  # the last page was full or cut by the bound
         self.drop_claim_conn = False  # set by connection_lost: reopen before the next claim
 
     def connection_lost(self) -> None:
@@ -238,8 +241,12 @@ class LaneDispatcher:
             if len(runs) < limit:
                 if not cut:  # the queue is drained; one cut by the bound keeps its size
                     self.claim_size = self.config.claim_batch
+                    if self.backlog:  # ... or other claimers held the rest: recheck once
+                        self.bound.short_after_backlog()
+                self.backlog = cut
                 return
             # A full page: more is likely waiting, take bigger pages (fewer claims).
+            self.backlog = True
             self.claim_size = min(limit * 2, self.config.claim_batch_max)
         self.wake.set()  # the page budget ran out with work left: one more pass
 

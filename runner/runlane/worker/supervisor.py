@@ -18,7 +18,9 @@ Guarantees:
   organization's runs queued because of the worker's max_per_org bound, the next end of
   one of its runs wakes every lane for one more pass (and a run of it that ended while
   that claim was on the wire marks the claiming lane for one more pass at once), so a
-  bounded organization's backlog is never left to the next scan; without LISTEN, every
+  bounded organization's backlog is never left to the next scan; likewise after a page
+  that came back short right after pages that found a backlog (concurrent claimers may
+  have held the rest), the next run to end wakes every lane once; without LISTEN, every
   run that ends wakes every lane;
 - one run's failure never takes the worker down. There is no run-duration limit.
 """
@@ -64,20 +66,33 @@ class OrgBound:
         self.bound = max(0, bound)  # 0: no bound
         self.held: dict[str, int] = {}
         self.cut: set[str] = set()
+        self.recheck = False  # set by short_after_backlog: the next end wakes the lanes
+
+    def short_after_backlog(self) -> None:
+        """A page came back short, the bound cutting nothing, right after pages that found
+        a backlog. Concurrent claimers may have held the rest of it: claim_runs reads past
+        rows other claimers hold only so far, and in a 4-worker drain three workers took
+        such a page for a drained queue and sat out the drain until their scan, one worker
+        claiming 93 % of the runs. While runs are in flight, the next of them to end wakes
+        the lanes once; if that claim is short too, the lane waits as before."""
+        if self.held:
+            self.recheck = True
 
     def started(self, org_id: str) -> None:
         self.held[org_id] = self.held.get(org_id, 0) + 1
 
     def ended(self, org_id: str) -> bool:
-        """A run's attempt ended: True when its organization was cut by a claim (the
-        lanes should make one more pass)."""
+        """A run's attempt ended: True when its organization was cut by a claim, or a
+        short page after a backlog asked for a recheck (the lanes should make one more
+        pass)."""
         held = self.held.pop(org_id, 1)
         if held > 1:
             self.held[org_id] = held - 1
+        wake, self.recheck = self.recheck, False
         if org_id in self.cut:
             self.cut.discard(org_id)
             return True
-        return False
+        return wake
 
     def before_claim(self, limit: int) -> dict[str, int] | None:
         """What a claim of up to `limit` runs needs to know afterwards (None: no bound):
