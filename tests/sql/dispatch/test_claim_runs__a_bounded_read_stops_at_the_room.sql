@@ -45,7 +45,7 @@ select
     't-' || g as thread_id,
     'x' as prompt,
     'noop' as model
-from generate_series(1, 400) as g;
+from generate_series(1, 150) as g;
 
 -- (statistics of this queue, as a drain's autoanalyze would have them)
 analyze runlane.runs;
