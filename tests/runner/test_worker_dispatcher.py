@@ -173,19 +173,9 @@ def test_a_run_ending_while_a_claim_cut_by_the_bound_is_sent_marks_one_more_pass
     agent = Gated()
 
     async def scenario() -> tuple[list[bool], list[int], dict[str, int]]:
-        options = {"worker_id": "w-bound", "scan_interval": 3600, "max_per_org": 2,
-                   "agent": agent}
+        options = {"worker_id": "w-bound", "scan_interval": 3600, "max_per_org": 2}
         async with database(db_dsn, **options) as db:
-            cfg = config(db_dsn, **options)
-            timings = Timings()
-            holder: list[LaneDispatcher] = []
-            supervisor = Supervisor(cfg, db, Finisher(cfg, db, timings, asyncio.create_task),
-                                    timings, asyncio.create_task,
-                                    lambda: holder[0].wake.set())
-            lane = LaneDispatcher("interactive", cfg, db, Admission(_plenty, 0),
-                                  supervisor.start, timings, asyncio.create_task,
-                                  supervisor.bound)
-            holder.append(lane)
+            supervisor, lane = _one_pass(db_dsn, db, agent, Timings(), **options)
             marked = []
             try:
                 await lane.pass_once()  # claims 2 of 5: the bound cut the page
@@ -223,13 +213,16 @@ def test_a_run_ending_while_a_claim_cut_by_the_bound_is_sent_marks_one_more_pass
 
 def _one_pass(db_dsn: str, db: Any, agent: Any, timings: Timings,
               **options: Any) -> tuple[Supervisor, LaneDispatcher]:
-    """A supervisor and an interactive lane dispatcher on `db`, running `agent`."""
+    """A supervisor and an interactive lane dispatcher on `db`, running `agent`; what the
+    supervisor wakes the lanes for marks this lane for one more pass (lane.wake)."""
     cfg = config(db_dsn, agent=agent, **options)
+    lanes: list[LaneDispatcher] = []
     supervisor = Supervisor(cfg, db, Finisher(cfg, db, timings, asyncio.create_task),
-                            timings, asyncio.create_task, lambda: None)
-    lane = LaneDispatcher("interactive", cfg, db, Admission(_plenty, 0), supervisor.start,
-                          timings, asyncio.create_task, supervisor.bound)
-    return supervisor, lane
+                            timings, asyncio.create_task, lambda: lanes[0].wake.set())
+    lanes.append(LaneDispatcher("interactive", cfg, db, Admission(_plenty, 0),
+                                supervisor.start, timings, asyncio.create_task,
+                                supervisor.bound))
+    return supervisor, lanes[0]
 
 
 def test_a_claimed_runs_agent_steps_before_the_pages_message_read_and_log(conn, db_dsn):
@@ -306,19 +299,9 @@ def test_a_short_page_after_a_backlog_passes_again_when_a_run_ends(conn, db_dsn)
     agent = Gated()
 
     async def scenario() -> tuple[list[bool], int]:
-        options = {"worker_id": "w-recheck", "scan_interval": 3600, "claim_batch": 2,
-                   "agent": agent}
+        options = {"worker_id": "w-recheck", "scan_interval": 3600, "claim_batch": 2}
         async with database(db_dsn, **options) as db:
-            cfg = config(db_dsn, **options)
-            timings = Timings()
-            holder: list[LaneDispatcher] = []
-            supervisor = Supervisor(cfg, db, Finisher(cfg, db, timings, asyncio.create_task),
-                                    timings, asyncio.create_task,
-                                    lambda: holder[0].wake.set())
-            lane = LaneDispatcher("interactive", cfg, db, Admission(_plenty, 0),
-                                  supervisor.start, timings, asyncio.create_task,
-                                  supervisor.bound)
-            holder.append(lane)
+            supervisor, lane = _one_pass(db_dsn, db, agent, Timings(), **options)
             marked = []
             other = await psycopg.AsyncConnection.connect(db_dsn)  # another claimer
             try:
