@@ -28,13 +28,7 @@ def queue_chat_runs(conn: psycopg.Connection, org: str, agent: str, runs: int) -
     conn.execute("select runlane_test.org(%s, 1000)", (org,))
     conn.execute("select runlane_test.agent(%s, %s)", (agent, org))
     return [r[0] for r in conn.execute(
-        """
-        insert into runlane.runs (org_id, agent_id, lane, trigger, thread_id, prompt, model)
-        select %(org)s, %(agent)s, 'interactive', 'interactive', %(agent)s || '-' || g, 'x', 'noop'
-        from generate_series(1, %(runs)s) as g
-        order by g
-        returning run_id
-        """, {"org": org, "agent": agent, "runs": runs}).fetchall()]
+        "select runlane_test.chat_backlog(%s, %s, %s)", (agent, runs, f"{agent}-")).fetchall()]
 
 
 def config(dsn: str, **options: Any) -> WorkerConfig:

@@ -10,19 +10,9 @@ begin
     perform runlane_test.org('org-a', 1000);
     perform runlane_test.agent('a-1', 'org-a');
     perform set_config('runlane.claim_skip_window', 'on', true);  -- the loose scan first
+    perform runlane_test.chat_backlog('a-1', 30);
 end
 $$;
-
-insert into runlane.runs (org_id, agent_id, lane, trigger, thread_id, prompt, model)
-select
-    'org-a' as org_id,
-    'a-1' as agent_id,
-    'interactive' as lane,
-    'interactive' as trigger,
-    't-' || g as thread_id,
-    'x' as prompt,
-    'noop' as model
-from generate_series(1, 30) as g;
 
 create temp table scans (label text, n bigint) on commit drop;
 
@@ -53,8 +43,7 @@ select is(
     'a claim of 20 takes the last 10: its read held the whole queue'
 );
 
-insert into runlane.runs (org_id, agent_id, lane, trigger, thread_id, prompt, model)
-values ('org-a', 'a-1', 'interactive', 'interactive', 't-late', 'x', 'noop');
+do $$ begin perform runlane_test.chat_backlog('a-1', 1, 'late-'); end $$;
 insert into scans values ('drained', pg_stat_get_xact_numscans('runlane.runs_claim_order_idx'::regclass));
 
 select is(

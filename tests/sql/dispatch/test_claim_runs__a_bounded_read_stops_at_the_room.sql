@@ -6,46 +6,16 @@
 begin;
 select plan(3);
 
+-- w1 already runs 90 of org-a's runs (inserted running: the queue's index holds only the
+-- 150 queued ones, so what the claim reads of it is what it counts).
 do $$
 begin
     perform runlane_test.org('org-a', 1000);
     perform runlane_test.agent('a-1', 'org-a');
+    perform runlane_test.running_chat_runs('a-1', 'w1', 90);
+    perform runlane_test.chat_backlog('a-1', 150);
 end
 $$;
-
--- w1 already runs 90 of org-a's runs (inserted running: the queue's index holds only the
--- 400 queued ones, so what the claim reads of it is what it counts).
-insert into runlane.runs (
-    org_id, agent_id, lane, trigger, thread_id, prompt, model,
-    state, lease_owner, lease_expires_at, heartbeat_at, fence, attempts, first_started_at
-)
-select
-    'org-a' as org_id,
-    'a-1' as agent_id,
-    'interactive' as lane,
-    'interactive' as trigger,
-    'held-' || g as thread_id,
-    'x' as prompt,
-    'noop' as model,
-    'running' as state,
-    'w1' as lease_owner,
-    now() + interval '1 hour' as lease_expires_at,
-    now() as heartbeat_at,
-    1 as fence,
-    1 as attempts,
-    now() as first_started_at
-from generate_series(1, 90) as g;
-
-insert into runlane.runs (org_id, agent_id, lane, trigger, thread_id, prompt, model)
-select
-    'org-a' as org_id,
-    'a-1' as agent_id,
-    'interactive' as lane,
-    'interactive' as trigger,
-    't-' || g as thread_id,
-    'x' as prompt,
-    'noop' as model
-from generate_series(1, 150) as g;
 
 -- (statistics of this queue, as a drain's autoanalyze would have them)
 analyze runlane.runs;

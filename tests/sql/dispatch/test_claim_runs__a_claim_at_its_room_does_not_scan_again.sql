@@ -9,19 +9,9 @@ do $$
 begin
     perform runlane_test.org('org-a', 1000);
     perform runlane_test.agent('a-1', 'org-a');
+    perform runlane_test.chat_backlog('a-1', 300);
 end
 $$;
-
-insert into runlane.runs (org_id, agent_id, lane, trigger, thread_id, prompt, model)
-select
-    'org-a' as org_id,
-    'a-1' as agent_id,
-    'interactive' as lane,
-    'interactive' as trigger,
-    't-' || g as thread_id,
-    'x' as prompt,
-    'noop' as model
-from generate_series(1, 300) as g;
 
 do $$
 begin

@@ -5,50 +5,19 @@
 begin;
 select plan(3);
 
+-- w1 runs 5 of org-a's runs (its bound of 5 is reached); org-a has 2,000 more queued,
+-- org-b one.
 do $$
 begin
     perform runlane_test.org('org-a', 1000);
     perform runlane_test.agent('a-1', 'org-a');
     perform runlane_test.org('org-b', 1000);
     perform runlane_test.agent('b-1', 'org-b');
+    perform runlane_test.running_chat_runs('a-1', 'w1', 5);
+    perform runlane_test.chat_backlog('a-1', 2000);
+    perform runlane_test.chat_backlog('b-1', 1, 'b-thread-');
 end
 $$;
-
--- w1 runs 5 of org-a's runs: its bound of 5 is reached.
-insert into runlane.runs (
-    org_id, agent_id, lane, trigger, thread_id, prompt, model,
-    state, lease_owner, lease_expires_at, heartbeat_at, fence, attempts, first_started_at
-)
-select
-    'org-a' as org_id,
-    'a-1' as agent_id,
-    'interactive' as lane,
-    'interactive' as trigger,
-    'held-' || g as thread_id,
-    'x' as prompt,
-    'noop' as model,
-    'running' as state,
-    'w1' as lease_owner,
-    now() + interval '1 hour' as lease_expires_at,
-    now() as heartbeat_at,
-    1 as fence,
-    1 as attempts,
-    now() as first_started_at
-from generate_series(1, 5) as g;
-
-insert into runlane.runs (org_id, agent_id, lane, trigger, thread_id, prompt, model)
-select
-    'org-a' as org_id,
-    'a-1' as agent_id,
-    'interactive' as lane,
-    'interactive' as trigger,
-    't-' || g as thread_id,
-    'x' as prompt,
-    'noop' as model
-from generate_series(1, 2000) as g;
-
-insert into runlane.runs (org_id, agent_id, lane, trigger, thread_id, prompt, model)
-values ('org-b', 'b-1', 'interactive', 'interactive', 'b-thread', 'x', 'noop');
 
 -- (statistics of this queue, as a drain's autoanalyze would have them)
 analyze runlane.runs;
