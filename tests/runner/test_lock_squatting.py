@@ -118,8 +118,16 @@ def test_a_call_waiting_on_a_lock_held_by_another_runlane_transaction_fails_with
         "select run_id from runlane.submit_message('agent-u', 'thread-9', 'x')").fetchone()[0]
     fence = conn.execute("select runlane_test.claimed(%s)", (run_id,)).fetchone()[0]
     conn.execute("select runlane.lead_maintenance('holder', interval '1 minute')")
+    # worker w-victim's receipt row for its chat lane (its first claim creates it)
+    victim_claim = ("select * from runlane.claim_runs('w-victim', array['interactive'], 10, "
+                    "interval '60 seconds', gen_random_uuid(), true)", ())
+    assert conn.execute(*victim_claim).fetchall() == []
 
     holds: list[tuple[str, tuple]] = [
+        # any worker login may claim under another worker's name (workers act for every
+        # organization): a claim left open holds that worker's receipt row (first: the
+        # thread's queued run below would be claimed in the same transaction)
+        victim_claim,
         # an application transaction left open after submit_message holds the thread
         ("select * from runlane.submit_message('agent-t', 'thread-1', 'a')", ()),
         # ... after run_now, the agent
@@ -138,6 +146,7 @@ def test_a_call_waiting_on_a_lock_held_by_another_runlane_transaction_fails_with
             ("select runlane.finish_run(%s, %s, 'succeeded')", (run_id, fence)),
         "lead_maintenance (lease row)":
             ("select runlane.lead_maintenance('holder', interval '1 minute')", ()),
+        "claim_runs (the worker's receipt row)": victim_claim,
     }
     results: dict[str, psycopg.Error | None] = {}
     with psycopg.connect(db_dsn) as holder:  # one open transaction holds all four
@@ -153,6 +162,9 @@ def test_a_call_waiting_on_a_lock_held_by_another_runlane_transaction_fails_with
 
     assert {name: getattr(exc, "sqlstate", exc) for name, exc in results.items()} == {
         name: "55P03" for name in waiters}
+    # The held-up worker's lane tries its pass again (0.5 s later); once the holder is
+    # gone its claim goes through.
+    assert conn.execute(*victim_claim).fetchall() == []
     for name in ("submit_message (thread)", "create_run (agent)"):
         diag = results[name].diag
         assert "lock_timeout" in diag.message_primary
