@@ -11,7 +11,23 @@ from pg_stat_statements, the statement time of the worker's claim per call (warm
 figures are in durable_compare's profile; these are an idle worker's, caches cold
 between messages).
 
-    python -m bench wake_hops [--quick] [--idle N] [--gap S]
+Then the claim's round trip, rung by rung: what one claim of one run costs a client
+that waited --gap seconds (caches cold, as for the worker), from one psycopg connection
+(prepared statements, autocommit: each claim its own durable commit), the rungs taken in
+turn in every round, their order alternating:
+  1. the floor's claim: UPDATE ... FOR UPDATE SKIP LOCKED ... RETURNING of a one-table,
+     one-index queue (durable_compare's floor);
+  2. the same single UPDATE on runlane.runs, setting what a claim sets (state, fence,
+     attempt, lease, heartbeat, first start): the run row and the indexes its new version
+     enters;
+  3. rung 2 with the run.claimed journal row and the claim receipt written by the same
+     statement: every write a keyed claim must make, in one statement;
+  4. runlane.claim_runs, the worker's call (keyed, --max-per-org 100 as the worker sets).
+Rungs 2 and 3 write the tables directly (the bench's superuser): they measure what the
+writes cost, they are not a claim anyone should use (no fairness, bound, gates, computer
+leases, resend).
+
+    python -m bench wake_hops [--quick] [--idle N] [--gap S] [--ladder N]
 
 A diagnostic for issue 15's latency goal, never a test: it asserts nothing about time.
 """
@@ -23,6 +39,7 @@ import asyncio
 import statistics
 import sys
 import time
+import uuid
 
 import psycopg
 
@@ -112,6 +129,102 @@ async def measure(dsn: str, idle: int, warmup: int, gap: float) -> dict:
     return hops
 
 
+# -- the claim's round trip, rung by rung -------------------------------------------------
+
+LADDER_FLOOR = """
+update ladder_floor as q
+set taken = true
+where q.id = (
+    select f.id from ladder_floor as f where not f.taken order by f.id limit 1
+    for update skip locked
+)
+returning q.id
+"""
+_OLDEST_QUEUED_CHAT_RUN = """
+    select q.run_id from runlane.runs as q
+    where q.state = 'queued' and q.claim_class >= 0 and q.lane = 'interactive'
+    order by q.claim_class, q.run_id limit 1
+    for update skip locked
+"""
+_CLAIM_UPDATE = f"""
+    update runlane.runs as r
+    set state = 'running', reason = null, fence = r.fence + 1, attempts = r.attempts + 1,
+        lease_owner = 'ladder', lease_expires_at = now() + interval '60 seconds',
+        heartbeat_at = now(), first_started_at = coalesce(r.first_started_at, clock_timestamp())
+    where r.run_id = ({_OLDEST_QUEUED_CHAT_RUN})
+"""
+LADDER_RUN_UPDATE = _CLAIM_UPDATE + "returning r.run_id, r.fence"
+LADDER_ALL_WRITES = f"""
+with claimed as ({_CLAIM_UPDATE} returning r.run_id, r.fence, r.attempts, r.checkpoint),
+journal as (
+    insert into runlane.run_events (run_id, event, detail)
+    select c.run_id, 'run.claimed', jsonb_build_object(
+        'fence', c.fence, 'attempt', c.attempts, 'resumed', c.checkpoint is not null)
+    from claimed as c
+),
+receipt as (
+    update runlane.claim_receipts as rc
+    set claim_key = %(key)s, run_ids = (select array_agg(c.run_id) from claimed as c),
+        fences = (select array_agg(c.fence) from claimed as c), claimed_at = now()
+    where rc.worker_id = 'ladder' and rc.lanes = '{{interactive}}'
+)
+select c.run_id, c.fence from claimed as c
+"""
+LADDER_CLAIM_RUNS = """
+select run_id, fence from runlane.claim_runs(
+    p_worker => 'ladder-worker', p_lanes => array['interactive'], p_limit => 10,
+    p_lease => interval '60 seconds', p_claim_key => %(key)s, p_report_skipped => true)
+"""
+RUNGS = (("floor: one UPDATE of a one-table queue", LADDER_FLOOR),
+         ("the run's claim UPDATE alone", LADDER_RUN_UPDATE),
+         ("+ journal row and receipt, one statement", LADDER_ALL_WRITES),
+         ("runlane.claim_runs (the worker's call)", LADDER_CLAIM_RUNS))
+
+
+def claim_ladder(dsn: str, rounds: int, warmup: int, gap: float) -> dict:
+    """Each rung's round trip (ms, p50 and p90) over `rounds` rounds after `warmup`."""
+    with psycopg.connect(dsn, autocommit=True) as setup:
+        setup.execute("create table ladder_floor (id bigserial primary key, "
+                      "taken boolean not null default false)")
+        setup.execute("insert into runlane.claim_receipts (worker_id, lanes, claim_key) "
+                      "values ('ladder', '{interactive}', gen_random_uuid())")
+    publisher = psycopg.connect(dsn, autocommit=True)
+    claimer = psycopg.connect(dsn, autocommit=True)
+    claimer.execute("select set_config('runlane.max_per_org', '100', false)")
+    took: dict[str, list[float]] = {name: [] for name, _ in RUNGS}
+    try:
+        for i in range(warmup + rounds):
+            order = list(enumerate(RUNGS))
+            for rung, (name, statement) in order if i % 2 == 0 else reversed(order):
+                if statement is LADDER_FLOOR:
+                    publisher.execute("insert into ladder_floor default values")
+                else:
+                    run_id = publisher.execute(
+                        "select run_id from runlane.submit_message('agent1', %s, 'ladder')",
+                        (f"ladder-{i}-{rung}",)).fetchone()[0]
+                    publisher.execute("select runlane.publish_run(%s)", (run_id,))
+                time.sleep(gap)
+                started = time.perf_counter()
+                params = {"key": uuid.uuid4()} if "%(key)s" in statement else None
+                row = claimer.execute(statement, params, prepare=True).fetchone()
+                ms = (time.perf_counter() - started) * 1000
+                if row is None:
+                    raise RuntimeError(f"rung {name!r} claimed nothing in round {i}")
+                if statement is not LADDER_FLOOR:
+                    if row[0] != run_id:
+                        raise RuntimeError(f"rung {name!r} claimed run {row[0]}, not {run_id}")
+                    publisher.execute("select runlane.finish_run(%s::bigint, %s::bigint, "
+                                      "'succeeded')", (run_id, row[1]))
+                if i >= warmup:
+                    took[name].append(ms)
+    finally:
+        publisher.close()
+        claimer.close()
+    return {name: {"p50_ms": round(statistics.median(ms), 3),
+                   "p90_ms": round(_common.percentile(ms, 0.9), 3)}
+            for name, ms in took.items()}
+
+
 def parse(argv):
     ap = argparse.ArgumentParser(prog="python -m bench wake_hops", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -119,9 +232,12 @@ def parse(argv):
     ap.add_argument("--idle", type=int, help="measured wake-ups (300; quick 100)")
     ap.add_argument("--warmup", type=int, default=20, help="unmeasured wake-ups first")
     ap.add_argument("--gap", type=float, default=0.02, help="seconds between messages")
+    ap.add_argument("--ladder", type=int, help="rounds of the claim ladder (200; quick 60)")
     args = ap.parse_args(argv)
     if args.idle is None:
         args.idle = 100 if args.quick else 300
+    if args.ladder is None:
+        args.ladder = 60 if args.quick else 200
     return args
 
 
@@ -142,6 +258,7 @@ def main(argv=None) -> list[str]:
                 "from pg_stat_statements where query like %s and toplevel "
                 "order by calls desc limit 1",
                 ("%runlane.claim_runs(%p_claim_key%",)).fetchone()
+        ladder = claim_ladder(dsn, args.ladder, args.warmup, args.gap)
         info = _common.machine(pg)
     finally:
         pg.destroy()
@@ -152,11 +269,19 @@ def main(argv=None) -> list[str]:
                      f"p99 {hops[name]['p99_ms']:>7.3f} ms")
     lines.append(f"  the worker's claim statement: {claim_us[0] if claim_us else '?'} us per "
                  f"call (pg_stat_statements, top level)")
+    lines.append(f"one claim of one run after {args.gap * 1000:.0f} ms idle, round trip from "
+                 f"psycopg, {args.ladder} rounds (the rungs in turn):")
+    floor_p50 = ladder[RUNGS[0][0]]["p50_ms"]
+    for name, _ in RUNGS:
+        rung = ladder[name]
+        lines.append(f"  {name:<42} p50 {rung['p50_ms']:>6.3f} ({rung['p50_ms'] / floor_p50:.2f}x"
+                     f" the floor)  p90 {rung['p90_ms']:>6.3f} ms")
     lines.append(f"  ({time.monotonic() - started:.0f} s)")
     for line in lines:
         print(line, flush=True)
     _common.write_result("wake_hops", {"machine": info, "settings": dc.DURABLE_SETTINGS,
                                       "idle": args.idle, "gap_s": args.gap, "hops": hops,
+                                      "claim_ladder": {"rounds": args.ladder, "rungs": ladder},
                                       "claim_statement_us": float(claim_us[0]) if claim_us
                                       else None})
     return lines
