@@ -1077,15 +1077,20 @@ begin
         -- (only timer runs can be late: no call for the others)
         case when (o.run).timer_routine is not null then runlane._late_notice(o.run) end,
         -- The run.execution_started row from the row in hand and its source message, as
-        -- runlane.run_timing builds it (runlane._timing_of), without reading the run again.
-        runlane._timing_of(o.run, coalesce((
-            select m.created_at
-            from runlane.messages as m
-            where m.message_id = (o.run).source_message_id
-        ), (o.run).created_at))
+        -- runlane.run_timing builds it (runlane._timing_of, inlined: its arguments are
+        -- columns), without reading the run again.
+        runlane._timing_of(o.run, coalesce(m.created_at, (o.run).created_at))
         || jsonb_build_object('event', 'run.execution_started'),
         null::text
     from ordered as o
+    -- (one probe by primary key per run, whatever the statistics say: limit 1 keeps the
+    -- subquery a per-row probe instead of a join the planner may turn into a scan)
+    left join lateral (
+        select source.created_at
+        from runlane.messages as source
+        where source.message_id = (o.run).source_message_id
+        limit 1
+    ) as m on true
     order by o.position;
 
     -- The receipt: the claimed runs in claim order (those of v_accepted now running: we

@@ -63,6 +63,7 @@ declare
     v_positions integer[];  -- their input positions
     v_attempts integer[];
     v_unstamped boolean[];  -- whether the run has no first response yet
+    v_origins timestamptz[];  -- its timing's origin: its source message's created_at, else its own
     v_stamps timestamptz[];  -- first_response_at the run's outputs stamp (or null)
     v_output_runs bigint[];
     v_output_ids bigint[];
@@ -96,10 +97,12 @@ begin
         array_agg(l.i order by l.agent_id, l.thread_id, l.i),
         array_agg(l.attempts order by l.agent_id, l.thread_id, l.i),
         array_agg(l.first_response_at is null order by l.agent_id, l.thread_id, l.i),
+        array_agg(l.origin order by l.agent_id, l.thread_id, l.i),
         array_agg(l.computer_id order by l.computer_id) filter (where l.computer_id is not null),
         array_agg(l.run_id order by l.computer_id) filter (where l.computer_id is not null),
         array_agg(l.fence order by l.computer_id) filter (where l.computer_id is not null)
-    into v_ids, v_positions, v_attempts, v_unstamped, v_computers, v_computer_runs, v_computer_fences
+    into v_ids, v_positions, v_attempts, v_unstamped, v_origins, v_computers, v_computer_runs,
+        v_computer_fences
     from (
         select
             u.i::integer as i,
@@ -108,10 +111,19 @@ begin
             r.thread_id,
             r.attempts,
             r.first_response_at,
+            coalesce(source.created_at, r.created_at) as origin,
             r.computer_id,
             r.fence
         from unnest(p_run_ids, p_fences, p_seqs) with ordinality as u (run_id, fence, seq, i)
         inner join runlane.runs as r on r.run_id = u.run_id
+        -- (one probe by primary key per run: limit 1 keeps it a probe, never a join the
+        -- planner could turn into a scan of every message)
+        left join lateral (
+            select m.created_at
+            from runlane.messages as m
+            where m.message_id = r.source_message_id
+            limit 1
+        ) as source on true
         where r.state = 'running'
             and r.fence = u.fence
             and r.reason is distinct from 'cancel_requested'
@@ -211,7 +223,8 @@ begin
             first_response_at = coalesce(r.first_response_at, l.stamp),
             write_fence = case when p_seqs[l.i] is null then r.write_fence else r.fence end,
             write_seq = coalesce(p_seqs[l.i], r.write_seq)
-        from unnest(v_ids, v_positions, v_stamps) with ordinality as l (run_id, i, stamp, position)
+        from unnest(v_ids, v_positions, v_stamps, v_origins) with ordinality
+            as l (run_id, i, stamp, origin, position)
         where r.run_id = l.run_id
         returning
             r.run_id,
@@ -221,10 +234,8 @@ begin
             case when r.lane = 'interactive' then r.thread_id end as thread_id,
             l.stamp,
             l.position,
-            runlane._timing_of(r, coalesce(
-                (select m.created_at from runlane.messages as m where m.message_id = r.source_message_id),
-                r.created_at
-            )) as timing
+            -- (inlined: its arguments are columns; the origin was read with the lock)
+            runlane._timing_of(r, l.origin) as timing
     ),
     journal as (
         insert into runlane.run_events (run_id, event, detail)

@@ -2,11 +2,12 @@
 -- neither client role holds any privilege on any runlane table, column or sequence;
 -- runlane_api executes exactly its functions and no worker or maintenance function;
 -- runlane_worker cannot submit as a user or press "Run now"; no function writes the
--- settings, so no role can change them; every function pins search_path, and every
+-- settings, so no role can change them; every function pins search_path (but
+-- _timing_of, inlined into its pinned callers, which no role can call), and every
 -- security definer function pins it to exactly pg_catalog, pg_temp; each role can
 -- really call what it is granted (no private helper behind an invoker function).
 begin;
-select plan(16);
+select plan(18);
 
 -- GUARD: the checks below are over every relation, not a sample (and not vacuous).
 select cmp_ok(
@@ -192,8 +193,28 @@ select is(
                     and cfg not like 'search\_path=%public%'
             )
     ),
-    null,
-    'every runlane function pins a search_path without $user or public'
+    array['runlane._timing_of(runlane.runs,timestamp with time zone)'],
+    'every runlane function pins a search_path without $user or public, but _timing_of'
+);
+
+-- _timing_of pins none so that it is inlined into its callers' statements (a SQL
+-- function with a SET clause never is): it must stay an invoker SQL function that only
+-- runlane's own functions, all pinned, can call.
+select is(
+    (
+        select array[l.lanname::text, p.prosecdef::text]
+        from pg_proc as p
+        inner join pg_language as l on p.prolang = l.oid
+        where p.oid = 'runlane._timing_of(runlane.runs, timestamptz)'::regprocedure
+    ),
+    array['sql', 'false'],
+    'the one function without a pinned search_path is an invoker SQL function'
+);
+select ok(
+    not has_function_privilege('runlane_api', 'runlane._timing_of(runlane.runs, timestamptz)', 'execute')
+    and not has_function_privilege('runlane_worker', 'runlane._timing_of(runlane.runs, timestamptz)', 'execute')
+    and not has_function_privilege('public', 'runlane._timing_of(runlane.runs, timestamptz)', 'execute'),
+    'and no client role can call it'
 );
 
 select is(
