@@ -40,7 +40,9 @@ begin
     perform runlane._check_instant('now', p_now);
 
     -- The longest-expired runs, handled in thread lock order (runlane._thread_lock): a
-    -- requeue or close of a chat run takes its thread's lock until commit.
+    -- requeue or close of a chat run takes its thread's lock until commit. (No index
+    -- holds lease_expires_at, so that a heartbeat is a HOT update, migration 0015: this
+    -- reads the running runs, runs_worker_running_idx, and sorts them.)
     for v_run in
         select s.*
         from (

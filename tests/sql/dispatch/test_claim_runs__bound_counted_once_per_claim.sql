@@ -53,7 +53,7 @@ select
         from pg_index as i
         where i.indexrelid = any(array[
             'runlane.runs_worker_running_idx', 'runlane.runs_background_running_idx',
-            'runlane.runs_lease_expiry_idx', 'runlane.runs_unfinished_lane_idx',
+            'runlane.runs_unfinished_lane_idx',
             'runlane.runs_unfinished_agent_idx'
         ]::regclass[])
     ) as scans;
@@ -70,7 +70,7 @@ select cmp_ok(
         from pg_index as i
         where i.indexrelid = any(array[
             'runlane.runs_worker_running_idx', 'runlane.runs_background_running_idx',
-            'runlane.runs_lease_expiry_idx', 'runlane.runs_unfinished_lane_idx',
+            'runlane.runs_unfinished_lane_idx',
             'runlane.runs_unfinished_agent_idx'
         ]::regclass[])
     )
