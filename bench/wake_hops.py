@@ -40,10 +40,12 @@ import statistics
 import sys
 import time
 import uuid
+from datetime import timedelta
 
 import psycopg
 
 from bench import _common
+from bench import _floor_worker as floor_worker_module
 from bench import durable_compare as dc
 from runlane.agents import RunContext, StepResult, done
 from runlane.pgcluster import LocalCluster
@@ -131,15 +133,6 @@ async def measure(dsn: str, idle: int, warmup: int, gap: float) -> dict:
 
 # -- the claim's round trip, rung by rung -------------------------------------------------
 
-LADDER_FLOOR = """
-update ladder_floor as q
-set taken = true
-where q.id = (
-    select f.id from ladder_floor as f where not f.taken order by f.id limit 1
-    for update skip locked
-)
-returning q.id
-"""
 _OLDEST_QUEUED_CHAT_RUN = """
     select q.run_id from runlane.runs as q
     where q.state = 'queued' and q.claim_class >= 0 and q.lane = 'interactive'
@@ -164,40 +157,41 @@ journal as (
 ),
 receipt as (
     update runlane.claim_receipts as rc
-    set claim_key = %(key)s, run_ids = (select array_agg(c.run_id) from claimed as c),
+    set claim_key = %(claim_key)s, run_ids = (select array_agg(c.run_id) from claimed as c),
         fences = (select array_agg(c.fence) from claimed as c), claimed_at = now()
     where rc.worker_id = 'ladder' and rc.lanes = '{{interactive}}'
 )
 select c.run_id, c.fence from claimed as c
 """
-LADDER_CLAIM_RUNS = """
-select run_id, fence from runlane.claim_runs(
-    p_worker => 'ladder-worker', p_lanes => array['interactive'], p_limit => 10,
-    p_lease => interval '60 seconds', p_claim_key => %(key)s, p_report_skipped => true)
-"""
-RUNGS = (("floor: one UPDATE of a one-table queue", LADDER_FLOOR),
+# (the floor's statement is _floor_worker.CLAIM, the worker's is the dispatcher's CLAIM:
+# each rung runs the very statement it stands for; both return run id then fence first)
+RUNGS = (("floor: one UPDATE of a one-table queue", floor_worker_module.CLAIM),
          ("the run's claim UPDATE alone", LADDER_RUN_UPDATE),
          ("+ journal row and receipt, one statement", LADDER_ALL_WRITES),
-         ("runlane.claim_runs (the worker's call)", LADDER_CLAIM_RUNS))
+         ("runlane.claim_runs (the worker's call)", dispatcher_module.CLAIM))
+
+
+LEASE = timedelta(seconds=60)
 
 
 def claim_ladder(dsn: str, rounds: int, warmup: int, gap: float) -> dict:
     """Each rung's round trip (ms, p50 and p90) over `rounds` rounds after `warmup`."""
     with psycopg.connect(dsn, autocommit=True) as setup:
-        setup.execute("create table ladder_floor (id bigserial primary key, "
+        setup.execute("create table floor_queue (id bigserial primary key, "
                       "taken boolean not null default false)")
         setup.execute("insert into runlane.claim_receipts (worker_id, lanes, claim_key) "
                       "values ('ladder', '{interactive}', gen_random_uuid())")
     publisher = psycopg.connect(dsn, autocommit=True)
     claimer = psycopg.connect(dsn, autocommit=True)
-    claimer.execute("select set_config('runlane.max_per_org', '100', false)")
+    claimer.execute(dispatcher_module.MAX_PER_ORG, {"bound": "100"})  # the worker's default
     took: dict[str, list[float]] = {name: [] for name, _ in RUNGS}
     try:
         for i in range(warmup + rounds):
             order = list(enumerate(RUNGS))
             for rung, (name, statement) in order if i % 2 == 0 else reversed(order):
-                if statement is LADDER_FLOOR:
-                    publisher.execute("insert into ladder_floor default values")
+                floor = statement is floor_worker_module.CLAIM
+                if floor:
+                    publisher.execute("insert into floor_queue default values")
                 else:
                     run_id = publisher.execute(
                         "select run_id from runlane.submit_message('agent1', %s, 'ladder')",
@@ -205,12 +199,14 @@ def claim_ladder(dsn: str, rounds: int, warmup: int, gap: float) -> dict:
                     publisher.execute("select runlane.publish_run(%s)", (run_id,))
                 time.sleep(gap)
                 started = time.perf_counter()
-                params = {"key": uuid.uuid4()} if "%(key)s" in statement else None
+                params = None if floor else {
+                    "worker": "ladder-worker", "lanes": ["interactive"], "limit": 10,
+                    "lease": LEASE, "claim_key": uuid.uuid4()}
                 row = claimer.execute(statement, params, prepare=True).fetchone()
                 ms = (time.perf_counter() - started) * 1000
                 if row is None:
                     raise RuntimeError(f"rung {name!r} claimed nothing in round {i}")
-                if statement is not LADDER_FLOOR:
+                if not floor:
                     if row[0] != run_id:
                         raise RuntimeError(f"rung {name!r} claimed run {row[0]}, not {run_id}")
                     publisher.execute("select runlane.finish_run(%s::bigint, %s::bigint, "
