@@ -53,9 +53,9 @@ def test_heartbeats_update_the_run_in_place(conn, db_dsn):
 
 
 def _updates_of_runs(conn: psycopg.Connection) -> tuple[int, int]:
-    """runs' updates and HOT updates so far, this session's included (flushed first)."""
+    """runs' updates and HOT updates so far, this session's included: its pending counts
+    are flushed when the forcing transaction ends (autocommit), before the read."""
     conn.execute("select pg_stat_force_next_flush()")
-    conn.execute("select 1")  # the flush happens at the end of the transaction before
     return conn.execute(
         "select n_tup_upd, n_tup_hot_upd from pg_stat_user_tables "
         "where relid = 'runlane.runs'::regclass").fetchone()
