@@ -73,28 +73,41 @@ begin
         end if;
     end if;
 
-    if v_run_id is null then
-        insert into runlane.runs as r (
-            org_id, agent_id, lane, trigger, state, thread_id, prompt, model,
-            computer_id, source_message_id
-        )
-        select
-            a.org_id, a.agent_id, 'interactive', 'interactive', 'queued',
-            p_thread_id, a.prompt, a.model, a.computer_id, v_earliest.message_id
-        from runlane.agents as a
-        where a.agent_id = _dispatch_held_messages.p_agent_id
-        returning r.run_id into v_run_id;
-
-        perform runlane._notify_run(v_run_id, 'interactive');
+    if v_run_id is not null then
+        update runlane.messages as m
+        set run_id = v_run_id
+        where
+            m.agent_id = _dispatch_held_messages.p_agent_id
+            and m.thread_id = _dispatch_held_messages.p_thread_id
+            and m.run_id is null;
+        return v_run_id;
     end if;
 
-    update runlane.messages as m
-    set run_id = v_run_id
-    where
-        m.agent_id = _dispatch_held_messages.p_agent_id
-        and m.thread_id = _dispatch_held_messages.p_thread_id
-        and m.run_id is null;
+    -- GUARD: the new run and its messages point at each other (its source message must
+    -- be attached to it, runs_source_message_of_run_fk): its id is drawn first, and the
+    -- messages are attached and the run inserted by one statement, whose foreign keys
+    -- are checked at its end.
+    v_run_id := nextval('runlane.runs_run_id_seq'::regclass);
+    with attached as (
+        update runlane.messages as m
+        set run_id = v_run_id
+        where
+            m.agent_id = _dispatch_held_messages.p_agent_id
+            and m.thread_id = _dispatch_held_messages.p_thread_id
+            and m.run_id is null
+    )
 
+    insert into runlane.runs as r (
+        run_id, org_id, agent_id, lane, trigger, state, thread_id, prompt, model,
+        computer_id, source_message_id
+    )
+    select
+        v_run_id, a.org_id, a.agent_id, 'interactive', 'interactive', 'queued',
+        p_thread_id, a.prompt, a.model, a.computer_id, v_earliest.message_id
+    from runlane.agents as a
+    where a.agent_id = _dispatch_held_messages.p_agent_id;
+
+    perform runlane._notify_run(v_run_id, 'interactive');
     return v_run_id;
 end;
 $$;

@@ -15,8 +15,10 @@
 --     week (at most 169 hours long), and weekly_spend stays exact. Each purged charge is
 --     also taken out of its owner's quarter-hour bucket (runlane.charge_buckets), and a
 --     bucket left at 0 is deleted, so every bucket stays the sum of its charges;
---   * a run one of whose messages is the source of another run is kept (the other
---     run's foreign key names it);
+--   * a run's messages can be the source of no other run (a source message is attached
+--     to the run it started, runs_source_message_of_run_fk), so deleting them with their
+--     run never breaks another run's key; each deletion's check of that key is a
+--     runs_pkey probe;
 --   * tables other migrations add that reference runs or messages must declare
 --     `on delete cascade` (runlane.charges does).
 -- Thread lock rows (runlane.threads), claim receipts and agents are not touched.
@@ -57,13 +59,6 @@ begin
         from runlane.runs as r
         where r.state in ('succeeded', 'failed', 'canceled', 'skipped')
           and r.finished_at < v_cutoff
-          and not exists (
-              select 1
-              from runlane.messages as m
-              inner join runlane.runs as o on m.message_id = o.source_message_id
-              where m.run_id = r.run_id
-                and o.run_id <> r.run_id
-          )
         order by r.finished_at, r.run_id
         limit purge_finished.p_limit
         for update of r skip locked
