@@ -156,6 +156,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane._notify_computer_waiter(text)": NOBODY,
     "runlane._require_owner(bigint,bigint)": NOBODY,
     "runlane._refuse_stopped(runlane.runs)": NOBODY,
+    "runlane._agent_runs_newest_first(text,integer)": NOBODY,
     # input validation (issue 11: hostile and malformed input)
     "runlane._quote_for_error(text)": NOBODY,
     "runlane._check_id(text,text)": NOBODY,

@@ -1,6 +1,6 @@
 """The table locks `runlane migrate` takes up front for each migration (issue 17).
 
-Every released migration (0001-0016) is classified (none falls back to taking its locks as its
+Every released migration (0001-0017) is classified (none falls back to taking its locks as its
 statements come), and on a real database at the version before it, each one locks exactly
 the existing tables it touches, in sorted order, in the strongest mode it needs there.
 A lock held by another session is waited for in short attempts until --lock-timeout,
@@ -53,6 +53,7 @@ EXPECTED = {
     14: [("runlane.runs", AE)],   # CREATE INDEX (SHARE) then DROP INDEX runs_running_idx
     15: [("runlane.runs", AE)],   # DROP INDEX runs_lease_expiry_idx
     16: [("runlane.messages", AE), ("runlane.runs", AE)],   # a key between them, DROP INDEX
+    17: [("runlane.runs", AE)],   # CREATE INDEX (SHARE) then DROP INDEX
 }
 
 

@@ -42,13 +42,44 @@ begin
     end if;
 
     return query
+    -- The thread's earlier runs from the indexes a run is in: the finished ones from
+    -- runs_thread_history_idx, the unfinished interactive ones from
+    -- runs_unfinished_thread_idx, and the agent's one unfinished background run
+    -- (migration 0017: a claim writes into no thread index of all the thread's runs).
     with earlier as (
-        select r.run_id
-        from runlane.runs as r
-        where r.thread_id = v_run.thread_id
-          and r.agent_id = v_run.agent_id
-          and r.run_id < v_run.run_id
-        order by r.run_id desc
+        select u.run_id
+        from (
+            (
+                select r.run_id
+                from runlane.runs as r
+                where
+                    r.agent_id = v_run.agent_id
+                    and r.thread_id = v_run.thread_id
+                    and r.state not in ('queued', 'running')
+                    and r.run_id < v_run.run_id
+                order by r.run_id desc
+                limit thread_history.p_limit
+            )
+            union all
+            select r.run_id
+            from runlane.runs as r
+            where
+                r.agent_id = v_run.agent_id
+                and r.thread_id = v_run.thread_id
+                and r.lane = 'interactive'
+                and r.state in ('queued', 'running')
+                and r.run_id < v_run.run_id
+            union all
+            select r.run_id
+            from runlane.runs as r
+            where
+                r.agent_id = v_run.agent_id
+                and r.thread_id = v_run.thread_id
+                and r.lane = 'background'
+                and r.state in ('queued', 'running')
+                and r.run_id < v_run.run_id
+        ) as u
+        order by u.run_id desc
         limit thread_history.p_limit
     ),
 

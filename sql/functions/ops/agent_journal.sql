@@ -8,6 +8,8 @@
 -- zone it was computed in), how many ticks were coalesced into the run
 -- (routine.coalesced journal rows), and its first-response and total ms as run_timing
 -- reports them (absent timestamps give NULL, never zero). No message or prompt text.
+-- The runs are read through runlane._agent_runs_newest_first (at most p_limit index
+-- entries from each of its sources, never the agent's whole history).
 create or replace function runlane.agent_journal(p_agent_id text, p_limit int default 50)
 returns table (
     run_id bigint,
@@ -60,11 +62,9 @@ begin
         ),
         runlane._ms_between(coalesce(m.created_at, r.created_at), r.first_response_at),
         runlane._ms_between(coalesce(m.created_at, r.created_at), r.finished_at)
-    from runlane.runs as r
+    from runlane._agent_runs_newest_first(agent_journal.p_agent_id, p_limit) as r
     left join runlane.messages as m on m.message_id = r.source_message_id
-    where r.agent_id = agent_journal.p_agent_id
-    order by r.created_at desc, r.run_id desc
-    limit p_limit;
+    order by r.created_at desc, r.run_id desc;
 end;
 $$;
 

@@ -3,9 +3,10 @@
 -- Guarantees: one row per agent that has at least one run (any lane, any state, skipped
 -- ones included), ordered by agent_id: the run newest by (created_at, run_id), as
 -- agent_journal orders them, with its id, creation, lane, trigger, state and reason. An
--- agent without runs has no row. One index probe per agent, never a scan of the run
--- history: the first entry of a backward scan of runs_agent_newest_idx (agent_id,
--- created_at, run_id), which is this order exactly (no sort per agent). A login scoped
+-- agent without runs has no row. A few index probes per agent, never a scan of the run
+-- history: runlane._agent_runs_newest_first takes the first entry of backward scans of
+-- runs_agent_history_idx (agent_id, created_at, run_id, finished runs) and of
+-- runs_unfinished_agent_idx per lane, which are this order exactly. A login scoped
 -- to an organization (runlane._api_org) sees that organization's agents only.
 -- Read-only; ids, states and times, no text.
 create or replace function runlane.agent_last_runs()
@@ -29,13 +30,7 @@ begin
     return query
     select a.agent_id, r.run_id, r.created_at, r.lane, r.trigger, r.state, r.reason
     from runlane.agents as a
-    cross join lateral (
-        select x.run_id, x.created_at, x.lane, x.trigger, x.state, x.reason
-        from runlane.runs as x
-        where x.agent_id = a.agent_id
-        order by x.created_at desc, x.run_id desc
-        limit 1
-    ) as r
+    cross join lateral runlane._agent_runs_newest_first(a.agent_id, 1) as r
     where v_org is null or a.org_id = v_org
     order by a.agent_id;
 end;

@@ -15,7 +15,7 @@
 --
 -- Cost: bounded by the page, not by the number of agents: the agents are walked in
 -- agents_pkey order from p_from and the page's agents only are given a timezone and a
--- newest run (one backward probe of runs_agent_newest_idx each); a filter that matches
+-- newest run (runlane._agent_runs_newest_first: a few index probes each); a filter that matches
 -- few agents reads at most every agent's row once (5,000 agents: agent_schedules and
 -- agent_last_runs for all of them took 51 ms, bench/dashboard_queries.py).
 create or replace function runlane.agent_page(
@@ -106,13 +106,7 @@ begin
     cross join lateral (
         select runlane._agent_timezone(p.owner_id, p.org_id) as tz
     ) as z
-    left join lateral (
-        select x.run_id, x.created_at, x.lane, x.trigger, x.state, x.reason
-        from runlane.runs as x
-        where x.agent_id = p.agent_id
-        order by x.created_at desc, x.run_id desc
-        limit 1
-    ) as r on true
+    left join lateral runlane._agent_runs_newest_first(p.agent_id, 1) as r on true
     order by p.agent_id;
 end;
 $$;

@@ -1,6 +1,7 @@
--- agent_last_runs reads one index entry per agent: the first of a backward scan of
--- runs_agent_newest_idx (agent_id, created_at, run_id), which is the order "newest by
--- (created_at, run_id)" exactly, so no agent's runs are read and sorted (on the old
+-- agent_last_runs reads one index entry per agent and source: the first of a backward
+-- scan of runs_agent_history_idx (agent_id, created_at, run_id; finished runs, since
+-- migration 0017) and of runs_unfinished_agent_idx per lane, which are the order "newest
+-- by (created_at, run_id)" exactly, so no agent's runs are read and sorted (on the old
 -- (agent_id, created_at) index every agent's newest runs went through a sort of their
 -- own: 57 ms for 5,000 agents, bench/dashboard_queries.py). Ties on created_at still go
 -- to the higher run_id.
@@ -45,8 +46,8 @@ analyze runlane.agents;
 
 create temp table before_read on commit drop as
 select
-    pg_stat_get_xact_numscans('runlane.runs_agent_newest_idx'::regclass) as scans,
-    pg_stat_get_xact_tuples_returned('runlane.runs_agent_newest_idx'::regclass) as entries;
+    pg_stat_get_xact_numscans('runlane.runs_agent_history_idx'::regclass) as scans,
+    pg_stat_get_xact_tuples_returned('runlane.runs_agent_history_idx'::regclass) as entries;
 
 create temp table last_runs on commit drop as
 select
@@ -69,15 +70,15 @@ select is(
 );
 
 select cmp_ok(
-    pg_stat_get_xact_numscans('runlane.runs_agent_newest_idx'::regclass)
+    pg_stat_get_xact_numscans('runlane.runs_agent_history_idx'::regclass)
     - (select b.scans from before_read as b),
     '>=',
     30::bigint,
-    'each agent''s newest run is found on runs_agent_newest_idx'
+    'each agent''s newest run is found on runs_agent_history_idx'
 );
 
 select cmp_ok(
-    pg_stat_get_xact_tuples_returned('runlane.runs_agent_newest_idx'::regclass)
+    pg_stat_get_xact_tuples_returned('runlane.runs_agent_history_idx'::regclass)
     - (select b.entries from before_read as b),
     '<=',
     30::bigint,

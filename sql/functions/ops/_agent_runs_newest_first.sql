@@ -1,0 +1,56 @@
+-- _agent_runs_newest_first: an agent's runs, newest first, read from its indexes only.
+--
+-- Guarantees: the first p_limit runs of p_agent_id (any lane, any state) in the order
+-- (created_at desc, run_id desc), exactly what "order by created_at desc, run_id desc
+-- limit p_limit" over all its runs returns. Reads at most p_limit index entries from each
+-- of three ordered sources and merges them (no agent's history is read and sorted):
+-- finished runs from runs_agent_history_idx, unfinished ones per lane from
+-- runs_unfinished_agent_idx (migration 0017: a claim writes into neither history index).
+-- Callers check scope; no role may call it.
+create or replace function runlane._agent_runs_newest_first(p_agent_id text, p_limit int)
+returns setof runlane.runs
+language sql
+stable
+set search_path = pg_catalog, pg_temp
+as $$
+    select u.*
+    from (
+        (
+            select r.*
+            from runlane.runs as r
+            where r.agent_id = p_agent_id and r.state not in ('queued', 'running')
+            order by r.created_at desc, r.run_id desc
+            limit p_limit
+        )
+        union all
+        (
+            select r.*
+            from runlane.runs as r
+            where
+                r.agent_id = p_agent_id
+                and r.lane = 'interactive'
+                and r.state in ('queued', 'running')
+            order by r.created_at desc, r.run_id desc
+            limit p_limit
+        )
+        union all
+        (
+            select r.*
+            from runlane.runs as r
+            where
+                r.agent_id = p_agent_id
+                and r.lane = 'background'
+                and r.state in ('queued', 'running')
+            order by r.created_at desc, r.run_id desc
+            limit p_limit
+        )
+    ) as u
+    order by u.created_at desc, u.run_id desc
+    limit p_limit;
+$$;
+
+comment on function runlane._agent_runs_newest_first(text, int) is
+'An agent''s first p_limit runs by (created_at, run_id) descending, merged from its history and '
+'unfinished-run indexes.';
+
+revoke all on function runlane._agent_runs_newest_first(text, int) from public;
