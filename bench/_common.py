@@ -141,7 +141,17 @@ def seed_queued_runs(conn: psycopg.Connection, runs: int, orgs: int) -> None:
 
 
 def vacuum_analyze(dsn: str) -> None:
+    """VACUUM ANALYZE after a load, so that it can mark every loaded page all-visible.
+    The cluster commits asynchronously, and VACUUM marks a page all-visible only once it
+    may set the committed hint bit of each tuple, which it may not while the commit LSN
+    the clog keeps for a group of 32 transactions is unflushed. ANALYZE's own
+    asynchronous commits landed in the load's group, so a table could keep no
+    all-visible page (relallvisible 0) and every index-only scan of it read the heap: a
+    race that moved the dashboard figures by half (session 12). Hence: flush what the
+    load committed, then commit ANALYZE's transactions synchronously."""
     with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("set synchronous_commit = on")
+        conn.execute("checkpoint")
         conn.execute("vacuum analyze")
 
 
