@@ -7,11 +7,18 @@
 -- finished runs from runs_agent_history_idx, unfinished ones per lane from
 -- runs_unfinished_agent_idx (migration 0017: a claim writes into neither history index).
 -- Callers check scope; no role may call it.
+--
+-- No pinned search_path, like runlane._timing_of and for the same reason: a SQL function
+-- with a SET clause is never inlined, and it runs once per agent (agent_page,
+-- agent_last_runs): called, agent_last_runs over 5,000 agents took 135-160 ms, inlined
+-- 70-100 ms (session 12, on bench/dashboard_queries.py's data). Inlined, its query is
+-- planned into its caller's statement under the caller's pinned search_path; every name
+-- in it is schema-qualified, and only runlane's own, pinned functions may execute it
+-- (tests/sql/security/test_roles__least_privilege.sql).
 create or replace function runlane._agent_runs_newest_first(p_agent_id text, p_limit int)
 returns setof runlane.runs
 language sql
 stable
-set search_path = pg_catalog, pg_temp
 as $$
     select u.*
     from (

@@ -49,11 +49,14 @@ select is(
         where
             p.pronamespace = 'runlane'::regnamespace
             and not exists (select 1 from unnest(p.proconfig) as cfg where cfg like 'search_path=%')
-            -- (inlined into its callers, which pin it: test_roles__least_privilege.sql)
-            and p.oid <> 'runlane._timing_of(runlane.runs, timestamptz)'::regprocedure
+            -- (inlined into their callers, which pin it: test_roles__least_privilege.sql)
+            and p.oid not in (
+                'runlane._timing_of(runlane.runs, timestamptz)'::regprocedure,
+                'runlane._agent_runs_newest_first(text, int)'::regprocedure
+            )
     ),
     0::bigint,
-    'every runlane function pins search_path (but the inlined _timing_of)'
+    'every runlane function pins search_path (but the inlined _timing_of and _agent_runs_newest_first)'
 );
 select is(
     (

@@ -3,9 +3,10 @@
 -- runlane_api executes exactly its functions and no worker or maintenance function;
 -- runlane_worker cannot submit as a user or press "Run now"; no function writes the
 -- settings, so no role can change them; every function pins search_path (but
--- _timing_of, inlined into its pinned callers, which no role can call), and every
--- security definer function pins it to exactly pg_catalog, pg_temp; each role can
--- really call what it is granted (no private helper behind an invoker function).
+-- _timing_of and _agent_runs_newest_first, inlined into their pinned callers, which no
+-- role can call), and every security definer function pins it to exactly pg_catalog,
+-- pg_temp; each role can really call what it is granted (no private helper behind an
+-- invoker function).
 begin;
 select plan(18);
 
@@ -193,28 +194,41 @@ select is(
                     and cfg not like 'search\_path=%public%'
             )
     ),
-    array['runlane._timing_of(runlane.runs,timestamp with time zone)'],
-    'every runlane function pins a search_path without $user or public, but _timing_of'
+    array[
+        'runlane._agent_runs_newest_first(text,integer)',
+        'runlane._timing_of(runlane.runs,timestamp with time zone)'
+    ],
+    'every runlane function pins a search_path without $user or public, but two inlined helpers'
 );
 
--- _timing_of pins none so that it is inlined into its callers' statements (a SQL
--- function with a SET clause never is): it must stay an invoker SQL function that only
--- runlane's own functions, all pinned, can call.
+-- _timing_of and _agent_runs_newest_first pin none so that they are inlined into their
+-- callers' statements (a SQL function with a SET clause never is): they must stay
+-- invoker SQL functions that only runlane's own functions, all pinned, can call.
 select is(
     (
-        select array[l.lanname::text, p.prosecdef::text]
+        select array_agg(array[l.lanname::text, p.prosecdef::text] order by p.oid)
         from pg_proc as p
         inner join pg_language as l on p.prolang = l.oid
-        where p.oid = 'runlane._timing_of(runlane.runs, timestamptz)'::regprocedure
+        where p.oid in (
+            'runlane._timing_of(runlane.runs, timestamptz)'::regprocedure,
+            'runlane._agent_runs_newest_first(text, int)'::regprocedure
+        )
     ),
-    array['sql', 'false'],
-    'the one function without a pinned search_path is an invoker SQL function'
+    array[array['sql', 'false'], array['sql', 'false']],
+    'the functions without a pinned search_path are invoker SQL functions'
 );
 select ok(
-    not has_function_privilege('runlane_api', 'runlane._timing_of(runlane.runs, timestamptz)', 'execute')
-    and not has_function_privilege('runlane_worker', 'runlane._timing_of(runlane.runs, timestamptz)', 'execute')
-    and not has_function_privilege('public', 'runlane._timing_of(runlane.runs, timestamptz)', 'execute'),
-    'and no client role can call it'
+    not exists (
+        select 1
+        from
+            unnest(array[
+                'runlane._timing_of(runlane.runs, timestamptz)'::regprocedure,
+                'runlane._agent_runs_newest_first(text, int)'::regprocedure
+            ]) as f (oid)
+        cross join unnest(array['runlane_api', 'runlane_worker', 'public']) as r (role_name)
+        where has_function_privilege(r.role_name, f.oid, 'execute')
+    ),
+    'and no client role can call them'
 );
 
 select is(
