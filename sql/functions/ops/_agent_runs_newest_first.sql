@@ -31,25 +31,19 @@ as $$
         )
         union all
         (
+            -- per lane, so that each is one backward range of runs_unfinished_agent_idx
             select r.*
-            from runlane.runs as r
-            where
-                r.agent_id = p_agent_id
-                and r.lane = 'interactive'
-                and r.state in ('queued', 'running')
-            order by r.created_at desc, r.run_id desc
-            limit p_limit
-        )
-        union all
-        (
-            select r.*
-            from runlane.runs as r
-            where
-                r.agent_id = p_agent_id
-                and r.lane = 'background'
-                and r.state in ('queued', 'running')
-            order by r.created_at desc, r.run_id desc
-            limit p_limit
+            from unnest(array['interactive', 'background']) as l (lane)
+            cross join lateral (
+                select r.*
+                from runlane.runs as r
+                where
+                    r.agent_id = p_agent_id
+                    and r.lane = l.lane
+                    and r.state in ('queued', 'running')
+                order by r.created_at desc, r.run_id desc
+                limit p_limit
+            ) as r
         )
     ) as u
     order by u.created_at desc, u.run_id desc
