@@ -315,8 +315,12 @@ def runlane_drain(pg: LocalCluster, workers: int, runs: int, profile: bool) -> d
             load = load_average()
             cpu = server_cpu_seconds(pg)
             procs = [runlane_worker(dsn) for _ in range(workers)]
-            done_sql = "select count(*) from runlane.runs where state in ('queued', 'running')"
-            wait_until(lambda: conn.execute(done_sql).fetchone()[0] == 0,
+            # The poll is charged to the drain's server CPU: it stops at the first
+            # unfinished run, where a count read every run (7.4 ms a poll, 4 % of the
+            # drain's statement time, session 12). PgQueuer's is polled the same way.
+            done_sql = ("select exists (select from runlane.runs "
+                        "where state in ('queued', 'running'))")
+            wait_until(lambda: not conn.execute(done_sql).fetchone()[0],
                        "runlane's drain", procs)
             drain_cpu = server_cpu_seconds(pg) - cpu
             worker_cpu = sum(p.cpu_seconds() for p in procs)
@@ -434,7 +438,8 @@ def pgqueuer_drain(pg: LocalCluster, workers: int, runs: int) -> dict:
             load = load_average()
             cpu = server_cpu_seconds(pg)
             procs = [pgqueuer_worker(dsn) for _ in range(workers)]
-            wait_until(lambda: conn.execute("select count(*) from pgqueuer").fetchone()[0] == 0,
+            queued_sql = "select exists (select from pgqueuer)"
+            wait_until(lambda: not conn.execute(queued_sql).fetchone()[0],
                        "PgQueuer's drain", procs)
             # The completion log is written in buffered batches: wait for all of it.
             log_sql = "select count(*) from pgqueuer_log where status = 'successful'"
