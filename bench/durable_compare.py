@@ -18,7 +18,7 @@ pg_stat_statements loaded (track = all: nested statements too) and track_functio
   is utime + stime of every server process (the postmaster's cutime + cstime keep the
   backends that exited) from /proc, before the workers start and after the drain; worker
   CPU is utime + stime of the worker processes from /proc at the end of the drain (their
-  start-up included, for both systems). --drains pairs (3) per worker count, one drain
+  start-up included, for both systems). --drains pairs (5) per worker count, one drain
   of each system back to back, the order alternating; the table shows each system's
   medians and the median of the pairs' jobs/s ratios (this shared machine moves between
   a fast and a slow state within minutes: one pair alone says little).
@@ -39,7 +39,7 @@ Goals (issue 15): runlane >= 1.0x PgQueuer's jobs/s at 2 and 4 workers; runlane'
 p50 <= 1.25x the floor's and p99 <= 1.5x. The load average is printed with the figures:
 on a shared machine compare only figures taken back to back.
 
-    python -m bench.durable_compare [--quick] [--runs N] [--workers 2,4] [--drains 3]
+    python -m bench.durable_compare [--quick] [--runs N] [--workers 2,4] [--drains 5]
 """
 
 from __future__ import annotations
@@ -573,7 +573,7 @@ def parse(argv):
     ap.add_argument("--repeat", type=int, help="latency rounds, the three in turn (3; quick 1)")
     ap.add_argument("--drains", type=int,
                     help="drain pairs (runlane, PgQueuer) per worker count, the order "
-                         "alternating; the table shows medians (3; quick 1)")
+                         "alternating; the table shows medians (5; quick 1)")
     ap.add_argument("--max-per-org", default="",
                     help="runlane worker --max-per-org (unset: the worker's default, 100; "
                          "0: no bound)")
@@ -583,7 +583,7 @@ def parse(argv):
     args.enqueue = args.enqueue or (200 if args.quick else 1000)
     args.workers = [int(w) for w in str(args.workers).split(",") if w]
     args.repeat = args.repeat or (1 if args.quick else 3)
-    args.drains = args.drains or (1 if args.quick else 3)
+    args.drains = args.drains or (1 if args.quick else 5)
     return args
 
 
