@@ -1,11 +1,12 @@
 -- A search_path hijack has no effect: a caller who puts a schema of their own AHEAD of
 -- pg_catalog (and temporary look-alikes of our tables in pg_temp) and then calls
--- submit_message, claim_runs and append_output through the proper roles reaches none of
--- the shadowing objects. Every evil function, operator and view records a marker row
+-- submit_message, claim_runs and append_output, and the dashboard's agent reads (whose
+-- helper _agent_runs_newest_first is inlined, without a path of its own), through the
+-- proper roles reaches none of the shadowing objects. Every evil function, operator and view records a marker row
 -- when used (and otherwise behaves like the real thing, so silent use would not show
 -- as an error); the test asserts there is no marker and that the calls did their work.
 begin;
-select plan(8);
+select plan(9);
 
 create schema evil;
 create table evil.marker (used text not null);
@@ -81,6 +82,15 @@ select is(
 delete from evil.marker;
 
 do $$ begin perform runlane_test.agent('agent-hijack', 'org-hijack', 'computer-hijack'); end $$;
+-- A finished run of a day before, so that the agent reads below read a row from every
+-- source they merge (a look-alike view is only caught where it yields a row).
+insert into runlane.runs (
+    org_id, agent_id, lane, trigger, state, prompt, model, created_at, finished_at
+)
+values (
+    'org-hijack', 'agent-hijack', 'background', 'manual', 'succeeded', 'x', 'noop',
+    now() - interval '1 day', now() - interval '1 day' + interval '1 minute'
+);
 
 -- The hijacked calls, each as its proper role. Errors are captured, not raised, so that
 -- the assertions below run with a clean path (pgTAP itself is not pinned).
@@ -119,6 +129,30 @@ $$;
 reset search_path;
 reset role;
 
+-- The dashboard's agent reads, as the api role: each inlines _agent_runs_newest_first,
+-- which pins no search_path of its own (it runs under its callers' pinned path).
+set local role runlane_api;
+set local search_path = evil, pg_catalog, public;
+do $$
+declare
+    v_page bigint;
+    v_last bigint;
+    v_journal bigint;
+begin
+    select p.last_run_id into v_page from runlane.agent_page(null, 10, 'agent-hijack', null) as p;
+    -- (the caller's own comparison, under the evil path, is spelled out as pg_catalog's)
+    select l.run_id into v_last
+    from runlane.agent_last_runs() as l
+    where l.agent_id operator(pg_catalog.=) 'agent-hijack';
+    select j.run_id into v_journal from runlane.agent_journal('agent-hijack', 10) as j;
+    perform pg_catalog.set_config('hijack.agent_reads', pg_catalog.concat_ws('/', v_page, v_last, v_journal), true);
+exception when others then
+    perform pg_catalog.set_config('hijack.agent_reads', pg_catalog.concat('error ', sqlstate, ' ', sqlerrm), true);
+end
+$$;
+reset search_path;
+reset role;
+
 select is(
     current_setting('hijack.submit', true),
     'created',
@@ -152,6 +186,15 @@ select is(
     (select count(*) from runlane.computer_leases where computer_id = 'computer-hijack'),
     1::bigint,
     'the computer lease went to the real computer_leases table'
+);
+select is(
+    current_setting('hijack.agent_reads', true),
+    (
+        select pg_catalog.concat_ws('/', r.run_id, r.run_id, r.run_id)
+        from runlane.runs as r
+        where r.agent_id = 'agent-hijack' and r.state = 'running'
+    ),
+    'agent_page, agent_last_runs and agent_journal under a hijacked search_path read the agent''s newest run'
 );
 select is(
     (select array_agg(distinct used order by used) from evil.marker),
