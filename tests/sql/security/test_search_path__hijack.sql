@@ -1,12 +1,13 @@
 -- A search_path hijack has no effect: a caller who puts a schema of their own AHEAD of
 -- pg_catalog (and temporary look-alikes of our tables in pg_temp) and then calls
--- submit_message, claim_runs and append_output, and the dashboard's agent reads (whose
+-- submit_message, claim_runs, append_output and finish_runs (the claim and the finish
+-- inline _timing_of), and the dashboard's agent reads (whose
 -- helper _agent_runs_newest_first is inlined, without a path of its own), through the
 -- proper roles reaches none of the shadowing objects. Every evil function, operator and view records a marker row
 -- when used (and otherwise behaves like the real thing, so silent use would not show
 -- as an error); the test asserts there is no marker and that the calls did their work.
 begin;
-select plan(9);
+select plan(10);
 
 create schema evil;
 create table evil.marker (used text not null);
@@ -187,12 +188,50 @@ select is(
     1::bigint,
     'the computer lease went to the real computer_leases table'
 );
+
+-- The finish, as the worker role: it builds its timing row with _timing_of inlined (no
+-- path of its own).
+create temp table hijack_claimed on commit drop as
+select
+    r.run_id,
+    r.fence
+from runlane.runs as r
+where r.agent_id = 'agent-hijack' and r.state = 'running';
+grant select on hijack_claimed to runlane_worker;
+set local role runlane_worker;
+set local search_path = evil, pg_catalog, public;
+do $$
+declare
+    v_timing jsonb;
+begin
+    select f.timing into v_timing
+    from pg_temp.hijack_claimed as c
+    cross join lateral runlane.finish_runs(
+        array[c.run_id], array[c.fence], array['succeeded'], array[null]::text[],
+        array[0]::numeric[], array[0], array[]::text[], array[]::text[]
+    ) as f;
+    perform pg_catalog.set_config('hijack.finish', pg_catalog.concat('timing ', v_timing ->> 'event'), true);
+exception when others then
+    perform pg_catalog.set_config('hijack.finish', pg_catalog.concat('error ', sqlstate, ' ', sqlerrm), true);
+end
+$$;
+reset search_path;
+reset role;
+select is(
+    (
+        select pg_catalog.concat(current_setting('hijack.finish', true), ' ', r.state)
+        from runlane.runs as r
+        where r.agent_id = 'agent-hijack' and r.lane = 'interactive'
+    ),
+    'timing run.finished succeeded',
+    'finish_runs as the worker role under a hijacked search_path closed the run with its timing row'
+);
 select is(
     current_setting('hijack.agent_reads', true),
     (
         select pg_catalog.concat_ws('/', r.run_id, r.run_id, r.run_id)
         from runlane.runs as r
-        where r.agent_id = 'agent-hijack' and r.state = 'running'
+        where r.agent_id = 'agent-hijack' and r.lane = 'interactive'
     ),
     'agent_page, agent_last_runs and agent_journal under a hijacked search_path read the agent''s newest run'
 );
