@@ -20,12 +20,20 @@ SQL runs, inside its transaction, it locks every existing runlane table it will 
 the strongest mode it will need there, in sorted order, so no lock is upgraded in the
 middle of a migration. An upgrade is what deadlocked 0012 under a write load: CREATE
 INDEX holds SHARE on runs, a worker that has read runs waits on it to write, and DROP
-INDEX then waits for ACCESS EXCLUSIVE behind the worker's read: a cycle. Those locks are
-waited for at most SHORT_LOCK_WAIT at a time (live workers queue behind a waiting
-request, so the wait is a stall of their writes and is kept short), then the empty
-transaction is rolled back and retried with backoff until `lock_timeout` is spent. A
-deadlock (40P01) or lock timeout (55P03) raised by the migration's own statements is
-retried the same way: the transaction rolled back, nothing was applied.
+INDEX then waits for ACCESS EXCLUSIVE behind the worker's read: a cycle. One attempt
+waits for all of those locks together at most SHORT_LOCK_WAIT and at most half the
+server's `deadlock_timeout` (live workers queue behind a waiting request, so the wait is
+a stall of their writes and is kept short), then the empty transaction is rolled back and
+retried with backoff until `lock_timeout` is spent. The bound is on the whole attempt,
+not on each lock: a client that starts waiting behind the migrator's first lock and holds
+one the migrator asks for later closes a cycle, and PostgreSQL ends whichever of the two
+checks for deadlock first, each `deadlock_timeout` after its own wait began. With one
+second per lock, a client that queued while the migrator waited on another lock checked
+first and got 40P01 (0016 locks messages, then runs, under a chat load). Giving up
+within half of `deadlock_timeout` of the attempt's start releases every lock before any
+client waiting behind one of them checks. A deadlock (40P01) or lock timeout (55P03)
+raised by the migration's own statements (their waits are bounded the same way) is
+retried like a failed attempt: the transaction rolled back, nothing was applied.
 """
 
 from __future__ import annotations
@@ -44,7 +52,7 @@ import psycopg
 FUNCTIONS_NEED_VERSION = 2
 MIGRATION_LOCK = 7_317_001  # pg_advisory_lock key shared by all migrators
 LOCK_TIMEOUT = 60.0  # seconds a migrator waits for MIGRATION_LOCK, and per migration
-SHORT_LOCK_WAIT = 1.0  # seconds one attempt waits for a migration's table locks
+SHORT_LOCK_WAIT = 1.0  # seconds one attempt waits for a migration's table locks, at most
 
 HOLDERS = """
 select l.pid, a.usename, a.application_name
@@ -357,28 +365,45 @@ def _holders(conn: psycopg.Connection, table: str) -> str:
                      for pid, (user, app, modes) in by_pid.items()) or "no session any more"
 
 
-def _apply(conn: psycopg.Connection, m: Migration, lock_timeout: float) -> None:
-    """Apply `m` in one transaction, its table locks taken first (planned_locks), waiting
-    SHORT_LOCK_WAIT at most per attempt and retrying with backoff until lock_timeout
-    seconds are spent; a 40P01/55P03 of its own statements is retried the same way."""
+def _attempt_wait(conn: psycopg.Connection) -> float:
+    """Seconds one attempt may wait for its locks, all of them together: SHORT_LOCK_WAIT,
+    and less than half the server's deadlock_timeout, so that the attempt gives up before
+    a client queued behind one of its locks runs its own deadlock check (module doc)."""
+    (deadlock_timeout,) = conn.execute(
+        "select extract(epoch from current_setting('deadlock_timeout')::interval)::float8"
+    ).fetchone()
+    return max(0.001, min(SHORT_LOCK_WAIT, deadlock_timeout / 2))
+
+
+def _apply(conn: psycopg.Connection, m: Migration, lock_timeout: float,
+           attempt_wait: float) -> None:
+    """Apply `m` in one transaction, its table locks taken first (planned_locks), the
+    attempt waiting attempt_wait seconds at most for all of them together and retried with
+    backoff until lock_timeout seconds are spent; a 40P01/55P03 of its own statements is
+    retried the same way."""
     deadline = time.monotonic() + lock_timeout
     backoff = 0.05
     attempts = 0
     while True:
         attempts += 1
-        wait = max(0.001, min(SHORT_LOCK_WAIT, deadline - time.monotonic()))
+        started = time.monotonic()
+        give_up = min(started + attempt_wait, deadline)
         waiting_for = None
         try:
             with conn.transaction():
                 plan = planned_locks(conn, m)
                 if plan is not None:
-                    # Also bounds the statements' own waits: a lock not planned for.
-                    conn.execute("select set_config('lock_timeout', %s, true)",
-                                 (f"{max(1, int(wait * 1000))}ms",))
                     for table, mode in plan:
                         waiting_for = (table, mode)
+                        # what is left of the attempt's wait, not a fresh one per lock
+                        left = max(0.001, give_up - time.monotonic())
+                        conn.execute("select set_config('lock_timeout', %s, true)",
+                                     (f"{max(1, int(left * 1000))}ms",))
                         conn.execute(f"lock table {table} in {mode} mode")
                     waiting_for = None
+                    # Also bounds the statements' own waits: a lock not planned for.
+                    conn.execute("select set_config('lock_timeout', %s, true)",
+                                 (f"{max(1, int(attempt_wait * 1000))}ms",))
                 conn.execute(
                     "insert into runlane.schema_migrations (version, name, checksum) "
                     "values (%s, %s, %s)", (m.version, m.name, m.checksum))
@@ -425,10 +450,11 @@ def migrate(conn: psycopg.Connection, to: int | None = None,
                     f"migration {m.version:04d}_{m.name} was edited after it was applied; "
                     "released migrations are immutable: add a new one instead")
         applied = []
+        attempt_wait = _attempt_wait(conn)
         for m in known:
             if m.version in done or (to is not None and m.version > to):
                 continue
-            _apply(conn, m, lock_timeout)
+            _apply(conn, m, lock_timeout, attempt_wait)
             applied.append(m)
         if max(applied_versions(conn), default=0) >= FUNCTIONS_NEED_VERSION:
             install_functions(conn)

@@ -10,6 +10,7 @@ then named in the error with its holder.
 from __future__ import annotations
 
 import threading
+import time
 
 import psycopg
 import pytest
@@ -162,3 +163,65 @@ def test_a_transaction_that_read_runs_and_then_writes_it_does_not_deadlock_with_
         thread.join(60)
     assert "error" not in outcome, outcome.get("error")
     assert outcome["applied"][0] == 12
+
+
+def test_a_client_queued_behind_an_earlier_lock_is_not_the_deadlock_victim(empty_db_dsn):
+    """0016 locks messages, then runs. A chat client that has read runs queues behind
+    migrate's request for messages while migrate still waits for messages (another
+    session writes them); when that session commits, migrate takes messages and asks for
+    runs: a cycle whose first deadlock check is the client's, which began waiting first.
+    Before, each lock had a second of its own and PostgreSQL ended the client with 40P01;
+    now the attempt as a whole gives up within half of deadlock_timeout of its start,
+    releases messages, the client goes on, and migrate retries until the client is done."""
+    with psycopg.connect(empty_db_dsn, autocommit=True) as conn:
+        migrate(conn, to=15)
+    outcome: dict[str, object] = {}
+
+    def migrator() -> None:
+        try:
+            with psycopg.connect(empty_db_dsn, application_name="migrator") as mconn:
+                outcome["applied"] = [m.version for m in migrate(mconn, to=16,
+                                                                 lock_timeout=30)]
+        except Exception as exc:  # noqa: BLE001 - asserted below
+            outcome["error"] = exc
+
+    def client_reads_messages(client: psycopg.Connection) -> None:
+        try:
+            client.execute("select count(*) from runlane.messages").fetchone()
+            outcome["client"] = "read"
+        except psycopg.Error as exc:
+            outcome["client"] = exc.sqlstate
+
+    def waiting(app_or_pid, table: str):
+        return lambda: watcher.execute(
+            """select 1 from pg_locks as l join pg_stat_activity as a on a.pid = l.pid
+               where (a.application_name = %s or a.pid::text = %s) and not l.granted
+                 and l.relation = %s::regclass""",
+            (str(app_or_pid), str(app_or_pid), table)).fetchone()
+
+    def soon(predicate, what: str) -> None:
+        # polled every 5 ms: the client must queue within migrate's first attempt (half of
+        # deadlock_timeout), or migrate is between attempts and the client is not blocked
+        deadline = time.monotonic() + 30
+        while not predicate():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.005)
+
+    with psycopg.connect(empty_db_dsn) as writer, psycopg.connect(empty_db_dsn) as client, \
+            psycopg.connect(empty_db_dsn, autocommit=True) as watcher:
+        writer.execute("lock table runlane.messages in row exclusive mode")
+        client.execute("select count(*) from runlane.runs")   # ACCESS SHARE, kept
+        thread = threading.Thread(target=migrator, daemon=True)
+        thread.start()
+        soon(waiting("migrator", "runlane.messages"), "migrate to wait for messages")
+        reader = threading.Thread(target=client_reads_messages, args=(client,), daemon=True)
+        reader.start()
+        soon(waiting(client.info.backend_pid, "runlane.messages"),
+             "the client to queue behind migrate on messages")
+        writer.commit()   # migrate takes messages and asks for runs, which the client holds
+        reader.join(30)
+        assert outcome.get("client") == "read", outcome.get("client")
+        client.commit()
+        thread.join(60)
+    assert "error" not in outcome, outcome.get("error")
+    assert outcome["applied"] == [16]
