@@ -372,7 +372,14 @@ def _attempt_wait(conn: psycopg.Connection) -> float:
     (deadlock_timeout,) = conn.execute(
         "select extract(epoch from current_setting('deadlock_timeout')::interval)::float8"
     ).fetchone()
-    return max(0.001, min(SHORT_LOCK_WAIT, deadlock_timeout / 2))
+    return min(SHORT_LOCK_WAIT, deadlock_timeout / 2)
+
+
+def _set_local_lock_timeout(conn: psycopg.Connection, seconds: float) -> None:
+    """lock_timeout for the rest of this transaction: `seconds`, at least 1 ms (0 would
+    mean no timeout at all)."""
+    conn.execute("select set_config('lock_timeout', %s, true)",
+                 (f"{max(1, int(seconds * 1000))}ms",))
 
 
 def _apply(conn: psycopg.Connection, m: Migration, lock_timeout: float,
@@ -396,14 +403,11 @@ def _apply(conn: psycopg.Connection, m: Migration, lock_timeout: float,
                     for table, mode in plan:
                         waiting_for = (table, mode)
                         # what is left of the attempt's wait, not a fresh one per lock
-                        left = max(0.001, give_up - time.monotonic())
-                        conn.execute("select set_config('lock_timeout', %s, true)",
-                                     (f"{max(1, int(left * 1000))}ms",))
+                        _set_local_lock_timeout(conn, give_up - time.monotonic())
                         conn.execute(f"lock table {table} in {mode} mode")
                     waiting_for = None
                     # Also bounds the statements' own waits: a lock not planned for.
-                    conn.execute("select set_config('lock_timeout', %s, true)",
-                                 (f"{max(1, int(attempt_wait * 1000))}ms",))
+                    _set_local_lock_timeout(conn, attempt_wait)
                 conn.execute(
                     "insert into runlane.schema_migrations (version, name, checksum) "
                     "values (%s, %s, %s)", (m.version, m.name, m.checksum))

@@ -130,6 +130,20 @@ def test_a_held_lock_fails_after_lock_timeout_naming_table_and_holder(empty_db_d
         assert [m.version for m in migrate(conn)][0] == 12
 
 
+def _migrate_in_background(dsn: str, outcome: dict, **kwargs) -> threading.Thread:
+    """`migrate(**kwargs)` from a connection named 'migrator', in a started thread; the
+    versions it applied land in outcome['applied'], an exception in outcome['error']."""
+    def run() -> None:
+        try:
+            with psycopg.connect(dsn, application_name="migrator") as mconn:
+                outcome["applied"] = [m.version for m in migrate(mconn, **kwargs)]
+        except Exception as exc:  # noqa: BLE001 - asserted by the caller
+            outcome["error"] = exc
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
 def test_a_transaction_that_read_runs_and_then_writes_it_does_not_deadlock_with_0012(
         empty_db_dsn):
     """The cycle of issue 17, made deterministic: a worker-like transaction reads runs
@@ -141,18 +155,10 @@ def test_a_transaction_that_read_runs_and_then_writes_it_does_not_deadlock_with_
         migrate(conn, to=11)
     outcome: dict[str, object] = {}
 
-    def migrator() -> None:
-        try:
-            with psycopg.connect(empty_db_dsn, application_name="migrator") as mconn:
-                outcome["applied"] = [m.version for m in migrate(mconn, lock_timeout=30)]
-        except Exception as exc:  # noqa: BLE001 - asserted below
-            outcome["error"] = exc
-
     with psycopg.connect(empty_db_dsn) as worker, \
             psycopg.connect(empty_db_dsn, autocommit=True) as watcher:
         worker.execute("select count(*) from runlane.runs")
-        thread = threading.Thread(target=migrator, daemon=True)
-        thread.start()
+        thread = _migrate_in_background(empty_db_dsn, outcome, lock_timeout=30)
         wait_until(lambda: watcher.execute("""
             select 1 from pg_locks as l join pg_stat_activity as a on a.pid = l.pid
             where a.application_name = 'migrator' and not l.granted
@@ -177,14 +183,6 @@ def test_a_client_queued_behind_an_earlier_lock_is_not_the_deadlock_victim(empty
         migrate(conn, to=15)
     outcome: dict[str, object] = {}
 
-    def migrator() -> None:
-        try:
-            with psycopg.connect(empty_db_dsn, application_name="migrator") as mconn:
-                outcome["applied"] = [m.version for m in migrate(mconn, to=16,
-                                                                 lock_timeout=30)]
-        except Exception as exc:  # noqa: BLE001 - asserted below
-            outcome["error"] = exc
-
     def client_reads_messages(client: psycopg.Connection) -> None:
         try:
             client.execute("select count(*) from runlane.messages").fetchone()
@@ -192,12 +190,12 @@ def test_a_client_queued_behind_an_earlier_lock_is_not_the_deadlock_victim(empty
         except psycopg.Error as exc:
             outcome["client"] = exc.sqlstate
 
-    def waiting(app_or_pid, table: str):
+    def waiting(application: str, table: str):
         return lambda: watcher.execute(
             """select 1 from pg_locks as l join pg_stat_activity as a on a.pid = l.pid
-               where (a.application_name = %s or a.pid::text = %s) and not l.granted
+               where a.application_name = %s and not l.granted
                  and l.relation = %s::regclass""",
-            (str(app_or_pid), str(app_or_pid), table)).fetchone()
+            (application, table)).fetchone()
 
     def soon(predicate, what: str) -> None:
         # polled every 5 ms: the client must queue within migrate's first attempt (half of
@@ -207,16 +205,16 @@ def test_a_client_queued_behind_an_earlier_lock_is_not_the_deadlock_victim(empty
             assert time.monotonic() < deadline, f"timed out waiting for {what}"
             time.sleep(0.005)
 
-    with psycopg.connect(empty_db_dsn) as writer, psycopg.connect(empty_db_dsn) as client, \
+    with psycopg.connect(empty_db_dsn) as writer, \
+            psycopg.connect(empty_db_dsn, application_name="chat-client") as client, \
             psycopg.connect(empty_db_dsn, autocommit=True) as watcher:
         writer.execute("lock table runlane.messages in row exclusive mode")
         client.execute("select count(*) from runlane.runs")   # ACCESS SHARE, kept
-        thread = threading.Thread(target=migrator, daemon=True)
-        thread.start()
+        thread = _migrate_in_background(empty_db_dsn, outcome, to=16, lock_timeout=30)
         soon(waiting("migrator", "runlane.messages"), "migrate to wait for messages")
         reader = threading.Thread(target=client_reads_messages, args=(client,), daemon=True)
         reader.start()
-        soon(waiting(client.info.backend_pid, "runlane.messages"),
+        soon(waiting("chat-client", "runlane.messages"),
              "the client to queue behind migrate on messages")
         writer.commit()   # migrate takes messages and asks for runs, which the client holds
         reader.join(30)
