@@ -1,11 +1,12 @@
 -- A search_path hijack has no effect: a caller who puts a schema of their own AHEAD of
 -- pg_catalog (and temporary look-alikes of our tables in pg_temp) and then calls
 -- submit_message, claim_runs, append_output and finish_runs (the claim and the finish
--- inline _timing_of), and the dashboard's agent reads (whose
--- helper _agent_runs_newest_first is inlined, without a path of its own), through the
--- proper roles reaches none of the shadowing objects. Every evil function, operator and view records a marker row
--- when used (and otherwise behaves like the real thing, so silent use would not show
--- as an error); the test asserts there is no marker and that the calls did their work.
+-- inline _timing_of), and the dashboard's agent reads (they inline
+-- _agent_runs_newest_first, which has no path of its own), through the proper roles
+-- reaches none of the shadowing objects. Every evil function, operator and view records
+-- a marker row when used (and otherwise behaves like the real thing, so silent use would
+-- not show as an error); the test asserts there is no marker and that the calls did
+-- their work.
 begin;
 select plan(10);
 
