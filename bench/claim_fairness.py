@@ -40,6 +40,7 @@ import uuid
 import psycopg
 
 from bench import _common
+from runlane.worker.config import WorkerConfig
 
 LIMIT = 10
 GOAL = 2.0
@@ -55,7 +56,9 @@ from runlane.claim_runs(
 BURST_TEMPLATE = "bench_fairness_burst_template"
 ECHO_CHUNKS, ECHO_DELAY = 3, 0.2
 TRICKLE, TRICKLE_GAP, REPEAT = 20, 0.1, 2
-BOUNDS = {"no bound (--max-per-org 0)": "0", "default bound (--max-per-org 100)": "100"}
+DEFAULT_BOUND = str(WorkerConfig.max_per_org)
+BOUNDS = {"no bound (--max-per-org 0)": "0",
+          f"default bound (--max-per-org {DEFAULT_BOUND})": DEFAULT_BOUND}
 
 LANES = {"both lanes": ["interactive", "background"], "interactive lane": ["interactive"]}
 

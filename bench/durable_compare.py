@@ -6,7 +6,7 @@ pg_stat_statements loaded (track = all: nested statements too) and track_functio
 
 * drain, for 2 and 4 worker processes: runlane's `runlane worker --lane interactive
   --agent bench._noop_agent:agent --no-maintenance` processes (their defaults otherwise,
-  --max-per-org 100 among them: with one organization the bound holds all along) drain
+  --max-per-org 200 among them: with one organization the bound holds all along) drain
   N chat runs made by submit_message + publish_run (one organization, 20 agents, each run
   on its own thread; 500 per transaction); PgQueuer's worker as its CLI
   runs it (pgqueuer.run, what `pgq run bench._pgq_app:create_pgqueuer` calls; asyncpg;
@@ -63,6 +63,7 @@ from pgqueuer.queries import Queries
 
 from bench import _common
 from runlane.pgcluster import LocalCluster
+from runlane.worker.config import WorkerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENTS = 20
@@ -575,8 +576,8 @@ def parse(argv):
                     help="drain pairs (runlane, PgQueuer) per worker count, the order "
                          "alternating; the table shows medians (5; quick 1)")
     ap.add_argument("--max-per-org", default="",
-                    help="runlane worker --max-per-org (unset: the worker's default, 100; "
-                         "0: no bound)")
+                    help="runlane worker --max-per-org (unset: the worker's default, "
+                         f"{WorkerConfig.max_per_org}; 0: no bound)")
     args = ap.parse_args(argv)
     args.runs = args.runs or (2000 if args.quick else 20000)
     args.idle = args.idle or (100 if args.quick else 300)

@@ -7,7 +7,7 @@ them. For each worker count W, on a fresh database cloned from the template:
 
 * W real `runlane worker --lane interactive --lane background --agent
   bench._noop_agent:agent` processes start with their defaults (maintenance on,
-  --max-per-org 100, --pool-size 10: a deployment's worker), and the benchmark waits until
+  --max-per-org 200, --pool-size 10: a deployment's worker), and the benchmark waits until
   every one has registered (runlane.workers) and is idle.
 * One client submits N chat runs (submit_message, each on its own thread, round-robin over
   the agents and so over the organizations: N / ORGS runs per organization, so neither an

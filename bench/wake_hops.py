@@ -22,7 +22,7 @@ turn in every round, their order alternating:
      enters;
   3. rung 2 with the run.claimed journal row and the claim receipt written by the same
      statement: every write a keyed claim must make, in one statement;
-  4. runlane.claim_runs, the worker's call (keyed, --max-per-org 100 as the worker sets).
+  4. runlane.claim_runs, the worker's call (keyed, the worker's default --max-per-org).
 Rungs 2 and 3 write the tables directly (the bench's superuser): they measure what the
 writes cost, they are not a claim anyone should use (no fairness, bound, gates, computer
 leases, resend).
@@ -183,7 +183,7 @@ def claim_ladder(dsn: str, rounds: int, warmup: int, gap: float) -> dict:
                       "values ('ladder', '{interactive}', gen_random_uuid())")
     publisher = psycopg.connect(dsn, autocommit=True)
     claimer = psycopg.connect(dsn, autocommit=True)
-    claimer.execute(dispatcher_module.MAX_PER_ORG, {"bound": "100"})  # the worker's default
+    claimer.execute(dispatcher_module.MAX_PER_ORG, {"bound": str(WorkerConfig.max_per_org)})
     took: dict[str, list[float]] = {name: [] for name, _ in RUNGS}
     try:
         for i in range(warmup + rounds):

@@ -203,9 +203,11 @@ def migrate_cmd(dsn: str, to: int | None, lock_timeout: float) -> None:
               help="Runs per claim_runs() call.")
 @click.option("--pool-size", type=int, default=10, show_default=True,
               help="Database connections per lane for run work (not a run cap).")
-@click.option("--max-per-org", type=click.IntRange(0, 1_000_000), default=100, show_default=True,
+@click.option("--max-per-org", type=click.IntRange(0, 1_000_000), default=200, show_default=True,
               help="At most this many runs of one organization in flight on this worker, so "
-                   "one organization's burst leaves room for the others' (0: no bound).")
+                   "one organization's burst leaves room for the others' (0: no bound). "
+                   "Keep it at least twice the largest claim page (10 x --claim-batch), "
+                   "or one organization's backlog is claimed in part pages.")
 @click.option("--maintenance/--no-maintenance", default=True, show_default=True,
               help="Take part in the maintenance leader election.")
 @click.option("--tick-interval", type=float, default=5.0, show_default=True)

@@ -29,3 +29,18 @@ def test_a_worker_without_an_id_gets_a_unique_one_and_its_application_name_fits(
     long = WorkerConfig(dsn="", lanes=["x"], agent=agent, worker_id="w" * 100)
     assert long.application_name.startswith("runlane-worker:w")
     assert len(long.application_name) == 63  # PostgreSQL's limit for application_name
+
+
+def test_the_default_bound_leaves_room_for_a_full_page_beside_one_in_flight():
+    """With one organization's backlog, a worker claims its next page while the last one
+    still runs or finishes; a bound of one page cut each claim to what the last finish
+    freed, about half a page (each run then paid twice a claim's fixed cost)."""
+    config = WorkerConfig(dsn="", lanes=["x"], agent=agent)
+    assert config.max_per_org >= 2 * config.claim_batch_max
+
+
+def test_the_worker_command_and_the_config_share_the_default_bound():
+    from runlane.cli import worker_cmd
+
+    option = next(p for p in worker_cmd.params if p.name == "max_per_org")
+    assert option.default == WorkerConfig(dsn="", lanes=["x"], agent=agent).max_per_org

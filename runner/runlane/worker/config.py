@@ -35,8 +35,12 @@ class WorkerConfig:
     pool_size: int = 10
     # At most this many runs of one organization in flight on this worker (claim_runs
     # reads it as the session setting runlane.max_per_org of the claim connections):
-    # one organization's burst leaves room for the others'. 0: no bound.
-    max_per_org: int = 100
+    # one organization's burst leaves room for the others'. 0: no bound. Twice the
+    # largest claim page by default, so a one-organization backlog is claimed in full
+    # pages while the last page still runs or finishes: a bound of one page cut every
+    # claim to what the last finish had freed, about half a page, and each run paid
+    # twice the claim's fixed cost (durable_compare, session 13).
+    max_per_org: int = 200
     admission_retry: float = 0.5
     maintenance: MaintenanceConfig | None = field(default_factory=MaintenanceConfig)
     # False in embedded mode: no LISTEN connection; whoever commits a run in the same
