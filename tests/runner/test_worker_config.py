@@ -13,9 +13,12 @@ def test_the_largest_claim_page_defaults_to_ten_pages_and_never_undercuts_the_fi
                         claim_batch=20, claim_batch_max=5).claim_batch_max == 20
 
 
-def test_a_finish_batch_stays_between_one_and_sixty_runs(monkeypatch):
+def test_a_finish_batch_stays_between_one_run_and_a_full_claim_page(monkeypatch):
     assert WorkerConfig(dsn="", lanes=["x"], agent=agent, finish_batch=0).finish_batch == 1
-    assert WorkerConfig(dsn="", lanes=["x"], agent=agent, finish_batch=500).finish_batch == 60
+    assert WorkerConfig(dsn="", lanes=["x"], agent=agent, finish_batch=500).finish_batch == 100
+    monkeypatch.delenv("RUNLANE_WORKER_FINISH_BATCH", raising=False)
+    default = WorkerConfig(dsn="", lanes=["x"], agent=agent)
+    assert default.finish_batch == default.claim_batch_max  # a full page in one call
     monkeypatch.setenv("RUNLANE_WORKER_FINISH_BATCH", "7")
     monkeypatch.setenv("RUNLANE_WORKER_FINISH_WINDOW", "0.25")
     config = WorkerConfig(dsn="", lanes=["x"], agent=agent)

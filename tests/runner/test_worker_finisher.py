@@ -92,6 +92,23 @@ def test_a_fenced_out_run_in_a_batch_is_lost_alone(conn, db_dsn):
     assert timings.events().count("run.finished") == 2
 
 
+def test_a_batch_over_sixty_that_cannot_finish_together_goes_again_in_parts(conn, db_dsn):
+    """finish_runs goes run by run at most 60 runs a call (one subtransaction each): a
+    longer batch with a fenced-out run is refused whole, then sent again in parts."""
+    rows = _claimed(conn, 70)
+    taken = rows[7]["run_id"]
+    conn.execute("select runlane_test.claimed(%s, 'another-worker')", (taken,))
+    runs, sent, timings = _finish_all(db_dsn, rows, finish_batch=100)
+    sizes = [params["run_ids"].count(",") + 1 for _, _, params in sent]
+    assert [sql for _, sql, _ in sent] == [FINISH_RUNS] * 3
+    assert sizes[0] == 70 and sorted(sizes[1:]) == [10, 60]
+    assert [(r.run_id, r.lost) for r in runs if r.lost] == [(taken, True)]
+    others = [r.run_id for r in runs if r.run_id != taken]
+    assert all(run_state(conn, run_id) == "succeeded" for run_id in others)
+    assert _replies(conn, others) == {run_id: [f"reply {run_id}"] for run_id in others}
+    assert timings.events().count("run.finished") == 69
+
+
 def test_a_batch_of_one_finishes_each_run_alone_with_its_outputs(conn, db_dsn):
     rows = _claimed(conn, 2)
     runs, sent, _ = _finish_all(db_dsn, rows, finish_batch=1)

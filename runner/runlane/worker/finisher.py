@@ -8,7 +8,9 @@ Guarantees:
   finish_batch runs wait), each run in its own subtransaction: a run fenced out (RL001)
   is lost alone, a run refused otherwise is finished alone (FINISH_RUN, or with its last
   outputs FINISH_WITH_OUTPUTS: one statement, one commit); a crash before the call
-  commits leaves the run to its lease;
+  commits leaves the run to its lease; a call of more than 60 runs that did not finish
+  together is refused whole (54000, finish_runs goes run by run 60 at a time) and sent
+  again in parts of 60;
 - a failed attempt is handed to retry_run with its error and a backoff of 2^attempt
   seconds (at most 60); the database decides retry or failure;
 - a release (shutdown) and a retry first wait for the attempt's charges;
@@ -46,6 +48,9 @@ select w.first_response, runlane.finish_run(
     p_cost => %(cost)s::numeric, p_seq => %(last_seq)s::bigint) as timing
 from written as w
 """
+# finish_runs goes run by run (a batch that did not finish together) at most this many runs
+# per call, one subtransaction each; a longer call is refused whole with this SQLSTATE.
+RUN_BY_RUN_LIMIT, RUN_BY_RUN_LIMIT_EXCEEDED = 60, "54000"
 FINISH_RUNS = """
 select run_id, ok, first_response, timing, sqlstate from runlane.finish_runs(
     p_run_ids => %(run_ids)s::bigint[], p_fences => %(fences)s::bigint[],
@@ -153,11 +158,16 @@ class Finisher:
         try:
             rows = await self.db.call(lane, FINISH_RUNS,
                                  {k: pg_array(v) for k, v in params.items()}, fetch="all")
+        except psycopg.Error as exc:
+            if exc.sqlstate != RUN_BY_RUN_LIMIT_EXCEEDED or len(batch) <= RUN_BY_RUN_LIMIT:
+                self._fail(batch, exc)
+                return
+            # Nothing was written: the same runs again, in parts the run-by-run path takes.
+            for start in range(0, len(batch), RUN_BY_RUN_LIMIT):
+                self._spawn(self._batch(lane, batch[start:start + RUN_BY_RUN_LIMIT]))
+            return
         except BaseException as exc:
-            for _, _, future in batch:
-                if not future.done():
-                    future.set_exception(exc if isinstance(exc, Exception)
-                                         else asyncio.CancelledError())
+            self._fail(batch, exc)
             if not isinstance(exc, Exception):
                 raise
             return
@@ -169,6 +179,16 @@ class Finisher:
         for run, _, future in batch:
             if not future.done():
                 future.set_result(by_run.get(run.run_id))
+
+    @staticmethod
+    def _fail(batch: list[tuple[RunHandle, StepResult, asyncio.Future]],
+              exc: BaseException) -> None:
+        """Every finish of the call gets its error (each run is then finished alone, or
+        lost with the connection)."""
+        for _, _, future in batch:
+            if not future.done():
+                future.set_exception(exc if isinstance(exc, Exception)
+                                     else asyncio.CancelledError())
 
     async def _finish_alone(self, run: RunHandle, result: StepResult) -> None:
         """The last step's outputs and the finish, in one statement (one commit)."""

@@ -33,8 +33,12 @@
 -- * Whole-call refusals: 22004 when an array is null, 22023 when the run arrays differ in
 --   length, an output count is null or negative, or the counts do not add up to the
 --   outputs given.
--- * Each finished run uses one subtransaction id: keep batches under 64 runs so that
---   other sessions' snapshots never overflow the subtransaction cache.
+-- * A call whose runs all finish together (the common case) takes any number of runs in
+--   one subtransaction. Run by run, each run uses one subtransaction id, so that path
+--   takes at most 60 runs (with the first attempt's, 61 ids: other sessions' snapshots
+--   never overflow the 64-entry subtransaction cache): a call of more runs that cannot
+--   finish together is refused whole with 54000 (program_limit_exceeded), nothing
+--   written; the caller resends its runs in calls of at most 60.
 -- * Resends (p_seqs[i], run i's write sequence number for its outputs and finish together,
 --   one subtransaction, all or nothing; null = not sequenced, and the contract form passes
 --   none): ownership is checked first (runlane._require_owner with the number), and a
@@ -125,6 +129,14 @@ begin
             order by t.position;
             return;
         end if;
+    end if;
+
+    -- GUARD: run by run, one subtransaction id per run (see above): at most 60 runs.
+    if v_runs > 60 then
+        raise exception 'finish_runs finishes at most 60 runs one by one, got %', v_runs
+            using errcode = '54000',
+                  hint = 'These runs did not all finish together and nothing was written: '
+                      || 'send them again in calls of at most 60 runs.';
     end if;
 
     select
