@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg
 from worker_helpers import make_agent, run_state, submit
-from worker_parts import Timings, claim, config, database
+from worker_parts import RecordingDatabase, Timings, claim, config, database
 
 from runlane.agents import StepResult
 from runlane.worker.finisher import (
@@ -107,6 +107,29 @@ def test_a_batch_over_sixty_that_cannot_finish_together_goes_again_in_parts(conn
     assert all(run_state(conn, run_id) == "succeeded" for run_id in others)
     assert _replies(conn, others) == {run_id: [f"reply {run_id}"] for run_id in others}
     assert timings.events().count("run.finished") == 69
+
+
+def test_a_lost_reply_of_a_batch_over_sixty_is_answered_as_applied(conn, db_dsn, monkeypatch):
+    """The first finish_runs call commits and its reply is lost; the resend cannot finish
+    together (its runs are finished already), so it is refused whole and goes again in
+    parts, with the same write numbers: each part is answered as applied, never RL001."""
+    rows = _claimed(conn, 70)
+    send = RecordingDatabase.call
+
+    async def reply_lost_once(db, lane, sql, params=None, fetch="one", retries=None):
+        if sql == FINISH_RUNS and db.count(FINISH_RUNS) == 0:
+            await send(db, lane, sql, params, fetch, retries)  # committed, reply lost
+        return await send(db, lane, sql, params, fetch, retries)  # the resend
+
+    monkeypatch.setattr(RecordingDatabase, "call", reply_lost_once)
+    runs, sent, timings = _finish_all(db_dsn, rows, finish_batch=100)
+    sizes = [params["run_ids"].count(",") + 1 for _, _, params in sent]
+    assert sizes[:2] == [70, 70] and sorted(sizes[2:]) == [10, 60]
+    assert not [r.run_id for r in runs if r.lost]
+    ids = [r.run_id for r in runs]
+    assert all(run_state(conn, run_id) == "succeeded" for run_id in ids)
+    assert _replies(conn, ids) == {run_id: [f"reply {run_id}"] for run_id in ids}
+    assert timings.events().count("run.finished") == 70
 
 
 def test_a_batch_of_one_finishes_each_run_alone_with_its_outputs(conn, db_dsn):

@@ -10,7 +10,8 @@ Guarantees:
   outputs FINISH_WITH_OUTPUTS: one statement, one commit); a crash before the call
   commits leaves the run to its lease; a call of more than 60 runs that did not finish
   together is refused whole (54000, finish_runs goes run by run 60 at a time) and sent
-  again in parts of 60;
+  again in parts of 60 with the same write numbers (a resend after a lost reply is then
+  answered as applied);
 - a failed attempt is handed to retry_run with its error and a backoff of 2^attempt
   seconds (at most 60); the database decides retry or failure;
 - a release (shutdown) and a retry first wait for the attempt's charges;
@@ -139,13 +140,19 @@ class Finisher:
             self._spawn(self._batch(lane, batch))
 
     async def _batch(self, lane: str,
-                            batch: list[tuple[RunHandle, StepResult, asyncio.Future]]) -> None:
+                     batch: list[tuple[RunHandle, StepResult, asyncio.Future]],
+                     seqs: list[int | None] | None = None) -> None:
+        """One finish_runs call. `seqs`: the runs' write numbers when the runs go again in
+        parts of a call refused whole; the same numbers, because that call may have been
+        a resend of one that committed (its reply lost): a part is then answered as
+        applied, where new numbers would be refused as fenced out."""
+        if seqs is None:  # outputs and finish: one number per run
+            seqs = [run.next_seq()["seq"] for run, _, _ in batch]
         params: dict[str, list[Any]] = {
             "run_ids": [], "fences": [], "outcomes": [], "errors": [], "costs": [],
-            "counts": [], "kinds": [], "bodies": [], "seqs": []}
+            "counts": [], "kinds": [], "bodies": [], "seqs": seqs}
         for run, result, _ in batch:
             params["run_ids"].append(run.run_id)
-            params["seqs"].append(run.next_seq()["seq"])  # outputs and finish: one number
             params["fences"].append(run.fence)
             params["outcomes"].append(result.outcome)
             params["errors"].append(result.error)
@@ -164,7 +171,8 @@ class Finisher:
                 return
             # Nothing was written: the same runs again, in parts the run-by-run path takes.
             for start in range(0, len(batch), RUN_BY_RUN_LIMIT):
-                self._spawn(self._batch(lane, batch[start:start + RUN_BY_RUN_LIMIT]))
+                part = slice(start, start + RUN_BY_RUN_LIMIT)
+                self._spawn(self._batch(lane, batch[part], seqs[part]))
             return
         except BaseException as exc:
             self._fail(batch, exc)
