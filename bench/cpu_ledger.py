@@ -81,8 +81,8 @@ class Lane:
 
 
 def backend_cpu_ms(pid: int) -> float:
-    """The process's time on a CPU, in nanoseconds from the scheduler (/proc/PID/stat's
-    clock ticks are 10 ms: 5 us per run at a quick run's 2,000 runs)."""
+    """The process's time on a CPU so far, in ms, from the scheduler's nanosecond count
+    (/proc/PID/stat's clock ticks are 10 ms: 5 us per run at a quick run's 2,000 runs)."""
     return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e6
 
 
