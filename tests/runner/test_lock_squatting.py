@@ -116,17 +116,21 @@ def test_a_call_waiting_on_a_lock_held_by_another_runlane_transaction_fails_with
     conn.execute("select runlane_test.agent('agent-u')")
     run_id = conn.execute(
         "select run_id from runlane.submit_message('agent-u', 'thread-9', 'x')").fetchone()[0]
-    fence = conn.execute("select runlane_test.claimed(%s)", (run_id,)).fetchone()[0]
     conn.execute("select runlane.lead_maintenance('holder', interval '1 minute')")
-    # worker w-victim's receipt row for its chat lane (its first claim creates it)
+    # worker w-victim's receipt row for its chat lane (its first claim of a run creates it)
     victim_claim = ("select * from runlane.claim_runs('w-victim', array['interactive'], 10, "
                     "interval '60 seconds', gen_random_uuid(), true)", ())
-    assert conn.execute(*victim_claim).fetchall() == []
+    claimed = conn.execute(*victim_claim).fetchall()
+    assert [row[0] for row in claimed] == [run_id]
+    fence = claimed[0][1]
+    # a claim that finds no run locks nothing: the holder's claim below takes this one
+    conn.execute("select runlane.submit_message('agent-u', 'thread-10', 'y')")
 
     holds: list[tuple[str, tuple]] = [
         # any worker login may claim under another worker's name (workers act for every
         # organization): a claim left open holds that worker's receipt row (first: the
-        # thread's queued run below would be claimed in the same transaction)
+        # thread's queued run below would be claimed in the same transaction; it takes
+        # thread-10's run, which the waiting claim still sees queued)
         victim_claim,
         # an application transaction left open after submit_message holds the thread
         ("select * from runlane.submit_message('agent-t', 'thread-1', 'a')", ()),
@@ -163,8 +167,8 @@ def test_a_call_waiting_on_a_lock_held_by_another_runlane_transaction_fails_with
     assert {name: getattr(exc, "sqlstate", exc) for name, exc in results.items()} == {
         name: "55P03" for name in waiters}
     # The held-up worker's lane tries its pass again (0.5 s later); once the holder is
-    # gone its claim goes through.
-    assert conn.execute(*victim_claim).fetchall() == []
+    # gone its claim goes through (and takes the run the holder's claim gave back).
+    assert [row[5] for row in conn.execute(*victim_claim).fetchall()] == ["agent-u"]
     for name in ("submit_message (thread)", "create_run (agent)"):
         diag = results[name].diag
         assert "lock_timeout" in diag.message_primary

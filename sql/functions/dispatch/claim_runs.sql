@@ -89,6 +89,13 @@
 -- * A resend racing the original (the original still executing when the resend arrives)
 --   waits for it: the receipt row is locked FOR UPDATE first, and a worker's first claim
 --   inserts it (a concurrent insert waits for the first to commit).
+-- * A claim that finds no eligible run in its lanes writes nothing: no lock, no receipt,
+--   no transaction id, so its commit flushes no WAL. The queue and the receipt are read
+--   in one statement, one snapshot: a resend (its key is the recorded one) still takes
+--   the locked path, and a resend racing its original sees the original's runs queued
+--   (not committed yet) and waits for it as above. Idle workers' scans, and the claims
+--   of workers that a notification woke after another worker took the run, cost each a
+--   read, not a durable commit (issue 15: 96-152 bytes of WAL and a flush each before).
 -- * An empty claim records nothing (a resend of it simply claims again) unless it created
 --   the row. A null p_claim_key records nothing.
 -- * With p_report_skipped, the runs this claim ended skipped because a gate closed
@@ -102,7 +109,8 @@
 --   lost reply reports them again, for a log line the lost reply never produced.
 -- * Few statements: the runs' update, their run.claimed journal rows and the returned
 --   rows (built from the updated rows in hand) are one statement; an idle claim of chat
---   runs is four (receipt lock, find and lock, claim, receipt), an empty one two. The
+--   runs is four (queue probe and receipt lock, find and lock, claim, receipt), one that
+--   finds no eligible run one (that read). The
 --   four- and five-argument forms are this one (no copy of its rows in between).
 create or replace function runlane.claim_runs(
     p_worker text,
@@ -198,6 +206,8 @@ declare
     v_over bigint[];
     v_skipped bigint[] := '{}';
     v_skip_window boolean;
+    v_eligible boolean;
+    v_receipt_read boolean;
 begin
     -- GUARD: arguments a person can get wrong. One test on the usual path (every PL/pgSQL
     -- expression costs its set-up once per transaction, that is once per claim); the
@@ -254,11 +264,48 @@ begin
         -- GUARD: a resend of the last claim of this worker and lane set returns its runs.
         -- (p_lanes is one lane or two different ones by now: sorted, not deduplicated)
         v_lanes := case when p_lanes[2] < p_lanes[1] then array[p_lanes[2], p_lanes[1]] else p_lanes end;
-        select c.claim_key, c.run_ids, c.fences into v_key, v_ids, v_fences
-        from runlane.claim_receipts as c
-        where c.worker_id = p_worker and c.lanes = v_lanes
-        for update;
-        if not found and p_worker is not null then
+        -- GUARD: no eligible run and not a resend: nothing to claim, nothing written (the
+        -- receipt is locked only when the claim may take or return runs). Eligible: the
+        -- idle statement's rule (queued, awake, in the lanes), read as one descent of
+        -- runs_fair_claim_idx per class and lane, in its order (limit 1): never a walk of
+        -- other lanes' queued runs, and a generic plan made while every run was queued
+        -- stays on the index after they finish (a plain exists became a scan of the
+        -- table there).
+        select q.eligible, c.claim_key, c.run_ids, c.fences, c.worker_id is not null
+        into v_eligible, v_key, v_ids, v_fences, v_receipt_read
+        from (
+            select exists (
+                select 1
+                from unnest(p_lanes) as l (lane)
+                cross join unnest(array[0, 1]::smallint[]) as k (claim_class)
+                cross join lateral (
+                    select r.run_id
+                    from runlane.runs as r
+                    where r.state = 'queued'
+                      and r.claim_class = k.claim_class
+                      and r.lane = l.lane
+                      and (r.wake_at is null or r.wake_at <= now())
+                    order by r.org_id, r.run_id
+                    limit 1
+                ) as e
+            ) as eligible
+        ) as q
+        left join lateral (
+            select rc.worker_id, rc.claim_key, rc.run_ids, rc.fences
+            from runlane.claim_receipts as rc
+            where rc.worker_id = p_worker
+              and rc.lanes = v_lanes
+              and (q.eligible or rc.claim_key = p_claim_key)
+            for update
+        ) as c on true;
+        if not v_eligible and v_key is distinct from p_claim_key then
+            -- (an empty queue is no backlog: the next claim may take the idle statement)
+            if current_setting('runlane.claim_backlog', true) = 'on' then
+                perform set_config('runlane.claim_backlog', 'off', false);
+            end if;
+            return;
+        end if;
+        if not v_receipt_read and p_worker is not null then
             insert into runlane.claim_receipts as c (worker_id, lanes, claim_key)
             values (p_worker, v_lanes, p_claim_key)
             on conflict (worker_id, lanes) do nothing;
