@@ -11,31 +11,25 @@ do $$
 begin
     perform runlane_test.org('org-a', 1000);
     perform runlane_test.agent('a-1', 'org-a');
+    perform runlane_test.chat_backlog('a-1', 3000);
 end
 $$;
 
-insert into runlane.runs (org_id, agent_id, lane, trigger, thread_id, prompt, model)
-select
-    'org-a' as org_id,
-    'a-1' as agent_id,
-    'interactive' as lane,
-    'interactive' as trigger,
-    't-' || g as thread_id,
-    'x' as prompt,
-    'noop' as model
-from generate_series(1, 3000) as g;
+-- The worker's keyed claim of up to 10 chat runs: how many rows it returned.
+create function pg_temp.claimed_with(p_key uuid) returns bigint
+language sql
+as $$
+    select count(*) from runlane.claim_runs(
+        'w0', array['interactive'], 10, interval '60 seconds', p_key, false
+    )
+$$;
 
 -- (as in test_claim_runs__stays_on_its_index_after_a_drain.sql: runs and
 -- computer_leases only, ANALYZE's counts outlive the rollback)
 analyze runlane.runs, runlane.computer_leases;
 
 select is(
-    (
-        select count(*) from runlane.claim_runs(
-            'w0', array['interactive'], 10, interval '60 seconds',
-            '00000000-0000-0000-0000-000000000001'::uuid, false
-        )
-    ),
+    pg_temp.claimed_with('00000000-0000-0000-0000-000000000001'),
     10::bigint,
     'the first keyed claim plans its statements while every run is queued'
 );
@@ -51,12 +45,7 @@ select
     pg_stat_get_xact_numscans('runlane.runs_fair_claim_idx'::regclass) as fair_scans;
 
 select is(
-    (
-        select count(*) from runlane.claim_runs(
-            'w0', array['interactive'], 10, interval '60 seconds',
-            '00000000-0000-0000-0000-000000000002'::uuid, false
-        )
-    ),
+    pg_temp.claimed_with('00000000-0000-0000-0000-000000000002'),
     0::bigint,
     'nothing queued: an empty claim'
 );
@@ -86,12 +75,7 @@ select is(
 );
 
 select is(
-    (
-        select count(*) from runlane.claim_runs(
-            'w0', array['interactive'], 10, interval '60 seconds',
-            '00000000-0000-0000-0000-000000000001'::uuid, false
-        )
-    ),
+    pg_temp.claimed_with('00000000-0000-0000-0000-000000000001'),
     0::bigint,
     'a resend of the first claim returns none of its runs: they finished'
 );
