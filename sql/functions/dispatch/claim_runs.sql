@@ -289,6 +289,7 @@ begin
                     limit 1
                 ) as e
             ) as eligible
+            offset 0  -- (kept a subquery: pulled up, the probe ran again in the receipt's filter)
         ) as q
         left join lateral (
             select rc.worker_id, rc.claim_key, rc.run_ids, rc.fences

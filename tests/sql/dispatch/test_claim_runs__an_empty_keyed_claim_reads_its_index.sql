@@ -3,9 +3,10 @@
 -- shows it takes no transaction id). That question is asked on every claim, so it must
 -- stay cheap however the queue grew: with the claim's generic plans made while every run
 -- was queued (a worker's first claim of a drain) and then every run finished, the empty
--- claim reads runs_fair_claim_idx, never the table.
+-- claim reads runs_fair_claim_idx, never the table; and a claim with runs to take asks
+-- the index once.
 begin;
-select plan(6);
+select plan(9);
 
 do $$
 begin
@@ -78,6 +79,30 @@ select is(
     pg_temp.claimed_with('00000000-0000-0000-0000-000000000001'),
     0::bigint,
     'a resend of the first claim returns none of its runs: they finished'
+);
+
+select is(
+    current_setting('runlane.claim_backlog', true),
+    'off',
+    'an empty queue is no backlog: the session''s next claim may take the idle statement'
+);
+
+-- Three new messages: the empty claim turned the session's backlog flag off, so this
+-- claim takes the idle statement (runs_claim_order_idx), and runs_fair_claim_idx is read
+-- by the probe alone, once (pulled up into the receipt's filter, it ran twice).
+do $$ begin perform runlane_test.chat_backlog('a-1', 3, 'u-'); end $$;
+create temp table before_three on commit drop as
+select pg_stat_get_xact_numscans('runlane.runs_fair_claim_idx'::regclass) as fair_scans;
+select is(
+    pg_temp.claimed_with('00000000-0000-0000-0000-000000000003'),
+    3::bigint,
+    'a claim with runs to take takes them'
+);
+select is(
+    pg_stat_get_xact_numscans('runlane.runs_fair_claim_idx'::regclass)
+    - (select b.fair_scans from before_three as b),
+    1::bigint,
+    'its probe descended runs_fair_claim_idx once'
 );
 
 select * from finish();
