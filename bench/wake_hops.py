@@ -22,7 +22,11 @@ turn in every round, their order alternating:
      enters;
   3. rung 2 with the run.claimed journal row and the claim receipt written by the same
      statement: every write a keyed claim must make, in one statement;
-  4. runlane.claim_runs, the worker's call (keyed, the worker's default --max-per-org).
+  4. runlane.claim_runs, the worker's call (keyed, the worker's default --max-per-org);
+  5. a hand-off: the run was claimed for this worker before the wait (by claim_runs, as
+     publish_run would if it handed a chat run to an idle worker in its own transaction),
+     and the worker only reads what it was handed: a read by primary key, no write, no
+     flush. Not how runlane works: the figure for deciding whether it should (issue 15).
 Rungs 2 and 3 write the tables directly (the bench's superuser): they measure what the
 writes cost, they are not a claim anyone should use (no fairness, bound, gates, computer
 leases, resend).
@@ -163,12 +167,17 @@ receipt as (
 )
 select c.run_id, c.fence from claimed as c
 """
+LADDER_HANDED_READ = """
+    select r.run_id, r.fence from runlane.runs as r
+    where r.run_id = %(run_id)s and r.state = 'running' and r.lease_owner = %(worker)s
+"""
 # (the floor's statement is _floor_worker.CLAIM, the worker's is the dispatcher's CLAIM:
-# each rung runs the very statement it stands for; both return run id then fence first)
+# each rung runs the very statement it stands for; all return run id then fence first)
 RUNGS = (("floor: one UPDATE of a one-table queue", floor_worker_module.CLAIM),
          ("the run's claim UPDATE alone", LADDER_RUN_UPDATE),
          ("+ journal row and receipt, one statement", LADDER_ALL_WRITES),
-         ("runlane.claim_runs (the worker's call)", dispatcher_module.CLAIM))
+         ("runlane.claim_runs (the worker's call)", dispatcher_module.CLAIM),
+         ("hand-off: read the run claimed for it", LADDER_HANDED_READ))
 
 
 LEASE = timedelta(seconds=60)
@@ -197,11 +206,15 @@ def claim_ladder(dsn: str, rounds: int, warmup: int, gap: float) -> dict:
                         "select run_id from runlane.submit_message('agent1', %s, 'ladder')",
                         (f"ladder-{i}-{rung}",)).fetchone()[0]
                     publisher.execute("select runlane.publish_run(%s)", (run_id,))
-                time.sleep(gap)
-                started = time.perf_counter()
                 params = None if floor else {
                     "worker": "ladder-worker", "lanes": ["interactive"], "limit": 10,
-                    "lease": LEASE, "claim_key": uuid.uuid4()}
+                    "lease": LEASE, "claim_key": uuid.uuid4(), "run_id": run_id}
+                if statement is LADDER_HANDED_READ:  # handed over before the wait
+                    handed = publisher.execute(dispatcher_module.CLAIM, params).fetchall()
+                    if [r[0] for r in handed] != [run_id]:
+                        raise RuntimeError(f"the hand-off claimed {handed}, not run {run_id}")
+                time.sleep(gap)
+                started = time.perf_counter()
                 row = claimer.execute(statement, params, prepare=True).fetchone()
                 ms = (time.perf_counter() - started) * 1000
                 if row is None:
