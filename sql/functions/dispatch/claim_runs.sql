@@ -207,7 +207,6 @@ declare
     v_skipped bigint[] := '{}';
     v_skip_window boolean;
     v_eligible boolean;
-    v_receipt_read boolean;
 begin
     -- GUARD: arguments a person can get wrong. One test on the usual path (every PL/pgSQL
     -- expression costs its set-up once per transaction, that is once per claim); the
@@ -271,8 +270,8 @@ begin
         -- other lanes' queued runs, and a generic plan made while every run was queued
         -- stays on the index after they finish (a plain exists became a scan of the
         -- table there).
-        select q.eligible, c.claim_key, c.run_ids, c.fences, c.worker_id is not null
-        into v_eligible, v_key, v_ids, v_fences, v_receipt_read
+        select q.eligible, c.claim_key, c.run_ids, c.fences
+        into v_eligible, v_key, v_ids, v_fences
         from (
             select exists (
                 select 1
@@ -292,7 +291,7 @@ begin
             offset 0  -- (kept a subquery: pulled up, the probe ran again in the receipt's filter)
         ) as q
         left join lateral (
-            select rc.worker_id, rc.claim_key, rc.run_ids, rc.fences
+            select rc.claim_key, rc.run_ids, rc.fences
             from runlane.claim_receipts as rc
             where rc.worker_id = p_worker
               and rc.lanes = v_lanes
@@ -306,7 +305,8 @@ begin
             end if;
             return;
         end if;
-        if not v_receipt_read and p_worker is not null then
+        -- (no receipt read: none yet, claim_key is never null; eligible runs got this far)
+        if v_key is null and p_worker is not null then
             insert into runlane.claim_receipts as c (worker_id, lanes, claim_key)
             values (p_worker, v_lanes, p_claim_key)
             on conflict (worker_id, lanes) do nothing;
