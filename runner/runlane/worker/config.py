@@ -53,7 +53,7 @@ class WorkerConfig:
     # at most 100: a full claim page in one call (two calls of 50 cost a 4-worker drain
     # 15 % more database CPU per run, session 13). A batch that does not finish together
     # goes run by run, which finish_runs takes 60 runs at a time: the finisher then sends
-    # it again in parts. Defaults from RUNLANE_WORKER_FINISH_WINDOW /
+    # it again in halves. Defaults from RUNLANE_WORKER_FINISH_WINDOW /
     # RUNLANE_WORKER_FINISH_BATCH.
     finish_window: float = field(default_factory=lambda: float(
         os.environ.get("RUNLANE_WORKER_FINISH_WINDOW", "0.002")))

@@ -8,9 +8,9 @@ Guarantees:
   finish_batch runs wait), each run in its own subtransaction: a run fenced out (RL001)
   is lost alone, a run refused otherwise is finished alone (FINISH_RUN, or with its last
   outputs FINISH_WITH_OUTPUTS: one statement, one commit); a crash before the call
-  commits leaves the run to its lease; a call of more than 60 runs that did not finish
-  together is refused whole (54000, finish_runs goes run by run 60 at a time) and sent
-  again in parts of 60 with the same write numbers (a resend after a lost reply is then
+  commits leaves the run to its lease; a call that did not finish together and is too
+  long to go run by run is refused whole (54000: finish_runs holds the limit, 60) and
+  sent again in halves with the same write numbers (a resend after a lost reply is then
   answered as applied);
 - a failed attempt is handed to retry_run with its error and a backoff of 2^attempt
   seconds (at most 60); the database decides retry or failure;
@@ -49,9 +49,10 @@ select w.first_response, runlane.finish_run(
     p_cost => %(cost)s::numeric, p_seq => %(last_seq)s::bigint) as timing
 from written as w
 """
-# finish_runs goes run by run (a batch that did not finish together) at most this many runs
-# per call, one subtransaction each; a longer call is refused whole with this SQLSTATE.
-RUN_BY_RUN_LIMIT, RUN_BY_RUN_LIMIT_EXCEEDED = 60, "54000"
+# finish_runs goes run by run (a batch that did not finish together) only so many runs per
+# call, one subtransaction each; a longer call is refused whole, nothing written, with this
+# SQLSTATE (program_limit_exceeded). The limit is the database's; the worker halves.
+RUN_BY_RUN_LIMIT_EXCEEDED = "54000"
 FINISH_RUNS = """
 select run_id, ok, first_response, timing, sqlstate from runlane.finish_runs(
     p_run_ids => %(run_ids)s::bigint[], p_fences => %(fences)s::bigint[],
@@ -143,8 +144,8 @@ class Finisher:
                      batch: list[tuple[RunHandle, StepResult, asyncio.Future]],
                      seqs: list[int | None] | None = None) -> None:
         """One finish_runs call. `seqs`: the runs' write numbers when the runs go again in
-        parts of a call refused whole; the same numbers, because that call may have been
-        a resend of one that committed (its reply lost): a part is then answered as
+        halves of a call refused whole; the same numbers, because that call may have been
+        a resend of one that committed (its reply lost): a half is then answered as
         applied, where new numbers would be refused as fenced out."""
         if seqs is None:  # outputs and finish: one number per run
             seqs = [run.next_seq()["seq"] for run, _, _ in batch]
@@ -166,12 +167,13 @@ class Finisher:
             rows = await self.db.call(lane, FINISH_RUNS,
                                  {k: pg_array(v) for k, v in params.items()}, fetch="all")
         except psycopg.Error as exc:
-            if exc.sqlstate != RUN_BY_RUN_LIMIT_EXCEEDED or len(batch) <= RUN_BY_RUN_LIMIT:
+            if exc.sqlstate != RUN_BY_RUN_LIMIT_EXCEEDED or len(batch) < 2:
                 self._fail(batch, exc)
                 return
-            # Nothing was written: the same runs again, in parts the run-by-run path takes.
-            for start in range(0, len(batch), RUN_BY_RUN_LIMIT):
-                part = slice(start, start + RUN_BY_RUN_LIMIT)
+            # Nothing was written: the same runs again in two halves (each halved again
+            # if still too long for the run-by-run path).
+            half = len(batch) // 2
+            for part in (slice(0, half), slice(half, None)):
                 self._spawn(self._batch(lane, batch[part], seqs[part]))
             return
         except BaseException as exc:
