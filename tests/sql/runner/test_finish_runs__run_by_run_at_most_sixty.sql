@@ -46,6 +46,14 @@ as $$
     ) as r
 $$;
 
+-- How many of a thread's runs are in p_state.
+create function pg_temp.runs_in(p_thread text, p_state text) returns bigint
+language sql
+as $$
+    select count(*) from runlane.runs
+    where run_id in (select run_id from f where thread = p_thread) and state = p_state
+$$;
+
 select throws_ok(
     $$select * from pg_temp.finish('thread-1', 1, 61)$$,
     '54000',
@@ -53,10 +61,7 @@ select throws_ok(
     '61 runs with one fenced out: refused whole, 54000'
 );
 select is(
-    (
-        select count(*) from runlane.runs
-        where run_id in (select run_id from f where thread = 'thread-1') and state = 'running'
-    ),
+    pg_temp.runs_in('thread-1', 'running'),
     61::bigint,
     'the refused call finished none of its runs'
 );
@@ -93,10 +98,7 @@ select is(
     '61 runs that all finish together are finished by one call'
 );
 select is(
-    (
-        select count(*) from runlane.runs
-        where run_id in (select run_id from f where thread = 'thread-2') and state = 'succeeded'
-    ),
+    pg_temp.runs_in('thread-2', 'succeeded'),
     61::bigint,
     'and every one of them is succeeded'
 );
