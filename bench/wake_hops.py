@@ -17,17 +17,24 @@ that waited --gap seconds (caches cold, as for the worker), from one psycopg con
 turn in every round, their order alternating:
   1. the floor's claim: UPDATE ... FOR UPDATE SKIP LOCKED ... RETURNING of a one-table,
      one-index queue (durable_compare's floor);
-  2. the same single UPDATE on runlane.runs, setting what a claim sets (state, fence,
+  2. the floor's claim making the writes a durable, fenced, idempotent claim must make:
+     a fence and a lease on the claimed row, a run.claimed journal row, the claim
+     receipt, one statement on small tables of its own (what the writes cost, apart from
+     the shape of runlane.runs);
+  3. the same single UPDATE on runlane.runs, setting what a claim sets (state, fence,
      attempt, lease, heartbeat, first start): the run row and the indexes its new version
      enters;
-  3. rung 2 with the run.claimed journal row and the claim receipt written by the same
+  4. rung 3 with the run.claimed journal row and the claim receipt written by the same
      statement: every write a keyed claim must make, in one statement;
-  4. runlane.claim_runs, the worker's call (keyed, the worker's default --max-per-org);
-  5. a hand-off: the run was claimed for this worker before the wait (by claim_runs, as
+  5. runlane.claim_runs, the worker's call (keyed, the worker's default --max-per-org);
+  6. rung 5 on a connection with synchronous_commit off: its commit does not wait for
+     the WAL flush. Not how runlane works (a claim lost with the flush could hand its
+     fence out again after a crash): what the flush costs the claim, of the gap;
+  7. a hand-off: the run was claimed for this worker before the wait (by claim_runs, as
      publish_run would if it handed a chat run to an idle worker in its own transaction),
      and the worker only reads what it was handed: a read by primary key, no write, no
      flush. Not how runlane works: the figure for deciding whether it should (issue 15).
-Rungs 2 and 3 write the tables directly (the bench's superuser): they measure what the
+Rungs 2 to 4 write tables directly (the bench's superuser): they measure what the
 writes cost, they are not a claim anyone should use (no fairness, bound, gates, computer
 leases, resend).
 
@@ -45,6 +52,7 @@ import sys
 import time
 import uuid
 from datetime import timedelta
+from typing import NamedTuple
 
 import psycopg
 
@@ -171,13 +179,62 @@ LADDER_HANDED_READ = """
     select r.run_id, r.fence from runlane.runs as r
     where r.run_id = %(run_id)s and r.state = 'running' and r.lease_owner = %(worker)s
 """
-# (the floor's statement is _floor_worker.CLAIM, the worker's is the dispatcher's CLAIM:
-# each rung runs the very statement it stands for; all return run id then fence first)
-RUNGS = (("floor: one UPDATE of a one-table queue", floor_worker_module.CLAIM),
-         ("the run's claim UPDATE alone", LADDER_RUN_UPDATE),
-         ("+ journal row and receipt, one statement", LADDER_ALL_WRITES),
-         ("runlane.claim_runs (the worker's call)", dispatcher_module.CLAIM),
-         ("hand-off: read the run claimed for it", LADDER_HANDED_READ))
+# The floor's claim making the writes a durable, fenced, idempotent claim must make (the
+# fence and lease on the claimed row, the run.claimed journal row, the claim receipt), on
+# small tables of its own: what those writes cost apart from the shape of runlane.runs.
+LADDER_SMALL_TABLES = """
+create table ladder_queue (
+    id bigserial primary key, taken boolean not null default false,
+    fence bigint not null default 0, owner text, lease_until timestamptz);
+create table ladder_journal (
+    id bigserial primary key, queue_id bigint not null references ladder_queue,
+    event text not null, detail jsonb not null, at timestamptz not null default now());
+create table ladder_receipts (
+    worker text primary key, claim_key uuid not null, ids bigint[] not null default '{}',
+    fences bigint[] not null default '{}');
+insert into ladder_receipts (worker, claim_key) values ('ladder', gen_random_uuid());
+"""
+LADDER_SMALL_WRITES = """
+with claimed as (
+    update ladder_queue as q
+    set taken = true, fence = q.fence + 1, owner = 'ladder',
+        lease_until = now() + interval '60 seconds'
+    where q.id = (
+        select f.id from ladder_queue as f where not f.taken order by f.id limit 1
+        for update skip locked)
+    returning q.id, q.fence
+),
+journal as (
+    insert into ladder_journal (queue_id, event, detail)
+    select c.id, 'run.claimed', jsonb_build_object('fence', c.fence) from claimed as c
+),
+receipt as (
+    update ladder_receipts as rc
+    set claim_key = %(claim_key)s, ids = (select array_agg(c.id) from claimed as c),
+        fences = (select array_agg(c.fence) from claimed as c)
+    where rc.worker = 'ladder'
+)
+select c.id, c.fence from claimed as c
+"""
+
+
+class Rung(NamedTuple):
+    name: str
+    statement: str  # (the very statement the rung stands for; returns run id then fence)
+    queue: str | None = None  # a small table's rung: the table its publisher inserts into
+    asynchronous: bool = False  # its commit does not wait for the WAL flush
+
+
+RUNGS = (Rung("floor: one UPDATE of a one-table queue", floor_worker_module.CLAIM,
+              queue="floor_queue"),
+         Rung("floor + fence, lease, journal, receipt", LADDER_SMALL_WRITES,
+              queue="ladder_queue"),
+         Rung("the run's claim UPDATE alone", LADDER_RUN_UPDATE),
+         Rung("+ journal row and receipt, one statement", LADDER_ALL_WRITES),
+         Rung("runlane.claim_runs (the worker's call)", dispatcher_module.CLAIM),
+         Rung("claim_runs, commit not waiting for flush", dispatcher_module.CLAIM,
+              asynchronous=True),
+         Rung("hand-off: read the run claimed for it", LADDER_HANDED_READ))
 
 
 LEASE = timedelta(seconds=60)
@@ -188,47 +245,55 @@ def claim_ladder(dsn: str, rounds: int, warmup: int, gap: float) -> dict:
     with psycopg.connect(dsn, autocommit=True) as setup:
         setup.execute("create table floor_queue (id bigserial primary key, "
                       "taken boolean not null default false)")
+        setup.execute(LADDER_SMALL_TABLES)
         setup.execute("insert into runlane.claim_receipts (worker_id, lanes, claim_key) "
                       "values ('ladder', '{interactive}', gen_random_uuid())")
     publisher = psycopg.connect(dsn, autocommit=True)
-    claimer = psycopg.connect(dsn, autocommit=True)
-    claimer.execute(dispatcher_module.MAX_PER_ORG, {"bound": str(WorkerConfig.max_per_org)})
-    took: dict[str, list[float]] = {name: [] for name, _ in RUNGS}
+    claimers = {False: psycopg.connect(dsn, autocommit=True),
+                True: psycopg.connect(dsn, autocommit=True,
+                                      options="-c synchronous_commit=off")}
+    for claimer in claimers.values():
+        claimer.execute(dispatcher_module.MAX_PER_ORG,
+                        {"bound": str(WorkerConfig.max_per_org)})
+    took: dict[str, list[float]] = {rung.name: [] for rung in RUNGS}
     try:
         for i in range(warmup + rounds):
             order = list(enumerate(RUNGS))
-            for rung, (name, statement) in order if i % 2 == 0 else reversed(order):
-                floor = statement is floor_worker_module.CLAIM
-                if floor:
-                    publisher.execute("insert into floor_queue default values")
+            for n, rung in order if i % 2 == 0 else reversed(order):
+                if rung.queue:
+                    publisher.execute(f"insert into {rung.queue} default values")
                 else:
                     run_id = publisher.execute(
                         "select run_id from runlane.submit_message('agent1', %s, 'ladder')",
-                        (f"ladder-{i}-{rung}",)).fetchone()[0]
+                        (f"ladder-{i}-{n}",)).fetchone()[0]
                     publisher.execute("select runlane.publish_run(%s)", (run_id,))
-                params = None if floor else {
-                    "worker": "ladder-worker", "lanes": ["interactive"], "limit": 10,
-                    "lease": LEASE, "claim_key": uuid.uuid4(), "run_id": run_id}
-                if statement is LADDER_HANDED_READ:  # handed over before the wait
+                params = {"worker": "ladder-worker", "lanes": ["interactive"], "limit": 10,
+                          "lease": LEASE, "claim_key": uuid.uuid4(),
+                          "run_id": None if rung.queue else run_id}
+                if rung.statement is LADDER_HANDED_READ:  # handed over before the wait
                     handed = publisher.execute(dispatcher_module.CLAIM, params).fetchall()
                     if [r[0] for r in handed] != [run_id]:
                         raise RuntimeError(f"the hand-off claimed {handed}, not run {run_id}")
                 time.sleep(gap)
                 started = time.perf_counter()
-                row = claimer.execute(statement, params, prepare=True).fetchone()
+                row = claimers[rung.asynchronous].execute(
+                    rung.statement, None if rung.statement is floor_worker_module.CLAIM
+                    else params, prepare=True).fetchone()
                 ms = (time.perf_counter() - started) * 1000
                 if row is None:
-                    raise RuntimeError(f"rung {name!r} claimed nothing in round {i}")
-                if not floor:
+                    raise RuntimeError(f"rung {rung.name!r} claimed nothing in round {i}")
+                if not rung.queue:
                     if row[0] != run_id:
-                        raise RuntimeError(f"rung {name!r} claimed run {row[0]}, not {run_id}")
+                        raise RuntimeError(f"rung {rung.name!r} claimed run {row[0]}, "
+                                           f"not {run_id}")
                     publisher.execute("select runlane.finish_run(%s::bigint, %s::bigint, "
                                       "'succeeded')", (run_id, row[1]))
                 if i >= warmup:
-                    took[name].append(ms)
+                    took[rung.name].append(ms)
     finally:
         publisher.close()
-        claimer.close()
+        for claimer in claimers.values():
+            claimer.close()
     return {name: {"p50_ms": round(statistics.median(ms), 3),
                    "p90_ms": round(_common.percentile(ms, 0.9), 3)}
             for name, ms in took.items()}
@@ -280,8 +345,8 @@ def main(argv=None) -> list[str]:
                  f"call (pg_stat_statements, top level)")
     lines.append(f"one claim of one run after {args.gap * 1000:.0f} ms idle, round trip from "
                  f"psycopg, {args.ladder} rounds (the rungs in turn):")
-    floor_p50 = ladder[RUNGS[0][0]]["p50_ms"]
-    for name, _ in RUNGS:
+    floor_p50 = ladder[RUNGS[0].name]["p50_ms"]
+    for name in (r.name for r in RUNGS):
         rung = ladder[name]
         lines.append(f"  {name:<42} p50 {rung['p50_ms']:>6.3f} ({rung['p50_ms'] / floor_p50:.2f}x"
                      f" the floor)  p90 {rung['p90_ms']:>6.3f} ms")
