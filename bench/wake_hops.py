@@ -239,13 +239,34 @@ RUNGS = (Rung("floor: one UPDATE of a one-table queue", floor_worker_module.CLAI
 
 LEASE = timedelta(seconds=60)
 
+# The hand-off's publisher: publish_run and the claim for the worker in one transaction, as
+# publish_run would do it (one commit; the bench's own function, not runlane's).
+LADDER_HAND_OFF = """
+create function public.ladder_publish_and_hand(p_run_id bigint, p_worker text, p_key uuid)
+returns setof bigint
+language plpgsql
+as $$
+begin
+    perform runlane.publish_run(p_run_id);
+    return query
+    select c.run_id
+    from runlane.claim_runs(p_worker, array['interactive'], 10, interval '60 seconds', p_key,
+                            true) as c;
+end;
+$$;
+"""
+
 
 def claim_ladder(dsn: str, rounds: int, warmup: int, gap: float) -> dict:
-    """Each rung's round trip (ms, p50 and p90) over `rounds` rounds after `warmup`."""
+    """Each rung's round trip (ms, p50 and p90) over `rounds` rounds after `warmup`; for the
+    rungs on runlane's runs also the publisher's call (publish_run, or for the hand-off
+    publish_run and the claim in one transaction) and the two together, end to end: what
+    a hand-off saves, not what it moves out of the worker's wake-up into the publisher's."""
     with psycopg.connect(dsn, autocommit=True) as setup:
         setup.execute("create table floor_queue (id bigserial primary key, "
                       "taken boolean not null default false)")
         setup.execute(LADDER_SMALL_TABLES)
+        setup.execute(LADDER_HAND_OFF)
         setup.execute("insert into runlane.claim_receipts (worker_id, lanes, claim_key) "
                       "values ('ladder', '{interactive}', gen_random_uuid())")
     publisher = psycopg.connect(dsn, autocommit=True)
@@ -256,24 +277,30 @@ def claim_ladder(dsn: str, rounds: int, warmup: int, gap: float) -> dict:
         claimer.execute(dispatcher_module.MAX_PER_ORG,
                         {"bound": str(WorkerConfig.max_per_org)})
     took: dict[str, list[float]] = {rung.name: [] for rung in RUNGS}
+    publishing: dict[str, list[float]] = {rung.name: [] for rung in RUNGS if not rung.queue}
     try:
         for i in range(warmup + rounds):
             order = list(enumerate(RUNGS))
             for n, rung in order if i % 2 == 0 else reversed(order):
+                params = {"worker": "ladder-worker", "lanes": ["interactive"], "limit": 10,
+                          "lease": LEASE, "claim_key": uuid.uuid4(), "run_id": None}
                 if rung.queue:
                     publisher.execute(f"insert into {rung.queue} default values")
                 else:
-                    run_id = publisher.execute(
+                    run_id = params["run_id"] = publisher.execute(
                         "select run_id from runlane.submit_message('agent1', %s, 'ladder')",
                         (f"ladder-{i}-{n}",)).fetchone()[0]
-                    publisher.execute("select runlane.publish_run(%s)", (run_id,))
-                params = {"worker": "ladder-worker", "lanes": ["interactive"], "limit": 10,
-                          "lease": LEASE, "claim_key": uuid.uuid4(),
-                          "run_id": None if rung.queue else run_id}
-                if rung.statement is LADDER_HANDED_READ:  # handed over before the wait
-                    handed = publisher.execute(dispatcher_module.CLAIM, params).fetchall()
-                    if [r[0] for r in handed] != [run_id]:
-                        raise RuntimeError(f"the hand-off claimed {handed}, not run {run_id}")
+                    started = time.perf_counter()
+                    if rung.statement is LADDER_HANDED_READ:  # handed over before the wait
+                        handed = publisher.execute(
+                            "select * from public.ladder_publish_and_hand(%(run_id)s, "
+                            "%(worker)s, %(claim_key)s)", params, prepare=True).fetchall()
+                        if [r[0] for r in handed] != [run_id]:
+                            raise RuntimeError(f"the hand-off claimed {handed}, not {run_id}")
+                    else:
+                        publisher.execute("select runlane.publish_run(%s)", (run_id,),
+                                          prepare=True)
+                    published_ms = (time.perf_counter() - started) * 1000
                 time.sleep(gap)
                 started = time.perf_counter()
                 row = claimers[rung.asynchronous].execute(
@@ -290,13 +317,20 @@ def claim_ladder(dsn: str, rounds: int, warmup: int, gap: float) -> dict:
                                       "'succeeded')", (run_id, row[1]))
                 if i >= warmup:
                     took[rung.name].append(ms)
+                    if not rung.queue:
+                        publishing[rung.name].append(published_ms)
     finally:
         publisher.close()
         for claimer in claimers.values():
             claimer.close()
-    return {name: {"p50_ms": round(statistics.median(ms), 3),
-                   "p90_ms": round(_common.percentile(ms, 0.9), 3)}
-            for name, ms in took.items()}
+    rungs = {name: {"p50_ms": round(statistics.median(ms), 3),
+                    "p90_ms": round(_common.percentile(ms, 0.9), 3)}
+             for name, ms in took.items()}
+    for name, ms in publishing.items():
+        rungs[name]["publish_p50_ms"] = round(statistics.median(ms), 3)
+        rungs[name]["end_to_end_p50_ms"] = round(statistics.median(
+            p + c for p, c in zip(ms, took[name], strict=True)), 3)
+    return rungs
 
 
 def parse(argv):
@@ -350,6 +384,12 @@ def main(argv=None) -> list[str]:
         rung = ladder[name]
         lines.append(f"  {name:<42} p50 {rung['p50_ms']:>6.3f} ({rung['p50_ms'] / floor_p50:.2f}x"
                      f" the floor)  p90 {rung['p90_ms']:>6.3f} ms")
+    lines.append("publish + the claim, end to end (the publisher's call, then the worker's; "
+                 "p50 of the sums):")
+    for name in (r.name for r in RUNGS if "end_to_end_p50_ms" in ladder[r.name]):
+        rung = ladder[name]
+        lines.append(f"  {name:<42} publish {rung['publish_p50_ms']:>6.3f} + claim "
+                     f"{rung['p50_ms']:>6.3f}: {rung['end_to_end_p50_ms']:>6.3f} ms")
     lines.append(f"  ({time.monotonic() - started:.0f} s)")
     for line in lines:
         print(line, flush=True)
