@@ -36,7 +36,11 @@ turn in every round, their order alternating:
      flush. Not how runlane works: the figure for deciding whether it should (issue 15).
 Rungs 2 to 4 write tables directly (the bench's superuser): they measure what the
 writes cost, they are not a claim anyone should use (no fairness, bound, gates, computer
-leases, resend).
+leases, resend). For the rungs on runlane's runs the publisher's call is timed too
+(publish_run; for the hand-off, publish_run and claim_runs for the worker in one
+transaction, the bench's own function) and printed with the claim as one sum, publish to
+the worker holding the run: what a hand-off saves end to end, apart from what it moves
+out of the worker's wake-up into the publisher's call.
 
     python -m bench wake_hops [--quick] [--idle N] [--gap S] [--ladder N]
 
@@ -273,9 +277,9 @@ def claim_ladder(dsn: str, rounds: int, warmup: int, gap: float) -> dict:
     claimers = {False: psycopg.connect(dsn, autocommit=True),
                 True: psycopg.connect(dsn, autocommit=True,
                                       options="-c synchronous_commit=off")}
-    for claimer in claimers.values():
-        claimer.execute(dispatcher_module.MAX_PER_ORG,
-                        {"bound": str(WorkerConfig.max_per_org)})
+    # (the publisher too: a hand-off's claim applies the worker's bound like the worker's)
+    for conn in (publisher, *claimers.values()):
+        conn.execute(dispatcher_module.MAX_PER_ORG, {"bound": str(WorkerConfig.max_per_org)})
     took: dict[str, list[float]] = {rung.name: [] for rung in RUNGS}
     publishing: dict[str, list[float]] = {rung.name: [] for rung in RUNGS if not rung.queue}
     try:
