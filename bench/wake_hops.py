@@ -183,43 +183,9 @@ LADDER_HANDED_READ = """
     select r.run_id, r.fence from runlane.runs as r
     where r.run_id = %(run_id)s and r.state = 'running' and r.lease_owner = %(worker)s
 """
-# The floor's claim making the writes a durable, fenced, idempotent claim must make (the
-# fence and lease on the claimed row, the run.claimed journal row, the claim receipt), on
-# small tables of its own: what those writes cost apart from the shape of runlane.runs.
-LADDER_SMALL_TABLES = """
-create table ladder_queue (
-    id bigserial primary key, taken boolean not null default false,
-    fence bigint not null default 0, owner text, lease_until timestamptz);
-create table ladder_journal (
-    id bigserial primary key, queue_id bigint not null references ladder_queue,
-    event text not null, detail jsonb not null, at timestamptz not null default now());
-create table ladder_receipts (
-    worker text primary key, claim_key uuid not null, ids bigint[] not null default '{}',
-    fences bigint[] not null default '{}');
-insert into ladder_receipts (worker, claim_key) values ('ladder', gen_random_uuid());
-"""
-LADDER_SMALL_WRITES = """
-with claimed as (
-    update ladder_queue as q
-    set taken = true, fence = q.fence + 1, owner = 'ladder',
-        lease_until = now() + interval '60 seconds'
-    where q.id = (
-        select f.id from ladder_queue as f where not f.taken order by f.id limit 1
-        for update skip locked)
-    returning q.id, q.fence
-),
-journal as (
-    insert into ladder_journal (queue_id, event, detail)
-    select c.id, 'run.claimed', jsonb_build_object('fence', c.fence) from claimed as c
-),
-receipt as (
-    update ladder_receipts as rc
-    set claim_key = %(claim_key)s, ids = (select array_agg(c.id) from claimed as c),
-        fences = (select array_agg(c.fence) from claimed as c)
-    where rc.worker = 'ladder'
-)
-select c.id, c.fence from claimed as c
-"""
+# The floor's claim making the writes a durable, fenced, idempotent claim must make:
+# durable_compare's floor --with-writes, the same statement (its key as psycopg sends it).
+LADDER_SMALL_WRITES = floor_worker_module.CLAIM_WITH_WRITES.replace("$1", "%(claim_key)s")
 
 
 class Rung(NamedTuple):
@@ -232,7 +198,7 @@ class Rung(NamedTuple):
 RUNGS = (Rung("floor: one UPDATE of a one-table queue", floor_worker_module.CLAIM,
               queue="floor_queue"),
          Rung("floor + fence, lease, journal, receipt", LADDER_SMALL_WRITES,
-              queue="ladder_queue"),
+              queue="floor_writes_queue"),
          Rung("the run's claim UPDATE alone", LADDER_RUN_UPDATE),
          Rung("+ journal row and receipt, one statement", LADDER_ALL_WRITES),
          Rung("runlane.claim_runs (the worker's call)", dispatcher_module.CLAIM),
@@ -269,7 +235,7 @@ def claim_ladder(dsn: str, rounds: int, warmup: int, gap: float) -> dict:
     with psycopg.connect(dsn, autocommit=True) as setup:
         setup.execute("create table floor_queue (id bigserial primary key, "
                       "taken boolean not null default false)")
-        setup.execute(LADDER_SMALL_TABLES)
+        setup.execute(floor_worker_module.WRITES_TABLES)
         setup.execute(LADDER_HAND_OFF)
         setup.execute("insert into runlane.claim_receipts (worker_id, lanes, claim_key) "
                       "values ('ladder', '{interactive}', gen_random_uuid())")
