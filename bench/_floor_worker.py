@@ -24,16 +24,19 @@ import uuid
 
 import asyncpg
 
-CLAIM = """
-update floor_queue as q
-set taken = true
-where q.id = (
-    select f.id from floor_queue as f
+# The oldest row nobody holds, locked: the claim's one read, on either floor's queue.
+_NEXT_ROW = """(
+    select f.id from {queue} as f
     where not f.taken
     order by f.id
     limit 1
     for update skip locked
-)
+)"""
+
+CLAIM = f"""
+update floor_queue as q
+set taken = true
+where q.id = {_NEXT_ROW.format(queue="floor_queue")}
 returning q.id
 """
 
@@ -54,18 +57,12 @@ insert into floor_writes_receipts (worker, claim_key) values ('floor', gen_rando
 """
 
 # $1: the claim's key (a new one per claim), as a resend would send again.
-CLAIM_WITH_WRITES = """
+CLAIM_WITH_WRITES = f"""
 with claimed as (
     update floor_writes_queue as q
     set taken = true, fence = q.fence + 1, owner = 'floor',
         lease_until = now() + interval '60 seconds'
-    where q.id = (
-        select f.id from floor_writes_queue as f
-        where not f.taken
-        order by f.id
-        limit 1
-        for update skip locked
-    )
+    where q.id = {_NEXT_ROW.format(queue="floor_writes_queue")}
     returning q.id, q.fence
 ),
 journal as (
