@@ -24,6 +24,12 @@ import uuid
 
 import asyncpg
 
+# The bare floor's queue (the publisher inserts a row and notifies `floor`).
+TABLE = """
+create table floor_queue (
+    id bigserial primary key, payload text, taken boolean not null default false)
+"""
+
 # The oldest row nobody holds, locked: the claim's one read, on either floor's queue.
 _NEXT_ROW = """(
     select f.id from {queue} as f

@@ -516,11 +516,8 @@ def floor_latency(pg: LocalCluster, idle: int, warmup: int, gap: float,
     insert = ("insert into floor_writes_queue default values" if with_writes
               else "insert into floor_queue (payload) values ('bench')")
     with psycopg.connect(dsn, autocommit=True) as conn:
-        if with_writes:
-            conn.execute(floor_worker_module.WRITES_TABLES)
-        else:
-            conn.execute("create table floor_queue (id bigserial primary key, payload text, "
-                         "taken boolean not null default false)")
+        conn.execute(floor_worker_module.WRITES_TABLES if with_writes
+                     else floor_worker_module.TABLE)
     worker = floor_worker(dsn, starts, with_writes)
     try:
         time.sleep(1)  # LISTEN is issued (the warm-up waits for its rows anyway)

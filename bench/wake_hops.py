@@ -212,16 +212,16 @@ LEASE = timedelta(seconds=60)
 # The hand-off's publisher: publish_run and the claim for the worker in one transaction, as
 # publish_run would do it (one commit; the bench's own function, not runlane's).
 LADDER_HAND_OFF = """
-create function public.ladder_publish_and_hand(p_run_id bigint, p_worker text, p_key uuid)
+create function public.ladder_publish_and_hand(
+    p_run_id bigint, p_worker text, p_lanes text[], p_limit int, p_lease interval, p_key uuid
+)
 returns setof bigint
 language plpgsql
 as $$
 begin
     perform runlane.publish_run(p_run_id);
     return query
-    select c.run_id
-    from runlane.claim_runs(p_worker, array['interactive'], 10, interval '60 seconds', p_key,
-                            true) as c;
+    select c.run_id from runlane.claim_runs(p_worker, p_lanes, p_limit, p_lease, p_key, true) as c;
 end;
 $$;
 """
@@ -233,8 +233,7 @@ def claim_ladder(dsn: str, rounds: int, warmup: int, gap: float) -> dict:
     publish_run and the claim in one transaction) and the two together, end to end: what
     a hand-off saves, not what it moves out of the worker's wake-up into the publisher's."""
     with psycopg.connect(dsn, autocommit=True) as setup:
-        setup.execute("create table floor_queue (id bigserial primary key, "
-                      "taken boolean not null default false)")
+        setup.execute(floor_worker_module.TABLE)
         setup.execute(floor_worker_module.WRITES_TABLES)
         setup.execute(LADDER_HAND_OFF)
         setup.execute("insert into runlane.claim_receipts (worker_id, lanes, claim_key) "
@@ -264,7 +263,8 @@ def claim_ladder(dsn: str, rounds: int, warmup: int, gap: float) -> dict:
                     if rung.statement is LADDER_HANDED_READ:  # handed over before the wait
                         handed = publisher.execute(
                             "select * from public.ladder_publish_and_hand(%(run_id)s, "
-                            "%(worker)s, %(claim_key)s)", params, prepare=True).fetchall()
+                            "%(worker)s, %(lanes)s, %(limit)s, %(lease)s, %(claim_key)s)",
+                            params, prepare=True).fetchall()
                         if [r[0] for r in handed] != [run_id]:
                             raise RuntimeError(f"the hand-off claimed {handed}, not {run_id}")
                     else:
