@@ -21,14 +21,18 @@ from worker_parts import queue_chat_runs
 from runlane.worker.dispatcher import CLAIM, MAX_PER_ORG
 
 
-def _claim(conn: psycopg.Connection, worker: str, key: uuid.UUID,
-           limit: int = 10) -> tuple[list[tuple], int | None]:
+def _params(worker: str, key: uuid.UUID) -> dict:
+    """The worker's keyed claim of up to 10 chat runs."""
+    return {"worker": worker, "lanes": ["interactive"], "limit": 10,
+            "lease": timedelta(seconds=60), "claim_key": key}
+
+
+def _claim(conn: psycopg.Connection, worker: str,
+           key: uuid.UUID) -> tuple[list[tuple], int | None]:
     """The worker's keyed claim in a transaction of its own: (rows, the transaction's id
     if it was given one)."""
     with conn.transaction():
-        rows = conn.execute(CLAIM, {"worker": worker, "lanes": ["interactive"],
-                                    "limit": limit, "lease": timedelta(seconds=60),
-                                    "claim_key": key}).fetchall()
+        rows = conn.execute(CLAIM, _params(worker, key)).fetchall()
         xid = conn.execute("select txid_current_if_assigned()").fetchone()[0]
     return rows, xid
 
@@ -92,8 +96,7 @@ def test_a_resend_racing_its_original_waits_for_it_even_when_the_queue_looks_emp
         conn, db_dsn):
     ids = queue_chat_runs(conn, "org-a", "a-1", 2)
     key = uuid.uuid4()
-    params = {"worker": "w-1", "lanes": ["interactive"], "limit": 10,
-              "lease": timedelta(seconds=60), "claim_key": key}
+    params = _params("w-1", key)
     with _worker(db_dsn) as original, _worker(db_dsn) as resend:
         original.execute("begin")
         taken = [r[0] for r in original.execute(CLAIM, params).fetchall()]
