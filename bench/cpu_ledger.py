@@ -44,7 +44,7 @@ from bench import _common
 from bench import durable_compare as dc
 from runlane.pgcluster import LocalCluster
 from runlane.worker.config import WorkerConfig
-from runlane.worker.dispatcher import CLAIM, MAX_PER_ORG
+from runlane.worker.dispatcher import CLAIM, CLAIM_SESSION
 from runlane.worker.finisher import FINISH_RUNS
 
 BASE_PAGE = 50
@@ -97,7 +97,7 @@ def prepare(pg: LocalCluster, variant: Variant, rep: int, index: int, rounds: in
             left -= 1000
     _common.vacuum_analyze(dsn)  # what autovacuum does after such a burst
     conn = psycopg.connect(dsn, autocommit=True)
-    conn.execute(MAX_PER_ORG, {"bound": WORKER_BOUND})
+    conn.execute(CLAIM_SESSION, {"bound": WORKER_BOUND})
     return Lane(variant, conn)
 
 

@@ -242,9 +242,12 @@ def claim_ladder(dsn: str, rounds: int, warmup: int, gap: float) -> dict:
     claimers = {False: psycopg.connect(dsn, autocommit=True),
                 True: psycopg.connect(dsn, autocommit=True,
                                       options="-c synchronous_commit=off")}
-    # (the publisher too: a hand-off's claim applies the worker's bound like the worker's)
-    for conn in (publisher, *claimers.values()):
-        conn.execute(dispatcher_module.MAX_PER_ORG, {"bound": str(WorkerConfig.max_per_org)})
+    bound = {"bound": str(WorkerConfig.max_per_org)}
+    for conn in claimers.values():
+        conn.execute(dispatcher_module.CLAIM_SESSION, bound)
+    # The publisher's bound only: a hand-off's claim applies the worker's bound like the
+    # worker's, but it shares its transaction with the publish, which must be flushed.
+    publisher.execute("select set_config('runlane.max_per_org', %(bound)s::text, false)", bound)
     took: dict[str, list[float]] = {rung.name: [] for rung in RUNGS}
     publishing: dict[str, list[float]] = {rung.name: [] for rung in RUNGS if not rung.queue}
     try:

@@ -18,7 +18,7 @@ from datetime import timedelta
 import psycopg
 from worker_parts import queue_chat_runs
 
-from runlane.worker.dispatcher import CLAIM, MAX_PER_ORG
+from runlane.worker.dispatcher import CLAIM, CLAIM_SESSION
 
 
 def _params(worker: str, key: uuid.UUID) -> dict:
@@ -40,7 +40,7 @@ def _claim(conn: psycopg.Connection, worker: str,
 def _worker(db_dsn: str) -> psycopg.Connection:
     """A claim connection as the worker opens it: autocommit, with its bound set."""
     conn = psycopg.connect(db_dsn, autocommit=True)
-    conn.execute(MAX_PER_ORG, {"bound": "200"})
+    conn.execute(CLAIM_SESSION, {"bound": "200"})
     return conn
 
 

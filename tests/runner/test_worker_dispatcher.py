@@ -151,6 +151,22 @@ def test_a_claim_connection_that_broke_is_replaced_and_the_claim_sent_again(conn
     assert claimed == [first[0], second]
 
 
+def test_the_claim_connection_tells_each_claim_it_is_a_transaction_of_its_own(conn, db_dsn):
+    # claim_runs lets a claim that took nothing commit without a flush only on such a
+    # session; the worker's claim connections are in autocommit and say so
+    _queue(conn, 1)
+
+    async def scenario() -> tuple[bool, dict[str, Any]]:
+        async with dispatcher(db_dsn, max_per_org=3) as (lane, started):
+            await lane.pass_once()
+            assert len(started) == 1
+            cur = await lane.claim_conn.execute(
+                "select current_setting('runlane.autocommit_claims') as autocommit_claims, "
+                "current_setting('runlane.max_per_org') as max_per_org")
+            return lane.claim_conn.autocommit, await cur.fetchone()
+    assert asyncio.run(scenario()) == (True, {"autocommit_claims": "on", "max_per_org": "3"})
+
+
 class Gated:
     """An agent whose run ends (one step, done) only when the test opens its gate."""
 

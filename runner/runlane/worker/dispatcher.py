@@ -64,8 +64,12 @@ select * from runlane.claim_runs(
     p_limit => %(limit)s::int, p_lease => %(lease)s::interval,
     p_claim_key => %(claim_key)s::uuid, p_report_skipped => true)
 """
-# The per-worker organization bound claim_runs reads (runlane._max_per_org).
-MAX_PER_ORG = "select set_config('runlane.max_per_org', %(bound)s::text, false)"
+# The claim connection's session: the per-worker organization bound claim_runs reads
+# (runlane._max_per_org), and that each claim on it is a transaction of its own (the
+# connection is in autocommit), so a claim that took nothing, holding row locks only,
+# commits without waiting for its WAL flush (runlane._commit_empty_claim_without_flush).
+CLAIM_SESSION = ("select set_config('runlane.max_per_org', %(bound)s::text, false), "
+                 "set_config('runlane.autocommit_claims', 'on', false)")
 # The batched read (sql/functions/runner): a claimed page's messages in one call.
 RUN_MESSAGES_MANY = """
 select run_id, message_id, body, created_at from runlane.run_messages_many(
@@ -276,7 +280,7 @@ class LaneDispatcher:
                         self.config.dsn, row_factory=dict_row, **self.db.conn_kwargs)
                     configure_connection(conn)
                     await conn.execute(
-                        MAX_PER_ORG, {"bound": str(max(0, self.config.max_per_org))})
+                        CLAIM_SESSION, {"bound": str(max(0, self.config.max_per_org))})
                 cur = await conn.execute(CLAIM, params)
                 return await cur.fetchall()
             except psycopg.Error as exc:

@@ -98,6 +98,12 @@
 --   read, not a durable commit (issue 15: 96-152 bytes of WAL and a flush each before).
 -- * An empty claim records nothing (a resend of it simply claims again) unless it created
 --   the row. A null p_claim_key records nothing.
+-- * A claim that raced another for its runs (it saw them queued, the other's claim not
+--   committed yet) locks its receipt and takes nothing: it holds row locks only. On a
+--   session whose claims are transactions of their own (runlane.autocommit_claims = on,
+--   the worker's claim connections) it then commits without waiting for the WAL flush
+--   (runlane._commit_empty_claim_without_flush): the workers one notification woke add no
+--   flush to the winner's. The same for any claim that took and skipped nothing.
 -- * With p_report_skipped, the runs this claim ended skipped because a gate closed
 --   between queue and claim (agent_off, agent_locked, no_model, budget_exhausted; see
 --   above) come after the claimed runs, one row each with skipped_reason set, fence and
@@ -472,6 +478,7 @@ begin
         from fits as f;
 
         if v_idle and cardinality(v_accepted) = 0 then
+            perform runlane._commit_empty_claim_without_flush();  -- (locks only; see there)
             return;
         end if;
         if not v_idle then
@@ -999,6 +1006,7 @@ begin
         end if;
 
         if cardinality(v_locked) = 0 and cardinality(v_skipped) = 0 then
+            perform runlane._commit_empty_claim_without_flush();  -- (locks only; see there)
             return;
         end if;
 
@@ -1177,6 +1185,11 @@ begin
             ) as k
         ) as w
         where c.worker_id = p_worker and c.lanes = v_lanes;
+    end if;
+
+    -- Every run locked was left queued (a cap, the bound, a computer's lease): locks only.
+    if cardinality(v_accepted) = 0 and cardinality(v_skipped) = 0 then
+        perform runlane._commit_empty_claim_without_flush();
     end if;
 
     -- GUARD: gates closed between queue and claim (rare): the runs the claim skipped.
