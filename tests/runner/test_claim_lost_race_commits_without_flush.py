@@ -9,7 +9,8 @@ locks only, so on a session that says each of its claims is a transaction of its
 (runlane.autocommit_claims = on, as the worker's claim connections do) claim_runs turns
 synchronous_commit off for that transaction. Checked where it shows: the setting inside
 the claim's transaction, right after the call. A claim that took a run, and any session
-that did not opt in, keeps synchronous_commit on.
+that did not opt in, keeps synchronous_commit on. And proven where it matters: a real
+crash that loses the loser's commit loses nothing else.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import psycopg
 import pytest
 from worker_parts import queue_chat_runs
 
+from runlane.migrate import migrate
+from runlane.pgcluster import LocalCluster
 from runlane.worker.dispatcher import CLAIM, CLAIM_SESSION
 
 
@@ -151,3 +154,62 @@ def test_a_malformed_setting_is_refused_and_loses_nothing(conn, db_dsn):
                         (run_id,)).fetchone() == ("running", "w-winner")
     assert conn.execute("select count(*) from runlane.claim_receipts "
                         "where worker_id = 'w-client'").fetchone()[0] == 0
+
+
+def test_a_crash_that_loses_the_losers_commit_loses_nothing():
+    """A real crash (immediate stop) right after the loser's commit, with its WAL not
+    written yet: the commit is gone, and nothing with it. The winner's claim is whole (its
+    commit waited for the flush), and the loser claims again as after any empty claim."""
+    cluster = LocalCluster(settings={
+        # nothing else writes WAL in the few milliseconds between the commit and the crash
+        "synchronous_commit": "on", "wal_writer_delay": "10s", "bgwriter_lru_maxpages": "0",
+        "autovacuum": "off", "checkpoint_timeout": "1h"})
+    cluster.start()
+    try:
+        with psycopg.connect(cluster.dsn, autocommit=True) as admin:
+            admin.execute("create database crash")
+        dsn = cluster.dsn_for("crash")
+        with psycopg.connect(dsn) as setup:
+            migrate(setup)
+            setup.execute("select runlane.put_org('org-c')")
+            setup.execute("select runlane.put_user('owner-c', 'org-c')")
+            setup.execute("""select runlane.put_agent('agent-c', '{"org_id": "org-c",
+                             "owner_id": "owner-c", "model": "m"}')""")
+            run_id = setup.execute("select run_id from runlane.submit_message("
+                                   "'agent-c', 'thread-c', 'hello')").fetchone()[0]
+        loser_key = uuid.uuid4()
+        with _worker(dsn) as winner, _worker(dsn) as loser:
+            winner.execute("begin")
+            assert [r[0] for r in winner.execute(CLAIM, _params("w-winner"))] == [run_id]
+            loser.execute("begin")
+            assert loser.execute(CLAIM, {**_params("w-loser"), "claim_key": loser_key}
+                                 ).fetchall() == []
+            # the loser's first claim created its receipt and its bound's row: the writes
+            # the crash will take
+            assert loser.execute("select count(*) from runlane.claim_receipts "
+                                 "where worker_id = 'w-loser'").fetchone()[0] == 2
+            winner.execute("commit")  # flushed
+            loser.execute("commit")  # not flushed: WAL buffers only
+            unwritten = loser.execute(
+                "select pg_current_wal_insert_lsn() > pg_current_wal_lsn()").fetchone()[0]
+            assert unwritten, "the loser's commit was written already: no loss to show"
+            cluster.stop("immediate")
+        cluster.start()
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            assert conn.execute("select count(*) from runlane.claim_receipts "
+                                "where worker_id = 'w-loser'").fetchone()[0] == 0, \
+                "the loser's commit survived the crash: nothing was tested"
+            assert conn.execute("select state, lease_owner, fence from runlane.runs "
+                                "where run_id = %s", (run_id,)).fetchone() \
+                == ("running", "w-winner", 1)
+            assert conn.execute("select count(*) from runlane.run_events where run_id = %s "
+                                "and event = 'run.claimed'", (run_id,)).fetchone()[0] == 1
+            assert conn.execute("select run_ids from runlane.claim_receipts where "
+                                "worker_id = 'w-winner' and lanes = '{interactive}'"
+                                ).fetchone()[0] == [run_id]
+        with _worker(dsn) as loser:
+            # its reply said "nothing"; the same key again finds nothing to claim either
+            assert loser.execute(CLAIM, {**_params("w-loser"), "claim_key": loser_key}
+                                 ).fetchall() == []
+    finally:
+        cluster.destroy()
