@@ -121,6 +121,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane._claim_idempotency_key(text,text,text,bytea)": NOBODY,
     "runlane._stream_token(bigint)": NOBODY,
     "runlane._max_per_org()": NOBODY,
+    "runlane._commit_empty_claim_without_flush()": NOBODY,
     "runlane._budget_exhausted(text,text,timestamp with time zone)": NOBODY,
     "runlane._record_charge(runlane.runs,numeric,timestamp with time zone)": NOBODY,
     "runlane._require_amount(numeric,text)": NOBODY,
