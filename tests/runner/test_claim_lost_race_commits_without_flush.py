@@ -21,9 +21,9 @@ from datetime import timedelta
 
 import psycopg
 import pytest
+from worker_helpers import first_chat_run, wait_until_blocked
 from worker_parts import queue_chat_runs
 
-from runlane.migrate import migrate
 from runlane.pgcluster import LocalCluster
 from runlane.worker.dispatcher import CLAIM, CLAIM_SESSION
 
@@ -112,13 +112,7 @@ def test_a_claim_its_organizations_cap_left_empty_commits_without_waiting_for_a_
 
         thread = threading.Thread(target=claim)
         thread.start()
-        for _ in range(200):
-            waiting = conn.execute("select wait_event_type from pg_stat_activity "
-                                   "where pid = %s", (pid,)).fetchone()[0]
-            if waiting == "Lock":
-                break
-            thread.join(0.05)
-        assert waiting == "Lock", "the loser did not wait for the organization's lock"
+        wait_until_blocked(conn, pid)  # on the organization's lock
         winner.execute("commit")  # now the organization is at its cap of 1
         thread.join(20)
     assert result["claim"] == ([], True, "off")
@@ -170,13 +164,7 @@ def test_a_crash_that_loses_the_losers_commit_loses_nothing():
             admin.execute("create database crash")
         dsn = cluster.dsn_for("crash")
         with psycopg.connect(dsn) as setup:
-            migrate(setup)
-            setup.execute("select runlane.put_org('org-c')")
-            setup.execute("select runlane.put_user('owner-c', 'org-c')")
-            setup.execute("""select runlane.put_agent('agent-c', '{"org_id": "org-c",
-                             "owner_id": "owner-c", "model": "m"}')""")
-            run_id = setup.execute("select run_id from runlane.submit_message("
-                                   "'agent-c', 'thread-c', 'hello')").fetchone()[0]
+            run_id = first_chat_run(setup, "c")
         loser_key = uuid.uuid4()
         with _worker(dsn) as winner, _worker(dsn) as loser:
             winner.execute("begin")

@@ -16,6 +16,7 @@ import uuid
 from datetime import timedelta
 
 import psycopg
+from worker_helpers import wait_until_blocked
 from worker_parts import queue_chat_runs
 
 from runlane.worker.dispatcher import CLAIM, CLAIM_SESSION
@@ -112,14 +113,7 @@ def test_a_resend_racing_its_original_waits_for_it_even_when_the_queue_looks_emp
 
         thread = threading.Thread(target=send)
         thread.start()
-        # the resend waits on the receipt row the original holds
-        for _ in range(200):
-            waiting = conn.execute("select wait_event_type from pg_stat_activity "
-                                   "where pid = %s", (resend_pid,)).fetchone()[0]
-            if waiting == "Lock":
-                break
-            thread.join(0.05)
-        assert waiting == "Lock", "the resend did not wait for its original"
+        wait_until_blocked(conn, resend_pid)  # on the receipt row the original holds
         original.execute("commit")
         thread.join(20)
     assert result["rows"] == ids

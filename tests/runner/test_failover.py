@@ -20,8 +20,8 @@ if str(ROOT) not in sys.path:  # `soak` sits beside `tests`, outside the install
 
 import psycopg  # noqa: E402
 import pytest  # noqa: E402
+from worker_helpers import first_chat_run  # noqa: E402
 
-from runlane.migrate import migrate  # noqa: E402
 from soak.failover import SYNC_CHECKS, Failover, FailoverConfig  # noqa: E402
 from soak.replication import ReplicatedPair  # noqa: E402
 
@@ -62,14 +62,7 @@ def test_a_claim_lost_with_an_asynchronous_standby_is_never_handed_out_again():
         with psycopg.connect(pair.primary.dsn_for("postgres"), autocommit=True) as conn:
             conn.execute("create database lost")
         with psycopg.connect(pair.primary.dsn_for("lost")) as conn:
-            migrate(conn)
-            conn.execute("select runlane.put_org('org-l')")
-            conn.execute("select runlane.put_user('owner-l', 'org-l')")
-            conn.execute("""select runlane.put_agent('agent-l', '{"org_id": "org-l",
-                            "owner_id": "owner-l", "model": "m"}')""")
-            run_id = conn.execute("select run_id from runlane.submit_message("
-                                  "'agent-l', 'thread-l', 'hello')").fetchone()[0]
-            conn.commit()
+            run_id = first_chat_run(conn, "l")
         pair.wait_caught_up()
         pair.hold_replication()  # from here the standby receives nothing
         with psycopg.connect(pair.primary.dsn_for("lost"), autocommit=True) as conn:

@@ -6,10 +6,10 @@ their explicit wake time while a legacy requeue is stamped with the legacy backo
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import psycopg
+from worker_helpers import wait_until_blocked
 
 from runlane.migrate import migrate
 
@@ -69,17 +69,6 @@ def test_a_heartbeat_committed_first_keeps_its_run(conn, db_dsn):
         reaper.commit()
     assert conn.execute("select state from runlane.runs where run_id = %s",
                         (run_id,)).fetchone()[0] == "running"
-
-
-def wait_until_blocked(conn: psycopg.Connection, pid: int) -> None:
-    """Poll until backend `pid` waits on a lock (a condition, not a guess about timing)."""
-    for _ in range(1000):
-        waiting = conn.execute("select wait_event_type = 'Lock' from pg_stat_activity "
-                               "where pid = %s", (pid,)).fetchone()
-        if waiting and waiting[0]:
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"backend {pid} never waited on a lock")
 
 
 def test_a_heartbeat_behind_a_reaper_answers_false(conn, db_dsn):

@@ -22,6 +22,7 @@ import psycopg
 import pytest
 
 from runlane.admission import Memory
+from runlane.migrate import migrate
 
 HERE = Path(__file__).parent
 DEADLINE = 60.0
@@ -114,6 +115,17 @@ class WorkerProcess:
         assert MARKER not in stderr
 
 
+def wait_until_blocked(conn: psycopg.Connection, pid: int) -> None:
+    """Poll until backend `pid` waits on a lock (a condition, not a guess about timing)."""
+    for _ in range(1000):
+        waiting = conn.execute("select wait_event_type = 'Lock' from pg_stat_activity "
+                               "where pid = %s", (pid,)).fetchone()
+        if waiting and waiting[0]:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"backend {pid} never waited on a lock")
+
+
 def run_state(conn: psycopg.Connection, run_id: int) -> str:
     return conn.execute("select state from runlane.runs where run_id = %s", (run_id,)).fetchone()[0]
 
@@ -154,6 +166,22 @@ def background_run(conn: psycopg.Connection, agent_id: str, publish: bool = True
                           (agent_id,)).fetchone()[0]
     if publish:
         conn.execute("select runlane.publish_run(%s)", (run_id,))
+    return run_id
+
+
+def first_chat_run(conn: psycopg.Connection, name: str) -> int:
+    """On a database of a cluster the test started itself (no test fixtures there): the
+    schema migrated, organization org-<name> with its owner and agent agent-<name> put
+    through the API, and one chat message submitted on thread-<name>; its run's id
+    (queued, not published). Committed."""
+    migrate(conn)
+    conn.execute("select runlane.put_org(%s)", (f"org-{name}",))
+    conn.execute("select runlane.put_user(%s, %s)", (f"owner-{name}", f"org-{name}"))
+    conn.execute("select runlane.put_agent(%s, %s)", (f"agent-{name}", json.dumps(
+        {"org_id": f"org-{name}", "owner_id": f"owner-{name}", "model": "m"})))
+    run_id = conn.execute("select run_id from runlane.submit_message(%s, %s, 'hello')",
+                          (f"agent-{name}", f"thread-{name}")).fetchone()[0]
+    conn.commit()
     return run_id
 
 
