@@ -12,7 +12,13 @@ journal row, the claim's receipt under a key of its own. Nothing else: no fairne
 bound, gates, computer leases or timing rows. (The claim ladder of bench/wake_hops.py
 runs the same statement.)
 
-    python -m bench._floor_worker DSN FILE [--with-writes]
+With --on-runlane it makes those writes on runlane's own tables (runlane.runs, run_events,
+claim_receipts), on runs that runlane's publish_run published: it LISTENs on
+`runlane_runs` and claims the oldest queued chat run, with what a claim sets on the run,
+its run.claimed journal row and its receipt, in one statement. Still nothing else: the
+lower bound of any claim on runlane's schema, apart from the rules claim_runs enforces.
+
+    python -m bench._floor_worker DSN FILE [--with-writes | --on-runlane]
 """
 
 from __future__ import annotations
@@ -85,15 +91,59 @@ select c.id, c.fence from claimed as c
 """
 
 
-async def main(dsn: str, path: str, with_writes: bool) -> None:
+# --on-runlane: the claim's writes on runlane's tables. What claim_runs sets on a claimed
+# run, on the oldest queued chat run nobody holds (also the claim ladder's rungs on runs).
+RUNLANE_CLAIM_UPDATE = """
+    update runlane.runs as r
+    set state = 'running', reason = null, fence = r.fence + 1, attempts = r.attempts + 1,
+        lease_owner = 'floor', lease_expires_at = now() + interval '60 seconds',
+        heartbeat_at = now(), first_started_at = coalesce(r.first_started_at, clock_timestamp())
+    where r.run_id = (
+        select q.run_id from runlane.runs as q
+        where q.state = 'queued' and q.claim_class >= 0 and q.lane = 'interactive'
+        order by q.claim_class, q.run_id limit 1
+        for update skip locked
+    )
+"""
+# Its receipt row (the worker's first claim creates it in claim_runs).
+RUNLANE_RECEIPT = """
+insert into runlane.claim_receipts (worker_id, lanes, claim_key)
+values ('floor', '{interactive}', gen_random_uuid())
+"""
+# $1: the claim's key. The run's update, its run.claimed journal row (what claim_runs
+# journals) and the receipt, in one statement; an empty claim leaves the receipt alone.
+CLAIM_ON_RUNLANE = f"""
+with claimed as ({RUNLANE_CLAIM_UPDATE} returning r.run_id, r.fence, r.attempts, r.checkpoint),
+journal as (
+    insert into runlane.run_events (run_id, event, detail)
+    select c.run_id, 'run.claimed', jsonb_build_object(
+        'fence', c.fence, 'attempt', c.attempts, 'resumed', c.checkpoint is not null)
+    from claimed as c
+),
+receipt as (
+    update runlane.claim_receipts as rc
+    set claim_key = $1, run_ids = (select array_agg(c.run_id) from claimed as c),
+        fences = (select array_agg(c.fence) from claimed as c), claimed_at = now()
+    where rc.worker_id = 'floor' and rc.lanes = '{{interactive}}'
+      and exists (select from claimed)
+)
+select c.run_id as id, c.fence from claimed as c
+"""
+# The worker's modes: (its claim, whether the claim takes a key, the channel it listens on)
+MODES = {"": (CLAIM, False, "floor"), "--with-writes": (CLAIM_WITH_WRITES, True, "floor"),
+         "--on-runlane": (CLAIM_ON_RUNLANE, True, "runlane_runs")}
+
+
+async def main(dsn: str, path: str, mode: str) -> None:
+    statement, keyed, channel = MODES[mode]
     conn = await asyncpg.connect(dsn)
-    claim = await conn.prepare(CLAIM_WITH_WRITES if with_writes else CLAIM)
+    claim = await conn.prepare(statement)
 
     def claim_one():
-        return claim.fetchrow(uuid.uuid4()) if with_writes else claim.fetchrow()
+        return claim.fetchrow(uuid.uuid4()) if keyed else claim.fetchrow()
 
     woken = asyncio.Event()
-    await conn.add_listener("floor", lambda *_: woken.set())
+    await conn.add_listener(channel, lambda *_: woken.set())
     with open(path, "a", buffering=1) as out:
         while True:
             await woken.wait()
@@ -103,4 +153,4 @@ async def main(dsn: str, path: str, with_writes: bool) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2], "--with-writes" in sys.argv[3:]))
+    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else ""))

@@ -36,9 +36,13 @@ pg_stat_statements loaded (track = all: nested statements too) and track_functio
   starts its handler; the publisher inserts the row and notifies in one commit. Beside
   it the floor with writes (`--with-writes`): the same worker whose one statement also
   makes the writes a durable, fenced, idempotent claim must make (a fence and a lease on
-  the row, a run.claimed journal row, the claim's receipt), on small tables of its own.
-  The goals are against the bare floor; runlane against the floor with writes is printed
-  too, as the yardstick for a claim that keeps runlane's guarantees.
+  the row, a run.claimed journal row, the claim's receipt), on small tables of its own;
+  and the same writes on runlane's own tables (`--on-runlane`: runs, run_events,
+  claim_receipts), on runs runlane's submit_message and publish_run published, so nothing
+  but claim_runs' rules separates it from runlane's worker. The goals are against the bare
+  floor; runlane against both floors with writes is printed too: the first is the
+  yardstick for any claim that keeps runlane's guarantees, the second for a claim on
+  runlane's schema.
 
 Goals (issue 15): runlane >= 1.0x PgQueuer's jobs/s at 2 and 4 workers; runlane's idle
 p50 <= 1.25x the floor's and p99 <= 1.5x. The load average is printed with the figures:
@@ -187,9 +191,10 @@ def pgqueuer_worker(dsn: str, starts: str = "") -> Proc:
                 {"PGQ_BENCH_DSN": dsn, "PGQ_BENCH_STARTS": starts})
 
 
-def floor_worker(dsn: str, starts: str, with_writes: bool = False) -> Proc:
+def floor_worker(dsn: str, starts: str, mode: str = "") -> Proc:
+    """bench/_floor_worker.py in `mode` ("", "--with-writes" or "--on-runlane")."""
     return Proc([sys.executable, "-m", "bench._floor_worker", dsn, starts,
-                 *(["--with-writes"] if with_writes else [])], {})
+                 *([mode] if mode else [])], {})
 
 
 def wait_until(check, what: str, procs: list[Proc], timeout: float = 900,
@@ -363,6 +368,18 @@ def runlane_drain(pg: LocalCluster, workers: int, runs: int, profile: bool) -> d
             "load_average": load, "top_statements": top, "top_functions": functions}
 
 
+def _chat_publisher(conn: psycopg.Connection):
+    """The i-th chat message as an application sends it (submit_message, then publish_run,
+    each its own commit): (run id, the time the publish returned)."""
+    def one(i: int) -> tuple[str, float]:
+        run_id = conn.execute(
+            "select run_id from runlane.submit_message(%s, %s, 'bench')",
+            (f"agent{i % AGENTS + 1}", f"t-{uuid.uuid4().hex}")).fetchone()[0]
+        conn.execute("select runlane.publish_run(%s)", (run_id,))
+        return str(run_id), time.time()
+    return one
+
+
 def runlane_latency(pg: LocalCluster, idle: int, warmup: int, gap: float) -> dict:
     name = "bench_durable_runlane_latency"
     dsn = _common.create_database(pg, name, template=TEMPLATE)
@@ -370,14 +387,7 @@ def runlane_latency(pg: LocalCluster, idle: int, warmup: int, gap: float) -> dic
     worker = runlane_worker(dsn, starts)
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
-            def one(i: int) -> tuple[str, float]:
-                run_id = conn.execute(
-                    "select run_id from runlane.submit_message(%s, %s, 'bench')",
-                    (f"agent{i % AGENTS + 1}", f"t-{uuid.uuid4().hex}")).fetchone()[0]
-                conn.execute("select runlane.publish_run(%s)", (run_id,))
-                return str(run_id), time.time()
-
-            return _idle_loop(one, starts, [worker], idle, warmup, gap)
+            return _idle_loop(_chat_publisher(conn), starts, [worker], idle, warmup, gap)
     finally:
         worker.stop()
         Path(starts).unlink(missing_ok=True)
@@ -507,26 +517,34 @@ def pgqueuer_latency(pg: LocalCluster, idle: int, warmup: int, gap: float) -> di
 
 
 def floor_latency(pg: LocalCluster, idle: int, warmup: int, gap: float,
-                  with_writes: bool = False) -> dict:
-    """The floor's idle latency; with_writes: the floor's claim also makes the writes a
-    durable, fenced, idempotent claim must make (bench/_floor_worker.py)."""
-    name = "bench_durable_floor_writes" if with_writes else "bench_durable_floor"
-    dsn = _common.create_database(pg, name)
+                  mode: str = "") -> dict:
+    """The floor's idle latency. mode "--with-writes": the floor's claim also makes the
+    writes a durable, fenced, idempotent claim must make, on small tables of its own;
+    "--on-runlane": it makes them on runlane's tables, on runs runlane's own submit_message
+    and publish_run published (bench/_floor_worker.py)."""
+    name = "bench_durable_floor" + mode.replace("--", "_").replace("-", "_")
+    on_runlane = mode == "--on-runlane"
+    dsn = _common.create_database(pg, name, template=TEMPLATE if on_runlane else None)
     starts = tempfile.mkstemp(prefix="bench-starts-", suffix=".txt")[1]
-    insert = ("insert into floor_writes_queue default values" if with_writes
-              else "insert into floor_queue (payload) values ('bench')")
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(floor_worker_module.WRITES_TABLES if with_writes
-                     else floor_worker_module.TABLE)
-    worker = floor_worker(dsn, starts, with_writes)
+        conn.execute({"": floor_worker_module.TABLE,
+                      "--with-writes": floor_worker_module.WRITES_TABLES,
+                      "--on-runlane": floor_worker_module.RUNLANE_RECEIPT}[mode])
+    worker = floor_worker(dsn, starts, mode)
     try:
         time.sleep(1)  # LISTEN is issued (the warm-up waits for its rows anyway)
         with psycopg.connect(dsn, autocommit=True) as conn:
-            def one(i: int) -> tuple[str, float]:
-                row = conn.execute(
-                    f"with q as ({insert} returning id) "
-                    "select q.id, pg_notify('floor', '') from q").fetchone()
-                return str(row[0]), time.time()
+            if on_runlane:
+                one = _chat_publisher(conn)
+            else:
+                insert = ("insert into floor_writes_queue default values" if mode
+                          else "insert into floor_queue (payload) values ('bench')")
+
+                def one(i: int) -> tuple[str, float]:
+                    row = conn.execute(
+                        f"with q as ({insert} returning id) "
+                        "select q.id, pg_notify('floor', '') from q").fetchone()
+                    return str(row[0]), time.time()
 
             return _idle_loop(one, starts, [worker], idle, warmup, gap)
     finally:
@@ -582,7 +600,7 @@ def parse(argv):
     ap.add_argument("--enqueue", type=int,
                     help="messages a client submits and publishes one by one, then pipelined "
                          "(1,000; quick 200)")
-    ap.add_argument("--repeat", type=int, help="latency rounds, the four in turn (3; quick 1)")
+    ap.add_argument("--repeat", type=int, help="latency rounds, the five in turn (3; quick 1)")
     ap.add_argument("--drains", type=int,
                     help="drain pairs (runlane, PgQueuer) per worker count, the order "
                          "alternating; the table shows medians (5; quick 1)")
@@ -641,7 +659,7 @@ def main(argv=None) -> list[str]:
               f"pipelined {enqueue['pipelined']['client_ms_per_message']:.3f} ms "
               f"({enqueue['pipelined']['pg_cpu_ms_per_message']:.3f} ms)", flush=True)
         if not args.no_latency:
-            # Rounds, the four in turn each round: one round's ratio moves with the load of
+            # Rounds, the five in turn each round: one round's ratio moves with the load of
             # the moment (the floor's own p50 ranged 0.3-6.5 ms between runs here), so the
             # goals are judged on the median of the per-round ratios. The goals are against
             # the bare floor (the issue's); the floor making a claim's required writes
@@ -652,20 +670,24 @@ def main(argv=None) -> list[str]:
                 one = {"load_average": load_average(),
                        "floor": floor_latency(pg, args.idle, args.warmup, args.gap),
                        "floor_writes": floor_latency(pg, args.idle, args.warmup, args.gap,
-                                                     with_writes=True),
+                                                     mode="--with-writes"),
+                       "floor_runlane": floor_latency(pg, args.idle, args.warmup, args.gap,
+                                                      mode="--on-runlane"),
                        "runlane": runlane_latency(pg, args.idle, args.warmup, args.gap),
                        "pgqueuer": pgqueuer_latency(pg, args.idle, args.warmup, args.gap)}
                 one["ratios"] = {
                     f"{key}_{q}": round(one[key][f"{q}_ms"] / one["floor"][f"{q}_ms"], 2)
-                    for key in ("runlane", "pgqueuer", "floor_writes") for q in ("p50", "p99")}
+                    for key in ("runlane", "pgqueuer", "floor_writes", "floor_runlane")
+                    for q in ("p50", "p99")}
                 one["ratios"].update({
-                    f"runlane_vs_floor_writes_{q}":
-                        round(one["runlane"][f"{q}_ms"] / one["floor_writes"][f"{q}_ms"], 2)
-                    for q in ("p50", "p99")})
+                    f"runlane_vs_{floor}_{q}":
+                        round(one["runlane"][f"{q}_ms"] / one[floor][f"{q}_ms"], 2)
+                    for floor in ("floor_writes", "floor_runlane") for q in ("p50", "p99")})
                 latency["rounds"].append(one)
                 print(f"  latency round {r + 1} (load {one['load_average']}): p50 floor "
                       f"{one['floor']['p50_ms']:.2f}, floor with writes "
-                      f"{one['floor_writes']['p50_ms']:.2f}, runlane "
+                      f"{one['floor_writes']['p50_ms']:.2f}, on runlane's tables "
+                      f"{one['floor_runlane']['p50_ms']:.2f}, runlane "
                       f"{one['runlane']['p50_ms']:.2f}, PgQueuer "
                       f"{one['pgqueuer']['p50_ms']:.2f} ms", flush=True)
             latency["median_ratios"] = {
@@ -712,6 +734,7 @@ def main(argv=None) -> list[str]:
                      f"(load {last['load_average']}):")
         lines.append(_lat("floor (LISTEN + one UPDATE)", last["floor"]))
         lines.append(_lat("floor with writes (--with-writes)", last["floor_writes"]))
+        lines.append(_lat("on runlane's tables (--on-runlane)", last["floor_runlane"]))
         for key in ("runlane", "pgqueuer"):
             lines.append(_lat(key, last[key]))
         m = latency["median_ratios"]
@@ -719,11 +742,13 @@ def main(argv=None) -> list[str]:
             lines.append(f"  {key} vs floor, median over rounds: p50 {m[key + '_p50']:.2f}x, "
                          f"p99 {m[key + '_p99']:.2f}x (goal for runlane <= {P50_GOAL}x / "
                          f"<= {P99_GOAL}x)")
-        lines.append(f"  the floor with writes vs floor, median over rounds: p50 "
-                     f"{m['floor_writes_p50']:.2f}x, p99 {m['floor_writes_p99']:.2f}x")
-        lines.append(f"  runlane vs the floor with writes, median over rounds: p50 "
-                     f"{m['runlane_vs_floor_writes_p50']:.2f}x, p99 "
-                     f"{m['runlane_vs_floor_writes_p99']:.2f}x")
+        for floor, what in (("floor_writes", "the floor with writes"),
+                            ("floor_runlane", "the floor with writes on runlane's tables")):
+            lines.append(f"  {what} vs floor, median over rounds: p50 "
+                         f"{m[floor + '_p50']:.2f}x, p99 {m[floor + '_p99']:.2f}x")
+            lines.append(f"  runlane vs {what}, median over rounds: p50 "
+                         f"{m['runlane_vs_' + floor + '_p50']:.2f}x, p99 "
+                         f"{m['runlane_vs_' + floor + '_p99']:.2f}x")
     profiled = [d for d in drains if d["system"] == "runlane" and d["top_statements"]]
     if profiled:
         d = profiled[0]

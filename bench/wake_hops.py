@@ -149,36 +149,10 @@ async def measure(dsn: str, idle: int, warmup: int, gap: float) -> dict:
 
 # -- the claim's round trip, rung by rung -------------------------------------------------
 
-_OLDEST_QUEUED_CHAT_RUN = """
-    select q.run_id from runlane.runs as q
-    where q.state = 'queued' and q.claim_class >= 0 and q.lane = 'interactive'
-    order by q.claim_class, q.run_id limit 1
-    for update skip locked
-"""
-_CLAIM_UPDATE = f"""
-    update runlane.runs as r
-    set state = 'running', reason = null, fence = r.fence + 1, attempts = r.attempts + 1,
-        lease_owner = 'ladder', lease_expires_at = now() + interval '60 seconds',
-        heartbeat_at = now(), first_started_at = coalesce(r.first_started_at, clock_timestamp())
-    where r.run_id = ({_OLDEST_QUEUED_CHAT_RUN})
-"""
-LADDER_RUN_UPDATE = _CLAIM_UPDATE + "returning r.run_id, r.fence"
-LADDER_ALL_WRITES = f"""
-with claimed as ({_CLAIM_UPDATE} returning r.run_id, r.fence, r.attempts, r.checkpoint),
-journal as (
-    insert into runlane.run_events (run_id, event, detail)
-    select c.run_id, 'run.claimed', jsonb_build_object(
-        'fence', c.fence, 'attempt', c.attempts, 'resumed', c.checkpoint is not null)
-    from claimed as c
-),
-receipt as (
-    update runlane.claim_receipts as rc
-    set claim_key = %(claim_key)s, run_ids = (select array_agg(c.run_id) from claimed as c),
-        fences = (select array_agg(c.fence) from claimed as c), claimed_at = now()
-    where rc.worker_id = 'ladder' and rc.lanes = '{{interactive}}'
-)
-select c.run_id, c.fence from claimed as c
-"""
+# The claim's writes on runlane's runs, with nothing else: durable_compare's floor
+# --on-runlane, the same statements (the key as psycopg sends it).
+LADDER_RUN_UPDATE = floor_worker_module.RUNLANE_CLAIM_UPDATE + "returning r.run_id, r.fence"
+LADDER_ALL_WRITES = floor_worker_module.CLAIM_ON_RUNLANE.replace("$1", "%(claim_key)s")
 LADDER_HANDED_READ = """
     select r.run_id, r.fence from runlane.runs as r
     where r.run_id = %(run_id)s and r.state = 'running' and r.lease_owner = %(worker)s
@@ -236,8 +210,7 @@ def claim_ladder(dsn: str, rounds: int, warmup: int, gap: float) -> dict:
         setup.execute(floor_worker_module.TABLE)
         setup.execute(floor_worker_module.WRITES_TABLES)
         setup.execute(LADDER_HAND_OFF)
-        setup.execute("insert into runlane.claim_receipts (worker_id, lanes, claim_key) "
-                      "values ('ladder', '{interactive}', gen_random_uuid())")
+        setup.execute(floor_worker_module.RUNLANE_RECEIPT)
     publisher = psycopg.connect(dsn, autocommit=True)
     claimers = {False: psycopg.connect(dsn, autocommit=True),
                 True: psycopg.connect(dsn, autocommit=True,
