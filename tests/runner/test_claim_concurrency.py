@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import random
 import threading
-import uuid
 from collections import defaultdict
-from datetime import timedelta
 
 import psycopg
+from worker_parts import worker_claim
 
 from runlane.worker.dispatcher import CLAIM as WORKER_CLAIM
 from runlane.worker.dispatcher import CLAIM_SESSION
@@ -208,9 +207,7 @@ def test_workers_racing_for_a_trickle_skip_the_flush_only_of_the_claims_they_los
             mine.execute(CLAIM_SESSION, {"bound": "200"})
             sessions.add(name)
         with mine.transaction():
-            rows = mine.execute(WORKER_CLAIM, {
-                "worker": name, "lanes": ["interactive"], "limit": 10,
-                "lease": timedelta(seconds=60), "claim_key": uuid.uuid4()}).fetchall()
+            rows = mine.execute(WORKER_CLAIM, worker_claim(name)).fetchall()
             wrote, mode = mine.execute(
                 "select txid_current_if_assigned() is not null, "
                 "current_setting('synchronous_commit')").fetchone()

@@ -17,36 +17,28 @@ from __future__ import annotations
 
 import threading
 import uuid
-from datetime import timedelta
 
 import psycopg
 import pytest
 from worker_helpers import first_chat_run, wait_until_blocked
-from worker_parts import queue_chat_runs
+from worker_parts import claim_connection, queue_chat_runs, worker_claim
 
 from runlane.pgcluster import LocalCluster
-from runlane.worker.dispatcher import CLAIM, CLAIM_SESSION
-
-
-def _params(worker: str, lane: str = "interactive", limit: int = 10) -> dict:
-    """The worker's keyed claim of up to `limit` runs of one lane, under a new key."""
-    return {"worker": worker, "lanes": [lane], "limit": limit,
-            "lease": timedelta(seconds=60), "claim_key": uuid.uuid4()}
+from runlane.worker.dispatcher import CLAIM
 
 
 def _durable(db_dsn: str) -> psycopg.Connection:
-    """A connection whose commits wait for their flush (the test cluster's default is
-    not to: it runs with synchronous_commit off)."""
+    """A client's connection whose commits wait for their flush (the test cluster's
+    default is not to: it runs with synchronous_commit off)."""
     conn = psycopg.connect(db_dsn, autocommit=True)
     conn.execute("set synchronous_commit = on")
     return conn
 
 
-def _worker(db_dsn: str) -> psycopg.Connection:
-    """A claim connection as the worker opens it: autocommit, its session set up."""
-    conn = _durable(db_dsn)
-    conn.execute(CLAIM_SESSION, {"bound": "200"})
-    return conn
+def _worker(dsn: str) -> psycopg.Connection:
+    """The worker's claim connection, its commits waiting for their flush unless the claim
+    says otherwise (what this file checks)."""
+    return claim_connection(dsn, durable=True)
 
 
 def _commit_mode_after(conn: psycopg.Connection, params: dict) -> tuple[list[int], bool, str]:
@@ -81,9 +73,9 @@ def test_a_worker_that_lost_the_run_to_another_commits_without_waiting_for_a_flu
         [run_id] = _background_runs(conn, "org-a", 4, 1)
     with _worker(db_dsn) as winner, _worker(db_dsn) as loser:
         winner.execute("begin")
-        assert [r[0] for r in winner.execute(CLAIM, _params("w-winner", lane))] == [run_id]
+        assert [r[0] for r in winner.execute(CLAIM, worker_claim("w-winner", lane))] == [run_id]
         # the winner has not committed: the loser sees the run queued, and it is locked
-        taken, wrote, mode = _commit_mode_after(loser, _params("w-loser", lane))
+        taken, wrote, mode = _commit_mode_after(loser, worker_claim("w-loser", lane))
         assert (taken, wrote) == ([], True), "the race was not run: the loser wrote nothing"
         assert mode == "off"
         # the winner's claim waits for its flush, as every claim that took a run does
@@ -100,7 +92,7 @@ def test_a_claim_its_organizations_cap_left_empty_commits_without_waiting_for_a_
     with _worker(db_dsn) as winner, _worker(db_dsn) as loser:
         winner.execute("begin")
         # (one run: the winner locks only the first, so the loser can lock the second)
-        assert [r[0] for r in winner.execute(CLAIM, _params("w-winner", "background", 1))] \
+        assert [r[0] for r in winner.execute(CLAIM, worker_claim("w-winner", "background", 1))] \
             == [first]
         loser.execute("set statement_timeout = '20s'")
         pid = loser.execute("select pg_backend_pid()").fetchone()[0]
@@ -108,7 +100,7 @@ def test_a_claim_its_organizations_cap_left_empty_commits_without_waiting_for_a_
 
         def claim() -> None:
             # the loser locks the second run, then waits for the organization's lock
-            result["claim"] = _commit_mode_after(loser, _params("w-loser", "background"))
+            result["claim"] = _commit_mode_after(loser, worker_claim("w-loser", "background"))
 
         thread = threading.Thread(target=claim)
         thread.start()
@@ -125,11 +117,11 @@ def test_a_session_that_did_not_say_its_claims_stand_alone_keeps_its_durability(
     [run_id] = queue_chat_runs(conn, "org-a", "a-1", 1)
     with _worker(db_dsn) as winner, _durable(db_dsn) as caller:
         winner.execute("begin")
-        assert [r[0] for r in winner.execute(CLAIM, _params("w-winner"))] == [run_id]
+        assert [r[0] for r in winner.execute(CLAIM, worker_claim("w-winner"))] == [run_id]
         # a client's own transaction, which may write more after its claim
-        assert _commit_mode_after(caller, _params("w-client")) == ([], True, "on")
+        assert _commit_mode_after(caller, worker_claim("w-client")) == ([], True, "on")
         caller.execute("set runlane.autocommit_claims = off")
-        assert _commit_mode_after(caller, _params("w-client")) == ([], True, "on")
+        assert _commit_mode_after(caller, worker_claim("w-client")) == ([], True, "on")
         winner.execute("commit")
 
 
@@ -137,10 +129,10 @@ def test_a_malformed_setting_is_refused_and_loses_nothing(conn, db_dsn):
     [run_id] = queue_chat_runs(conn, "org-a", "a-1", 1)
     with _worker(db_dsn) as winner, _durable(db_dsn) as caller:
         winner.execute("begin")
-        assert [r[0] for r in winner.execute(CLAIM, _params("w-winner"))] == [run_id]
+        assert [r[0] for r in winner.execute(CLAIM, worker_claim("w-winner"))] == [run_id]
         caller.execute("set runlane.autocommit_claims = 'yes please'")
         with pytest.raises(psycopg.errors.InvalidParameterValue) as refused:
-            caller.execute(CLAIM, _params("w-client"))
+            caller.execute(CLAIM, worker_claim("w-client"))
         assert "runlane.autocommit_claims must be on or off" in str(refused.value)
         assert "'yes please'" in str(refused.value)
         winner.execute("commit")
@@ -168,9 +160,9 @@ def test_a_crash_that_loses_the_losers_commit_loses_nothing():
         loser_key = uuid.uuid4()
         with _worker(dsn) as winner, _worker(dsn) as loser:
             winner.execute("begin")
-            assert [r[0] for r in winner.execute(CLAIM, _params("w-winner"))] == [run_id]
+            assert [r[0] for r in winner.execute(CLAIM, worker_claim("w-winner"))] == [run_id]
             loser.execute("begin")
-            assert loser.execute(CLAIM, {**_params("w-loser"), "claim_key": loser_key}
+            assert loser.execute(CLAIM, worker_claim("w-loser", key=loser_key)
                                  ).fetchall() == []
             # the loser's first claim created its receipt and its bound's row: the writes
             # the crash will take
@@ -197,7 +189,7 @@ def test_a_crash_that_loses_the_losers_commit_loses_nothing():
                                 ).fetchone()[0] == [run_id]
         with _worker(dsn) as loser:
             # its reply said "nothing"; the same key again finds nothing to claim either
-            assert loser.execute(CLAIM, {**_params("w-loser"), "claim_key": loser_key}
+            assert loser.execute(CLAIM, worker_claim("w-loser", key=loser_key)
                                  ).fetchall() == []
     finally:
         cluster.destroy()

@@ -13,19 +13,12 @@ from __future__ import annotations
 
 import threading
 import uuid
-from datetime import timedelta
 
 import psycopg
 from worker_helpers import wait_until_blocked
-from worker_parts import queue_chat_runs
+from worker_parts import claim_connection, queue_chat_runs, worker_claim
 
-from runlane.worker.dispatcher import CLAIM, CLAIM_SESSION
-
-
-def _params(worker: str, key: uuid.UUID) -> dict:
-    """The worker's keyed claim of up to 10 chat runs."""
-    return {"worker": worker, "lanes": ["interactive"], "limit": 10,
-            "lease": timedelta(seconds=60), "claim_key": key}
+from runlane.worker.dispatcher import CLAIM
 
 
 def _claim(conn: psycopg.Connection, worker: str,
@@ -33,21 +26,14 @@ def _claim(conn: psycopg.Connection, worker: str,
     """The worker's keyed claim in a transaction of its own: (rows, the transaction's id
     if it was given one)."""
     with conn.transaction():
-        rows = conn.execute(CLAIM, _params(worker, key)).fetchall()
+        rows = conn.execute(CLAIM, worker_claim(worker, key=key)).fetchall()
         xid = conn.execute("select txid_current_if_assigned()").fetchone()[0]
     return rows, xid
 
 
-def _worker(db_dsn: str) -> psycopg.Connection:
-    """A claim connection as the worker opens it: autocommit, with its bound set."""
-    conn = psycopg.connect(db_dsn, autocommit=True)
-    conn.execute(CLAIM_SESSION, {"bound": "200"})
-    return conn
-
-
 def test_an_empty_queue_is_claimed_without_a_write(conn, db_dsn):
     queue_chat_runs(conn, "org-a", "a-1", 0)
-    with _worker(db_dsn) as worker:
+    with claim_connection(db_dsn) as worker:
         rows, xid = _claim(worker, "w-1", uuid.uuid4())
         assert rows == []
         assert xid is None, "the empty claim took a transaction id: it wrote"
@@ -59,7 +45,7 @@ def test_a_run_not_awake_yet_is_no_reason_to_write(conn, db_dsn):
     [run_id] = queue_chat_runs(conn, "org-a", "a-1", 1)
     conn.execute("update runlane.runs set wake_at = now() + interval '1 hour' "
                  "where run_id = %s", (run_id,))
-    with _worker(db_dsn) as worker:
+    with claim_connection(db_dsn) as worker:
         rows, xid = _claim(worker, "w-1", uuid.uuid4())
     assert (rows, xid) == ([], None)
     assert conn.execute("select state, fence from runlane.runs where run_id = %s",
@@ -68,7 +54,7 @@ def test_a_run_not_awake_yet_is_no_reason_to_write(conn, db_dsn):
 
 def test_the_workers_that_lost_the_run_write_nothing(conn, db_dsn):
     [run_id] = queue_chat_runs(conn, "org-a", "a-1", 1)
-    with _worker(db_dsn) as winner, _worker(db_dsn) as loser:
+    with claim_connection(db_dsn) as winner, claim_connection(db_dsn) as loser:
         rows, xid = _claim(winner, "w-winner", uuid.uuid4())
         assert [r[0] for r in rows] == [run_id] and xid is not None
         # the same notification woke the other worker; its claim comes after the commit
@@ -79,7 +65,7 @@ def test_the_workers_that_lost_the_run_write_nothing(conn, db_dsn):
 def test_a_resend_with_an_empty_queue_still_returns_the_claimed_runs(conn, db_dsn):
     ids = queue_chat_runs(conn, "org-a", "a-1", 3)
     key = uuid.uuid4()
-    with _worker(db_dsn) as worker:
+    with claim_connection(db_dsn) as worker:
         first, _ = _claim(worker, "w-1", key)
         assert [r[0] for r in first] == ids
         # the reply was lost; the queue is empty now, and the resend carries the same key
@@ -97,8 +83,8 @@ def test_a_resend_racing_its_original_waits_for_it_even_when_the_queue_looks_emp
         conn, db_dsn):
     ids = queue_chat_runs(conn, "org-a", "a-1", 2)
     key = uuid.uuid4()
-    params = _params("w-1", key)
-    with _worker(db_dsn) as original, _worker(db_dsn) as resend:
+    params = worker_claim("w-1", key=key)
+    with claim_connection(db_dsn) as original, claim_connection(db_dsn) as resend:
         original.execute("begin")
         taken = [r[0] for r in original.execute(CLAIM, params).fetchall()]
         assert taken == ids  # not committed yet: the resend's snapshot sees them queued

@@ -4,7 +4,9 @@ time, against the test's real PostgreSQL database: nothing here stands in for it
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -13,6 +15,7 @@ from psycopg.rows import dict_row
 from runlane.agents.echo import agent
 from runlane.worker.config import WorkerConfig
 from runlane.worker.db import Database
+from runlane.worker.dispatcher import CLAIM_SESSION
 
 # The reporting claim form the worker sends (six arguments), for runs claimed by a test.
 CLAIM_ROWS = """
@@ -29,6 +32,25 @@ def queue_chat_runs(conn: psycopg.Connection, org: str, agent: str, runs: int) -
     conn.execute("select runlane_test.agent(%s, %s)", (agent, org))
     return [r[0] for r in conn.execute(
         "select runlane_test.chat_backlog(%s, %s, %s)", (agent, runs, f"{agent}-")).fetchall()]
+
+
+def worker_claim(worker: str, lane: str = "interactive", limit: int = 10,
+                 key: uuid.UUID | None = None) -> dict[str, Any]:
+    """The parameters of the worker's keyed claim (dispatcher.CLAIM) of up to `limit` runs
+    of one lane, with a lease of 60 s, under `key` (a new one unless given)."""
+    return {"worker": worker, "lanes": [lane], "limit": limit,
+            "lease": timedelta(seconds=60), "claim_key": key or uuid.uuid4()}
+
+
+def claim_connection(dsn: str, durable: bool = False) -> psycopg.Connection:
+    """A claim connection as the worker opens it: autocommit, its session set up
+    (dispatcher.CLAIM_SESSION, bound 200). durable: its commits wait for their flush (the
+    test cluster runs with synchronous_commit off)."""
+    conn = psycopg.connect(dsn, autocommit=True)
+    if durable:
+        conn.execute("set synchronous_commit = on")
+    conn.execute(CLAIM_SESSION, {"bound": "200"})
+    return conn
 
 
 def config(dsn: str, **options: Any) -> WorkerConfig:
