@@ -55,7 +55,8 @@ import statistics
 import sys
 import time
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
+from pathlib import Path
 from typing import NamedTuple
 
 import psycopg
@@ -279,6 +280,144 @@ def claim_ladder(dsn: str, rounds: int, warmup: int, gap: float) -> dict:
     return rungs
 
 
+# -- inside claim_runs: the idle claim's time, part by part --------------------------------
+
+CLAIM_RUNS_SQL = Path(__file__).resolve().parent.parent / "sql/functions/dispatch/claim_runs.sql"
+
+# Where a mark is taken in the marked copy: before each of these lines of claim_runs (the
+# part named ends there). A change of claim_runs that moves one fails here, loudly.
+PART_ENDS = (
+    ("arguments checked", "    if p_claim_key is not null then\n        -- GUARD: a resend"),
+    ("queue probe + receipt lock",
+     "        if not v_eligible and v_key is distinct from p_claim_key then"),
+    ("resend checks", "    -- The per-worker organization bound (runlane._max_per_org): a plain"),
+    ("the worker's bound row locked", "    -- GUARD: an idle queue, the chat latency"),
+    ("idle statement: find, lock, order", "        if v_idle and cardinality(v_accepted) = 0 then"),
+    ("fence floor", "    -- The claim, one statement:"),
+    ("claim statement", "    -- The receipt: the claimed runs in claim order"),
+    ("receipt written", "    -- Every run locked was left queued"),
+)
+PARTS = (*(name for name, _ in PART_ENDS), "the rest", "in the function")
+
+# The claim statement's parts, each taken out of a copy of its own: what the part costs
+# is what its copy saves (none of these copies is a claim anyone should use).
+_TIMING_ROW = """runlane._timing_of(o.run, coalesce(m.created_at, (o.run).created_at))
+        || jsonb_build_object('event', 'run.execution_started')"""
+_ITERATION_CAP = """(
+            select s.agent_iteration_cap
+            from runlane.platform_settings as s
+            where s.org_id = (o.run).org_id
+        )"""
+
+
+def _claim_runs_source() -> str:
+    """The six-argument claim_runs, as installed (its file, up to its comment)."""
+    text = CLAIM_RUNS_SQL.read_text()
+    start = text.index("create or replace function runlane.claim_runs(")
+    return text[start:text.index("comment on function runlane.claim_runs(text, text[], int, "
+                                 "interval, uuid, boolean)")]
+
+
+def _between(text: str, start: str, end: str) -> str:
+    return text[text.index(start):text.index(end)]
+
+
+def _copy_edits(source: str) -> dict[str, list[tuple[str, str]]]:
+    """The copies: claim_runs as it is, and without each part of its claim statement."""
+    source_row = _between(source, "    left join lateral (\n        select source.created_at",
+                          "    order by o.position;")
+    journal = _between(source, "    journal as (\n        insert into runlane.run_events",
+                       "    select\n        (o.run).run_id,")
+    select = "\n    select\n        (o.run).run_id"
+    journal_end = ("    )," + select, "    )" + select)
+    no_timing = [(_TIMING_ROW, "null::jsonb"), (source_row, "")]
+    no_journal = [(journal, ""), journal_end]
+    return {"as is": [],
+            "no timing row": no_timing,
+            "no journal row": no_journal,
+            "no iteration cap": [(_ITERATION_CAP, "null::int")],
+            "the UPDATE alone": [*no_timing, *no_journal, (_ITERATION_CAP, "null::int")]}
+
+
+def _marked_copy(source: str, name: str, edits: list[tuple[str, str]]) -> str:
+    """claim_runs as public.<name>, with clock marks at PART_ENDS and the edits made; it
+    raises the marks as a notice before it returns (an idle claim's one way out)."""
+    text = source.replace("runlane.claim_runs(", f"public.{name}(", 1)
+    text = text.replace("    v_eligible boolean;\n", "    v_eligible boolean;\n"
+                        "    v_marks timestamptz[] := array[clock_timestamp()];\n", 1)
+    for old, new in [*((end, None) for _, end in PART_ENDS), *edits]:
+        if text.count(old) != 1:
+            raise RuntimeError(f"claim_runs changed: {old.strip()[:60]!r} is not in it once; "
+                               f"update bench/wake_hops.py")
+        if new is None:
+            indent = old[:len(old) - len(old.lstrip())]
+            new = f"{indent}v_marks := v_marks || clock_timestamp();\n{old}"
+        text = text.replace(old, new)
+    last = text.rindex("end;\n$$;")
+    return (text[:last] + "    v_marks := v_marks || clock_timestamp();\n"
+            "    raise notice '%', v_marks;\n" + text[last:])
+
+
+def claim_parts(dsn: str, rounds: int, warmup: int, gap: float) -> dict:
+    """Each part's p50 (us) inside claim_runs for one idle chat claim after `gap` seconds,
+    from marked copies of it taken in turn; and each copy's round trip (ms)."""
+    source = _claim_runs_source()
+    copies = {label: f"wake_hops_claim_{n}" for n, label in enumerate(_copy_edits(source))}
+    with psycopg.connect(dsn, autocommit=True) as setup:
+        for label, edits in _copy_edits(source).items():
+            setup.execute(_marked_copy(source, copies[label], edits))
+    publisher = psycopg.connect(dsn, autocommit=True)
+    claimer = psycopg.connect(dsn, autocommit=True)
+    notices: list[str] = []
+    claimer.add_notice_handler(lambda diag: notices.append(diag.message_primary or ""))
+    claimer.execute(dispatcher_module.CLAIM_SESSION, {"bound": str(WorkerConfig.max_per_org)})
+    took = {label: {part: [] for part in PARTS} for label in copies}
+    trips: dict[str, list[float]] = {label: [] for label in copies}
+    try:
+        for i in range(warmup + rounds):
+            labels = list(copies) if i % 2 == 0 else list(reversed(copies))
+            for label in labels:
+                run_id = publisher.execute(
+                    "select run_id from runlane.submit_message('agent1', %s, 'parts')",
+                    (f"parts-{i}-{copies[label]}",)).fetchone()[0]
+                publisher.execute("select runlane.publish_run(%s)", (run_id,), prepare=True)
+                time.sleep(gap)
+                notices.clear()
+                started = time.perf_counter()
+                claim = dispatcher_module.CLAIM.replace("runlane.claim_runs(",
+                                                        f"public.{copies[label]}(")
+                rows = claimer.execute(
+                    claim,
+                    {"worker": "parts-worker", "lanes": ["interactive"], "limit": 10,
+                     "lease": LEASE, "claim_key": uuid.uuid4()}, prepare=True).fetchall()
+                ms = (time.perf_counter() - started) * 1000
+                if [r[0] for r in rows] != [run_id] or len(notices) != 1:
+                    raise RuntimeError(f"copy {label!r} claimed {[r[0] for r in rows]} (not "
+                                       f"[{run_id}]) with {len(notices)} notices")
+                publisher.execute("select runlane.finish_run(%s::bigint, %s::bigint, "
+                                  "'succeeded')", (run_id, rows[0][1]))
+                if i < warmup:
+                    continue
+                marks = [datetime.fromisoformat(m.strip('"'))
+                         for m in notices[0].strip("{}").split(",")]
+                if len(marks) != len(PART_ENDS) + 2:
+                    raise RuntimeError(f"copy {label!r} took {len(marks)} marks: not the "
+                                       f"idle path")
+                spans = [(b - a).total_seconds() * 1e6
+                         for a, b in zip(marks, [*marks[1:], marks[0]], strict=True)]
+                spans[-1] = (marks[-1] - marks[0]).total_seconds() * 1e6  # the whole
+                for part, us in zip(PARTS, spans, strict=True):
+                    took[label][part].append(us)
+                trips[label].append(ms)
+    finally:
+        publisher.close()
+        claimer.close()
+    return {label: {"parts_p50_us": {part: round(statistics.median(us), 1)
+                                     for part, us in took[label].items()},
+                    "round_trip_p50_ms": round(statistics.median(trips[label]), 3)}
+            for label in copies}
+
+
 def parse(argv):
     ap = argparse.ArgumentParser(prog="python -m bench wake_hops", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -287,11 +426,15 @@ def parse(argv):
     ap.add_argument("--warmup", type=int, default=20, help="unmeasured wake-ups first")
     ap.add_argument("--gap", type=float, default=0.02, help="seconds between messages")
     ap.add_argument("--ladder", type=int, help="rounds of the claim ladder (200; quick 60)")
+    ap.add_argument("--parts", type=int,
+                    help="rounds of claim_runs' marked copies (150; quick 50)")
     args = ap.parse_args(argv)
     if args.idle is None:
         args.idle = 100 if args.quick else 300
     if args.ladder is None:
         args.ladder = 60 if args.quick else 200
+    if args.parts is None:
+        args.parts = 50 if args.quick else 150
     return args
 
 
@@ -313,6 +456,7 @@ def main(argv=None) -> list[str]:
                 "order by calls desc limit 1",
                 ("%runlane.claim_runs(%p_claim_key%",)).fetchone()
         ladder = claim_ladder(dsn, args.ladder, args.warmup, args.gap)
+        parts = claim_parts(dsn, args.parts, args.warmup, args.gap)
         info = _common.machine(pg)
     finally:
         pg.destroy()
@@ -336,12 +480,22 @@ def main(argv=None) -> list[str]:
         rung = ladder[name]
         lines.append(f"  {name:<42} publish {rung['publish_p50_ms']:>6.3f} + claim "
                      f"{rung['p50_ms']:>6.3f}: {rung['end_to_end_p50_ms']:>6.3f} ms")
+    lines.append(f"inside claim_runs, one idle chat claim after {args.gap * 1000:.0f} ms idle, "
+                 f"p50 us per part, {args.parts} rounds (marked copies, taken in turn; each "
+                 f"later copy leaves one part of the claim statement out):")
+    lines.append(f"  {'':<36}" + "".join(f"{label:>17}" for label in parts))
+    for part in PARTS:
+        lines.append(f"  {part:<36}" + "".join(
+            f"{parts[label]['parts_p50_us'][part]:>17.1f}" for label in parts))
+    lines.append(f"  {'round trip, ms':<36}" + "".join(
+        f"{parts[label]['round_trip_p50_ms']:>17.3f}" for label in parts))
     lines.append(f"  ({time.monotonic() - started:.0f} s)")
     for line in lines:
         print(line, flush=True)
     _common.write_result("wake_hops", {"machine": info, "settings": dc.DURABLE_SETTINGS,
                                       "idle": args.idle, "gap_s": args.gap, "hops": hops,
                                       "claim_ladder": {"rounds": args.ladder, "rungs": ladder},
+                                      "claim_parts": {"rounds": args.parts, "copies": parts},
                                       "claim_statement_us": float(claim_us[0]) if claim_us
                                       else None})
     return lines
