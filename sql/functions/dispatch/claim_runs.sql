@@ -37,8 +37,11 @@
 -- * Few statements on the common path: an idle chat claim (no background lane asked for,
 --   every eligible run fits in p_limit, none bound to a computer or a timer) is one
 --   statement that finds, locks, orders and bounds its runs and one that claims them
---   (update, journal, returned rows); an empty claim is the first of them (with the
---   background lane: one probe of runs_claim_order_idx). The class-0 window also
+--   (update, journal, returned rows). It reads its own lane's queue only (one descent of
+--   runs_fair_claim_idx per class, at most p_limit + 1 entries) and locks by primary key:
+--   a background backlog (a schedule storm held back by caps) costs it nothing. An empty
+--   claim is the first of them (with the background lane: one probe of
+--   runs_claim_order_idx). The class-0 window also
 --   answers for class 1 when it holds class-1 rows; the cap machinery (organization
 --   locks and counts) runs only when a background run was locked or two locked runs
 --   share a computer, the computer lease only for computer-bound runs. Plans are
@@ -414,14 +417,27 @@ begin
     if not 'background' = any(p_lanes)
        and coalesce(current_setting('runlane.claim_backlog', true), '') <> 'on' then
         with eligible as materialized (
-            select r.run_id, r.org_id, r.claim_class, r.computer_id, r.timer_routine
-            from runlane.runs as r
-            where r.state = 'queued'
-              and r.claim_class >= 0
-              and r.lane = any(p_lanes)
-              and (r.wake_at is null or r.wake_at <= now())
-            order by r.claim_class, r.run_id
-            limit p_limit + 1
+            -- Up to p_limit + 1 eligible runs of the lanes, read as the probe reads them
+            -- (runs_fair_claim_idx, one descent per class and lane, in its order): never
+            -- a walk of another lane's queued runs. Enough to decide: when they are
+            -- p_limit or fewer they are every eligible run; otherwise they are too many,
+            -- and the fair path orders the queue. (A read in claim order, through
+            -- runs_claim_order_idx, stepped over every queued background run to fill
+            -- p_limit + 1 chat candidates: 2,000 queued runs read on every chat claim.)
+            select e.run_id, e.org_id, e.claim_class, e.computer_id, e.timer_routine
+            from unnest(p_lanes) as l (lane)
+            cross join unnest(array[0, 1]::smallint[]) as k (claim_class)
+            cross join lateral (
+                select r.run_id, r.org_id, r.claim_class, r.computer_id, r.timer_routine
+                from runlane.runs as r
+                where r.state = 'queued'
+                  and r.claim_class = k.claim_class
+                  and r.lane = l.lane
+                  and (r.wake_at is null or r.wake_at <= now())
+                order by r.org_id, r.run_id
+                limit p_limit + 1
+            ) as e
+            limit p_limit + 1  -- (class 1 is not read when class 0 alone is too many)
         ),
         fits as (
             select
@@ -431,13 +447,23 @@ begin
             from eligible as e
         ),
         locked as (
-            select r.run_id
-            from runlane.runs as r
-            where r.run_id in (select e.run_id from eligible as e)
-              and (select f.all_taken from fits as f)
-              and r.state = 'queued'
-              and (r.wake_at is null or r.wake_at <= now())
-            for update of r skip locked
+            -- (one probe of runs_pkey per candidate, whatever the statistics say: a semi
+            -- join was planned as a scan of every queued run, or of the whole table. The
+            -- state test is written "is true" so that no partial index of unfinished runs
+            -- qualifies: planned on a nearly empty table, one of them tied with the
+            -- primary key, and the probe walked every queued run. The fence as locked is
+            -- the receipt's: no second read of the runs.)
+            select k.run_id, k.fence
+            from eligible as e
+            cross join lateral (
+                select r.run_id, r.fence
+                from runlane.runs as r
+                where r.run_id = e.run_id
+                  and (select f.all_taken from fits as f)
+                  and (r.state = 'queued') is true
+                  and (r.wake_at is null or r.wake_at <= now())
+                for update of r skip locked
+            ) as k
         ),
         ordered as (
             -- round = the run's round in the fair order; org_rank = its place among its
@@ -473,9 +499,15 @@ begin
                 left join held as h on h.org_id = o.org_id
                 where v_max_per_org is null
                    or o.org_rank <= v_max_per_org - coalesce(h.running, 0)
-            ), '{}')
-        into v_idle, v_accepted
-        from fits as f;
+            ), '{}'),
+            lk.run_ids,
+            lk.fences
+        into v_idle, v_accepted, v_locked, v_locked_fences
+        from fits as f
+        cross join (
+            select coalesce(array_agg(k.run_id), '{}'), coalesce(array_agg(k.fence), '{}')
+            from locked as k
+        ) as lk (run_ids, fences);
 
         if v_idle and cardinality(v_accepted) = 0 then
             perform runlane._commit_empty_claim_without_flush();  -- (locks only; see there)
@@ -1154,15 +1186,15 @@ begin
     -- The receipt: the claimed runs in claim order (those of v_accepted now running: we
     -- hold their locks), then the skipped ones with fence -1. A statement of its own, only
     -- for a keyed claim: the unkeyed forms run on schemas older than claim_receipts
-    -- (an upgrade's expand step, 0002). On the fair path without computer-bound runs
-    -- every accepted run was claimed, under greatest(its fence as locked + 1, the floor),
-    -- the claim's own expression: the receipt comes from the arrays in hand, no second
-    -- read of the runs. The idle path (it keeps no fences) and claims with computer-bound
-    -- runs (one may have lost its lease race) read the runs again: one branch runs, the
-    -- other's one-time condition is false.
+    -- (an upgrade's expand step, 0002). On the idle path (never a computer-bound run)
+    -- and on the fair path without computer-bound runs every accepted run was claimed,
+    -- under greatest(its fence as locked + 1, the floor), the claim's own expression: the
+    -- receipt comes from the arrays in hand, no second read of the runs. Claims with
+    -- computer-bound runs (one may have lost its lease race) read the runs again: one
+    -- branch runs, the other's one-time condition is false.
     if p_claim_key is not null
        and (v_created or cardinality(v_accepted) > 0 or cardinality(v_skipped) > 0) then
-        v_from_arrays := not v_idle and cardinality(v_computers) = 0;
+        v_from_arrays := v_idle or cardinality(v_computers) = 0;
         update runlane.claim_receipts as c
         set claim_key = p_claim_key,
             run_ids = w.run_ids || v_skipped,
