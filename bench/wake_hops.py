@@ -42,7 +42,16 @@ transaction, the bench's own function) and printed with the claim as one sum, pu
 the worker holding the run: what a hand-off saves end to end, apart from what it moves
 out of the worker's wake-up into the publisher's call.
 
-    python -m bench wake_hops [--quick] [--idle N] [--gap S] [--ladder N]
+Then claim_runs from inside: marked copies of it (clock marks between its statements)
+claim one chat run each after the same idleness, in turn; the first as it is, the others
+each without one part of its claim statement (the timing row, the journal row, the
+iteration cap, all three): each part's time, and what a part of the claim costs.
+
+With --storm N, N background runs wait in the queue behind their organization's cap the
+whole time (a schedule storm): the chat wake-up beside a background backlog.
+
+    python -m bench wake_hops [--quick] [--idle N] [--gap S] [--ladder N] [--parts N]
+                              [--storm N]
 
 A diagnostic for issue 15's latency goal, never a test: it asserts nothing about time.
 """
@@ -418,6 +427,22 @@ def claim_parts(dsn: str, rounds: int, warmup: int, gap: float) -> dict:
             for label in copies}
 
 
+# A schedule storm held back by its organization's cap (--storm N): N queued background
+# runs of an organization allowed one running run, one agent each (every fourth a "Run
+# now" run, claim class 0; the others scheduled, class 1), analyzed, as autovacuum would.
+STORM = """
+insert into runlane.platform_settings (org_id, agent_max_concurrency) values ('storm', 1);
+insert into runlane.users (user_id, org_id) values ('storm-owner', 'storm');
+insert into runlane.agents (agent_id, org_id, owner_id, model, prompt)
+select 'storm' || g, 'storm', 'storm-owner', 'noop', 'do nothing'
+from generate_series(1, %(runs)s::int) as g;
+insert into runlane.runs (org_id, agent_id, lane, trigger, prompt, model)
+select 'storm', 'storm' || g, 'background',
+       case when g %% 4 = 0 then 'manual' else 'scheduled' end, 'do nothing', 'noop'
+from generate_series(1, %(runs)s::int) as g;
+"""
+
+
 def parse(argv):
     ap = argparse.ArgumentParser(prog="python -m bench wake_hops", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -426,6 +451,9 @@ def parse(argv):
     ap.add_argument("--warmup", type=int, default=20, help="unmeasured wake-ups first")
     ap.add_argument("--gap", type=float, default=0.02, help="seconds between messages")
     ap.add_argument("--ladder", type=int, help="rounds of the claim ladder (200; quick 60)")
+    ap.add_argument("--storm", type=int, default=0,
+                    help="queued background runs held back by their cap, beside the chat "
+                         "traffic (0)")
     ap.add_argument("--parts", type=int,
                     help="rounds of claim_runs' marked copies (150; quick 50)")
     args = ap.parse_args(argv)
@@ -447,6 +475,9 @@ def main(argv=None) -> list[str]:
         dc.runlane_template(pg)
         dsn = pg.dsn_for(dc.TEMPLATE)
         with psycopg.connect(dsn, autocommit=True) as conn:
+            if args.storm:
+                conn.execute(STORM, {"runs": args.storm})
+                conn.execute("analyze runlane.runs")
             conn.execute("create extension if not exists pg_stat_statements")
             conn.execute("select pg_stat_statements_reset()")
             hops = asyncio.run(measure(dsn, args.idle, args.warmup, args.gap))
@@ -460,8 +491,10 @@ def main(argv=None) -> list[str]:
         info = _common.machine(pg)
     finally:
         pg.destroy()
+    storm = (f", {args.storm} background runs queued behind their cap" if args.storm
+             else "")
     lines = [f"idle wake-up hops, one in-process worker, one chat message every "
-             f"{args.gap * 1000:.0f} ms, {args.idle} measured, durable commits:"]
+             f"{args.gap * 1000:.0f} ms, {args.idle} measured, durable commits{storm}:"]
     for name, _, _ in HOPS:
         lines.append(f"  {name:<28} p50 {hops[name]['p50_ms']:>7.3f}  "
                      f"p99 {hops[name]['p99_ms']:>7.3f} ms")
@@ -493,7 +526,8 @@ def main(argv=None) -> list[str]:
     for line in lines:
         print(line, flush=True)
     _common.write_result("wake_hops", {"machine": info, "settings": dc.DURABLE_SETTINGS,
-                                      "idle": args.idle, "gap_s": args.gap, "hops": hops,
+                                      "storm": args.storm, "idle": args.idle,
+                                      "gap_s": args.gap, "hops": hops,
                                       "claim_ladder": {"rounds": args.ladder, "rungs": ladder},
                                       "claim_parts": {"rounds": args.parts, "copies": parts},
                                       "claim_statement_us": float(claim_us[0]) if claim_us

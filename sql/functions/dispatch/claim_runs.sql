@@ -18,7 +18,8 @@
 --   run waits behind at most one run of each other organization (a claim of 2 or more
 --   right after it takes it when only one organization was ahead).
 -- * Cost follows organizations, never queued rows. First a window of the class's oldest
---   eligible runs (4 x the candidates wanted, runs_claim_order_idx): its round robin
+--   eligible runs (4 x the candidates wanted, runs_lane_claim_order_idx, each lane's
+--   queue read on its own: never a walk of the other lane's): its round robin
 --   order is exact when it holds the whole class or one run of enough organizations,
 --   the usual case. Otherwise (a few organizations own the oldest runs) a loose index
 --   scan (runs_fair_claim_idx) descends once per (lane, organization) with queued runs
@@ -40,8 +41,7 @@
 --   (update, journal, returned rows). It reads its own lane's queue only (one descent of
 --   runs_fair_claim_idx per class, at most p_limit + 1 entries) and locks by primary key:
 --   a background backlog (a schedule storm held back by caps) costs it nothing. An empty
---   claim is the first of them (with the background lane: one probe of
---   runs_claim_order_idx). The class-0 window also
+--   claim is the first of them. The class-0 window also
 --   answers for class 1 when it holds class-1 rows; the cap machinery (organization
 --   locks and counts) runs only when a background run was locked or two locked runs
 --   share a computer, the computer lease only for computer-bound runs. Plans are
@@ -421,9 +421,9 @@ begin
             -- (runs_fair_claim_idx, one descent per class and lane, in its order): never
             -- a walk of another lane's queued runs. Enough to decide: when they are
             -- p_limit or fewer they are every eligible run; otherwise they are too many,
-            -- and the fair path orders the queue. (A read in claim order, through
-            -- runs_claim_order_idx, stepped over every queued background run to fill
-            -- p_limit + 1 chat candidates: 2,000 queued runs read on every chat claim.)
+            -- and the fair path orders the queue. (A read of both lanes in claim order
+            -- stepped over every queued background run to fill p_limit + 1 chat
+            -- candidates: 2,000 queued runs read on every chat claim.)
             select e.run_id, e.org_id, e.claim_class, e.computer_id, e.timer_routine
             from unnest(p_lanes) as l (lane)
             cross join unnest(array[0, 1]::smallint[]) as k (claim_class)
@@ -639,9 +639,9 @@ begin
                     -- loose scan steps over it in one descent.
                     null;
                 else
-                    -- GUARD: the window, the oldest eligible runs of this class and later ones
-                    -- in claim order (runs_claim_order_idx). Every eligible run of the class
-                    -- older than the window's newest is in it, so its round robin order is
+                    -- GUARD: the window, the oldest eligible runs of this class and later
+                    -- ones in claim order (runs_lane_claim_order_idx). Every eligible run of
+                    -- the class older than the window's newest is in it, so its order is
                     -- exact when it holds the whole class or when its first round alone (one
                     -- run per organization) fills v_need. Class-1 rows in a class-0 window
                     -- are kept for class 1 (the class-0 rows all came before them). No
@@ -650,7 +650,7 @@ begin
                     -- the statistics, "org_id <> all($n)" is estimated to keep no row, and
                     -- the generic plan then read the whole queue through a bitmap and sorted
                     -- it (10-15 ms at 20,000 queued runs) instead of stopping after
-                    -- 4 x v_need entries of runs_claim_order_idx.
+                    -- 4 x v_need entries of the claim-order index.
                     select
                         coalesce(array_agg(w.run_id order by w.round, w.run_id)
                             filter (where w.claim_class = v_class), '{}'),
@@ -675,23 +675,34 @@ begin
                                 partition by c.claim_class, c.org_id order by c.run_id
                             ) as round
                         from (
-                            -- (claim_class >= and the full index order keep the planner on
-                            -- runs_claim_order_idx, never on a primary-key walk through history)
-                            select r.run_id, r.org_id, r.claim_class
-                            from runlane.runs as r
-                            where r.state = 'queued'
-                              and r.claim_class >= v_class
-                              and r.lane = any(p_lanes)
-                              and r.run_id <> all(v_tried)
-                              and (r.wake_at is null or r.wake_at <= now())
-                              and (r.computer_id is null or not exists (
-                                  select 1
-                                  from runlane.computer_leases as cl
-                                  where cl.computer_id = r.computer_id
-                                    and cl.expires_at > now()
-                                    and cl.run_id <> r.run_id
-                              ))
-                            order by r.claim_class, r.run_id
+                            -- Each lane's oldest, merged: every one of the 4 x v_need oldest
+                            -- of the lanes is among its own lane's 4 x v_need oldest. (One
+                            -- read per lane, runs_lane_claim_order_idx: a read of both lanes
+                            -- in claim order stepped over every queued run of the other lane,
+                            -- 5,000 background runs on every claim of a chat backlog.)
+                            select o.run_id, o.org_id, o.claim_class
+                            from unnest(p_lanes) as l (lane)
+                            cross join lateral (
+                                -- (claim_class >= and the full index order keep the planner
+                                -- on the index, never on a primary-key walk through history)
+                                select r.run_id, r.org_id, r.claim_class
+                                from runlane.runs as r
+                                where r.state = 'queued'
+                                  and r.lane = l.lane
+                                  and r.claim_class >= v_class
+                                  and r.run_id <> all(v_tried)
+                                  and (r.wake_at is null or r.wake_at <= now())
+                                  and (r.computer_id is null or not exists (
+                                      select 1
+                                      from runlane.computer_leases as cl
+                                      where cl.computer_id = r.computer_id
+                                        and cl.expires_at > now()
+                                        and cl.run_id <> r.run_id
+                                  ))
+                                order by r.claim_class, r.run_id
+                                limit 4 * v_need
+                            ) as o
+                            order by o.claim_class, o.run_id
                             limit 4 * v_need
                         ) as c
                     ) as w;

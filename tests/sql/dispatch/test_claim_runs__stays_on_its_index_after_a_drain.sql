@@ -4,7 +4,7 @@
 -- drain; plans are cached for the session), a later claim reads the queued runs
 -- through runs_fair_claim_idx, never a walk of runs_pkey that filters out every
 -- finished run (the rounds statement did: quadratic over a drain, issue 15). And its fair
--- window reads the oldest queued runs in runs_claim_order_idx order and stops after 4 x
+-- window reads the oldest queued runs in runs_lane_claim_order_idx order and stops after 4 x
 -- the runs it needs: a window that also named the organizations left out ("org_id <>
 -- all(...)", estimated to keep no row under one organization's statistics) was planned
 -- as a bitmap read of the whole queue and a sort (10-15 ms for a worker's first claim at
@@ -49,7 +49,7 @@ select is(
 -- (runlane.claim_skip_window): the next claim is told to read it again.
 select set_config('runlane.claim_skip_window', 'off', false);
 create temp table before_window on commit drop as
-select pg_stat_get_xact_tuples_returned('runlane.runs_claim_order_idx'::regclass) as entries;
+select pg_stat_get_xact_tuples_returned('runlane.runs_lane_claim_order_idx'::regclass) as entries;
 create temp table window_claimed on commit drop as
 select c.run_id
 from runlane.claim_runs('w0', array['interactive'], 10) as c;
@@ -66,14 +66,14 @@ select is(
     'the window claim takes the next ten oldest runs'
 );
 select cmp_ok(
-    pg_stat_get_xact_tuples_returned('runlane.runs_claim_order_idx'::regclass)
+    pg_stat_get_xact_tuples_returned('runlane.runs_lane_claim_order_idx'::regclass)
     - (select b.entries from before_window as b),
     '>',
     0::bigint,
-    'the window reads runs_claim_order_idx'
+    'the window reads runs_lane_claim_order_idx'
 );
 select cmp_ok(
-    pg_stat_get_xact_tuples_returned('runlane.runs_claim_order_idx'::regclass)
+    pg_stat_get_xact_tuples_returned('runlane.runs_lane_claim_order_idx'::regclass)
     - (select b.entries from before_window as b),
     '<',
     300::bigint,
