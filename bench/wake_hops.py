@@ -430,17 +430,18 @@ def claim_parts(dsn: str, rounds: int, warmup: int, gap: float) -> dict:
 # A schedule storm held back by its organization's cap (--storm N): N queued background
 # runs of an organization allowed one running run, one agent each (every fourth a "Run
 # now" run, claim class 0; the others scheduled, class 1), analyzed, as autovacuum would.
-STORM = """
-insert into runlane.platform_settings (org_id, agent_max_concurrency) values ('storm', 1);
-insert into runlane.users (user_id, org_id) values ('storm-owner', 'storm');
-insert into runlane.agents (agent_id, org_id, owner_id, model, prompt)
-select 'storm' || g, 'storm', 'storm-owner', 'noop', 'do nothing'
-from generate_series(1, %(runs)s::int) as g;
-insert into runlane.runs (org_id, agent_id, lane, trigger, prompt, model)
-select 'storm', 'storm' || g, 'background',
-       case when g %% 4 = 0 then 'manual' else 'scheduled' end, 'do nothing', 'noop'
-from generate_series(1, %(runs)s::int) as g;
-"""
+STORM = (
+    "insert into runlane.platform_settings (org_id, agent_max_concurrency) values ('storm', 1)",
+    "insert into runlane.users (user_id, org_id) values ('storm-owner', 'storm')",
+    """insert into runlane.agents (agent_id, org_id, owner_id, model, prompt)
+       select 'storm' || g, 'storm', 'storm-owner', 'noop', 'do nothing'
+       from generate_series(1, %(runs)s::int) as g""",
+    """insert into runlane.runs (org_id, agent_id, lane, trigger, prompt, model)
+       select 'storm', 'storm' || g, 'background',
+              case when g %% 4 = 0 then 'manual' else 'scheduled' end, 'do nothing', 'noop'
+       from generate_series(1, %(runs)s::int) as g""",
+    "analyze runlane.runs",
+)
 
 
 def parse(argv):
@@ -475,9 +476,8 @@ def main(argv=None) -> list[str]:
         dc.runlane_template(pg)
         dsn = pg.dsn_for(dc.TEMPLATE)
         with psycopg.connect(dsn, autocommit=True) as conn:
-            if args.storm:
-                conn.execute(STORM, {"runs": args.storm})
-                conn.execute("analyze runlane.runs")
+            for statement in STORM if args.storm else ():
+                conn.execute(statement, {"runs": args.storm} if "%(runs)s" in statement else None)
             conn.execute("create extension if not exists pg_stat_statements")
             conn.execute("select pg_stat_statements_reset()")
             hops = asyncio.run(measure(dsn, args.idle, args.warmup, args.gap))

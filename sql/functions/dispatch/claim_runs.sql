@@ -39,7 +39,7 @@
 --   every eligible run fits in p_limit, none bound to a computer or a timer) is one
 --   statement that finds, locks, orders and bounds its runs and one that claims them
 --   (update, journal, returned rows). It reads its own lane's queue only (one descent of
---   runs_fair_claim_idx per class, at most p_limit + 1 entries) and locks by primary key:
+--   runs_lane_claim_order_idx, at most p_limit + 1 entries) and locks by primary key:
 --   a background backlog (a schedule storm held back by caps) costs it nothing. An empty
 --   claim is the first of them. The class-0 window also
 --   answers for class 1 when it holds class-1 rows; the cap machinery (organization
@@ -417,27 +417,25 @@ begin
     if not 'background' = any(p_lanes)
        and coalesce(current_setting('runlane.claim_backlog', true), '') <> 'on' then
         with eligible as materialized (
-            -- Up to p_limit + 1 eligible runs of the lanes, read as the probe reads them
-            -- (runs_fair_claim_idx, one descent per class and lane, in its order): never
-            -- a walk of another lane's queued runs. Enough to decide: when they are
-            -- p_limit or fewer they are every eligible run; otherwise they are too many,
-            -- and the fair path orders the queue. (A read of both lanes in claim order
+            -- The oldest p_limit + 1 eligible runs of the lanes, in claim order, each lane
+            -- read on its own (runs_lane_claim_order_idx, one descent per lane): never a
+            -- walk of another lane's queued runs. (A read of both lanes in claim order
             -- stepped over every queued background run to fill p_limit + 1 chat
             -- candidates: 2,000 queued runs read on every chat claim.)
             select e.run_id, e.org_id, e.claim_class, e.computer_id, e.timer_routine
             from unnest(p_lanes) as l (lane)
-            cross join unnest(array[0, 1]::smallint[]) as k (claim_class)
             cross join lateral (
                 select r.run_id, r.org_id, r.claim_class, r.computer_id, r.timer_routine
                 from runlane.runs as r
                 where r.state = 'queued'
-                  and r.claim_class = k.claim_class
                   and r.lane = l.lane
+                  and r.claim_class >= 0
                   and (r.wake_at is null or r.wake_at <= now())
-                order by r.org_id, r.run_id
+                order by r.claim_class, r.run_id
                 limit p_limit + 1
             ) as e
-            limit p_limit + 1  -- (class 1 is not read when class 0 alone is too many)
+            order by e.claim_class, e.run_id
+            limit p_limit + 1
         ),
         fits as (
             select

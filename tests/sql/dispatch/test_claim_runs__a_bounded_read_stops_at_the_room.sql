@@ -24,9 +24,6 @@ do $$
 begin
     perform set_config('runlane.max_per_org', '100', true);  -- this transaction's claims
     perform set_config('runlane.claim_skip_window', 'on', true);  -- the loose scan first
-    -- (a drain's claims: an earlier one found the backlog, so the idle read, up to
-    -- p_limit + 1 entries of the same index, is skipped; test_claim_runs__a_backlog_skips_the_idle_read.sql)
-    perform set_config('runlane.claim_backlog', 'on', true);
 end
 $$;
 
