@@ -417,24 +417,19 @@ begin
     if not 'background' = any(p_lanes)
        and coalesce(current_setting('runlane.claim_backlog', true), '') <> 'on' then
         with eligible as materialized (
-            -- The oldest p_limit + 1 eligible runs of the lanes, in claim order, each lane
-            -- read on its own (runs_lane_claim_order_idx, one descent per lane): never a
-            -- walk of another lane's queued runs. (A read of both lanes in claim order
-            -- stepped over every queued background run to fill p_limit + 1 chat
-            -- candidates: 2,000 queued runs read on every chat claim.)
-            select e.run_id, e.org_id, e.claim_class, e.computer_id, e.timer_routine
-            from unnest(p_lanes) as l (lane)
-            cross join lateral (
-                select r.run_id, r.org_id, r.claim_class, r.computer_id, r.timer_routine
-                from runlane.runs as r
-                where r.state = 'queued'
-                  and r.lane = l.lane
-                  and r.claim_class >= 0
-                  and (r.wake_at is null or r.wake_at <= now())
-                order by r.claim_class, r.run_id
-                limit p_limit + 1
-            ) as e
-            order by e.claim_class, e.run_id
+            -- The oldest p_limit + 1 eligible runs of the lane, in claim order, in one
+            -- descent of runs_lane_claim_order_idx: never a walk of the other lane's queued
+            -- runs. (The idle path's one lane is interactive: a background lane takes the
+            -- fair path. A read of both lanes in claim order stepped over every queued
+            -- background run to fill p_limit + 1 chat candidates: 2,000 queued runs read
+            -- on every chat claim.)
+            select r.run_id, r.org_id, r.claim_class, r.computer_id, r.timer_routine
+            from runlane.runs as r
+            where r.state = 'queued'
+              and r.lane = p_lanes[1]
+              and r.claim_class >= 0
+              and (r.wake_at is null or r.wake_at <= now())
+            order by r.claim_class, r.run_id
             limit p_limit + 1
         ),
         fits as (
