@@ -371,10 +371,11 @@ def claim_parts(dsn: str, rounds: int, warmup: int, gap: float) -> dict:
     """Each part's p50 (us) inside claim_runs for one idle chat claim after `gap` seconds,
     from marked copies of it taken in turn; and each copy's round trip (ms)."""
     source = _claim_runs_source()
-    copies = {label: f"wake_hops_claim_{n}" for n, label in enumerate(_copy_edits(source))}
+    edits = _copy_edits(source)
+    copies = {label: f"wake_hops_claim_{n}" for n, label in enumerate(edits)}
     with psycopg.connect(dsn, autocommit=True) as setup:
-        for label, edits in _copy_edits(source).items():
-            setup.execute(_marked_copy(source, copies[label], edits))
+        for label, name in copies.items():
+            setup.execute(_marked_copy(source, name, edits[label]))
     publisher = psycopg.connect(dsn, autocommit=True)
     claimer = psycopg.connect(dsn, autocommit=True)
     notices: list[str] = []
@@ -413,9 +414,9 @@ def claim_parts(dsn: str, rounds: int, warmup: int, gap: float) -> dict:
                     raise RuntimeError(f"copy {label!r} took {len(marks)} marks: not the "
                                        f"idle path")
                 spans = [(b - a).total_seconds() * 1e6
-                         for a, b in zip(marks, [*marks[1:], marks[0]], strict=True)]
-                spans[-1] = (marks[-1] - marks[0]).total_seconds() * 1e6  # the whole
-                for part, us in zip(PARTS, spans, strict=True):
+                         for a, b in zip(marks, marks[1:], strict=False)]
+                whole = (marks[-1] - marks[0]).total_seconds() * 1e6
+                for part, us in zip(PARTS, [*spans, whole], strict=True):
                     took[label][part].append(us)
                 trips[label].append(ms)
     finally:
