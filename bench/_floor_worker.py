@@ -18,7 +18,16 @@ claim_receipts), on runs that runlane's publish_run published: it LISTENs on
 its run.claimed journal row and its receipt, in one statement. Still nothing else: the
 lower bound of any claim on runlane's schema, apart from the rules claim_runs enforces.
 
-    python -m bench._floor_worker DSN FILE [--with-writes | --on-runlane]
+With --with-rules it is the floor of a claim that keeps runlane's guarantees AND checks
+the rules an idle chat claim must check, on narrow tables built for that claim alone
+(RULES_TABLES): the writes of --with-writes, plus the receipt locked first and compared
+with the claim's key (a resend claims nothing), the worker's per-organization bound (a
+counter row, taken only while there is room), the fence floor (a one-row table), and the
+run.execution_started timing row; all in one statement. It is the least such a claim
+could cost on any schema: what a redesign of runlane's tables around the claim would be
+measured against. (Chat runs are not gated and not capped, so neither is read.)
+
+    python -m bench._floor_worker DSN FILE [--with-writes | --on-runlane | --with-rules]
 """
 
 from __future__ import annotations
@@ -129,9 +138,89 @@ receipt as (
 )
 select c.run_id as id, c.fence from claimed as c
 """
+
+# --with-rules: narrow tables of its own, one per thing the claim must write or check.
+RULES_TABLES = """
+create table floor_rules_queue (
+    id bigserial primary key, org int not null, lane text not null default 'interactive',
+    claim_class smallint not null default 0, state text not null default 'queued',
+    fence bigint not null default 0, attempts int not null default 0, owner text,
+    lease_until timestamptz, queued_at timestamptz not null default now(),
+    first_started_at timestamptz);
+create index floor_rules_claim_order on floor_rules_queue (lane, claim_class, id)
+    where state = 'queued';
+create table floor_rules_journal (
+    id bigserial primary key, queue_id bigint not null references floor_rules_queue,
+    event text not null, detail jsonb not null, at timestamptz not null default now());
+create table floor_rules_timings (
+    id bigserial primary key, queue_id bigint not null references floor_rules_queue,
+    event text not null, detail jsonb not null);
+create table floor_rules_receipts (
+    worker text primary key, claim_key uuid not null, ids bigint[] not null default '{}',
+    fences bigint[] not null default '{}');
+create table floor_rules_bound (
+    worker text, org int, running int not null, max_running int not null,
+    primary key (worker, org));
+create table floor_rules_fence_floor (fence_floor bigint not null);
+insert into floor_rules_receipts (worker, claim_key) values ('floor', gen_random_uuid());
+insert into floor_rules_bound values ('floor', 1, 0, 1000000000);
+insert into floor_rules_fence_floor values (0);
+"""
+# $1: the claim's key. Receipt lock and resend check, the oldest queued chat run locked,
+# the bound's room taken, the claim (fence above the floor, lease, attempt), its journal
+# row, its timing row and the receipt: one statement.
+CLAIM_WITH_RULES = """
+with receipt_lock as (
+    select rc.claim_key from floor_rules_receipts as rc where rc.worker = 'floor' for update
+),
+candidate as (
+    select q.id, q.org from floor_rules_queue as q
+    where q.state = 'queued' and q.lane = 'interactive' and q.claim_class >= 0
+      and (select rl.claim_key from receipt_lock as rl) is distinct from $1
+    order by q.claim_class, q.id
+    limit 1
+    for update skip locked
+),
+room as (
+    update floor_rules_bound as b
+    set running = b.running + 1
+    from candidate as c
+    where b.worker = 'floor' and b.org = c.org and b.running < b.max_running
+    returning b.org
+),
+claimed as (
+    update floor_rules_queue as q
+    set state = 'running',
+        fence = greatest(q.fence, (select ff.fence_floor from floor_rules_fence_floor as ff)) + 1,
+        attempts = q.attempts + 1, owner = 'floor', lease_until = now() + interval '60 seconds',
+        first_started_at = coalesce(q.first_started_at, clock_timestamp())
+    from candidate as c
+    where q.id = c.id and exists (select from room)
+    returning q.id, q.fence, q.attempts, q.queued_at, q.first_started_at
+),
+journal as (
+    insert into floor_rules_journal (queue_id, event, detail)
+    select c.id, 'run.claimed', jsonb_build_object('fence', c.fence, 'attempt', c.attempts)
+    from claimed as c
+),
+timing as (
+    insert into floor_rules_timings (queue_id, event, detail)
+    select c.id, 'run.execution_started', jsonb_build_object(
+        'queued_ms', extract(epoch from c.first_started_at - c.queued_at) * 1000)
+    from claimed as c
+),
+receipt as (
+    update floor_rules_receipts as rc
+    set claim_key = $1, ids = (select array_agg(c.id) from claimed as c),
+        fences = (select array_agg(c.fence) from claimed as c)
+    where rc.worker = 'floor' and exists (select from claimed)
+)
+select c.id, c.fence from claimed as c
+"""
 # The worker's modes: (its claim, whether the claim takes a key, the channel it listens on)
 MODES = {"": (CLAIM, False, "floor"), "--with-writes": (CLAIM_WITH_WRITES, True, "floor"),
-         "--on-runlane": (CLAIM_ON_RUNLANE, True, "runlane_runs")}
+         "--on-runlane": (CLAIM_ON_RUNLANE, True, "runlane_runs"),
+         "--with-rules": (CLAIM_WITH_RULES, True, "floor")}
 
 
 async def main(dsn: str, path: str, mode: str) -> None:

@@ -39,10 +39,14 @@ pg_stat_statements loaded (track = all: nested statements too) and track_functio
   the row, a run.claimed journal row, the claim's receipt), on small tables of its own;
   and the same writes on runlane's own tables (`--on-runlane`: runs, run_events,
   claim_receipts), on runs runlane's submit_message and publish_run published, so nothing
-  but claim_runs' rules separates it from runlane's worker. The goals are against the bare
-  floor; runlane against both floors with writes is printed too: the first is the
-  yardstick for any claim that keeps runlane's guarantees, the second for a claim on
-  runlane's schema.
+  but claim_runs' rules separates it from runlane's worker. And the floor with rules
+  (`--with-rules`): the writes and the checks an idle chat claim must make (the receipt
+  locked and compared with the claim's key, the worker's per-organization bound, the
+  fence floor, the timing row) in one statement, on narrow tables built for that claim:
+  the least any schema could make such a claim cost. The goals are against the bare
+  floor; runlane against the three others is printed too: the first is the yardstick for
+  any claim that keeps runlane's guarantees, the second for a claim on runlane's schema,
+  the third for a claim that also keeps its rules.
 
 Goals (issue 15): runlane >= 1.0x PgQueuer's jobs/s at 2 and 4 workers; runlane's idle
 p50 <= 1.25x the floor's and p99 <= 1.5x. The load average is printed with the figures:
@@ -521,7 +525,8 @@ def floor_latency(pg: LocalCluster, idle: int, warmup: int, gap: float,
     """The floor's idle latency. mode "--with-writes": the floor's claim also makes the
     writes a durable, fenced, idempotent claim must make, on small tables of its own;
     "--on-runlane": it makes them on runlane's tables, on runs runlane's own submit_message
-    and publish_run published (bench/_floor_worker.py)."""
+    and publish_run published; "--with-rules": the writes and the rules an idle chat claim
+    checks, on narrow tables built for the claim (bench/_floor_worker.py)."""
     name = "bench_durable_floor" + mode.replace("--", "_").replace("-", "_")
     on_runlane = mode == "--on-runlane"
     dsn = _common.create_database(pg, name, template=TEMPLATE if on_runlane else None)
@@ -529,7 +534,8 @@ def floor_latency(pg: LocalCluster, idle: int, warmup: int, gap: float,
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute({"": floor_worker_module.TABLE,
                       "--with-writes": floor_worker_module.WRITES_TABLES,
-                      "--on-runlane": floor_worker_module.RUNLANE_RECEIPT}[mode])
+                      "--on-runlane": floor_worker_module.RUNLANE_RECEIPT,
+                      "--with-rules": floor_worker_module.RULES_TABLES}[mode])
     worker = floor_worker(dsn, starts, mode)
     try:
         time.sleep(1)  # LISTEN is issued (the warm-up waits for its rows anyway)
@@ -537,8 +543,10 @@ def floor_latency(pg: LocalCluster, idle: int, warmup: int, gap: float,
             if on_runlane:
                 one = _chat_publisher(conn)
             else:
-                insert = ("insert into floor_writes_queue default values" if mode
-                          else "insert into floor_queue (payload) values ('bench')")
+                insert = {"": "insert into floor_queue (payload) values ('bench')",
+                          "--with-writes": "insert into floor_writes_queue default values",
+                          "--with-rules": "insert into floor_rules_queue (org) values (1)",
+                          }[mode]
 
                 def one(i: int) -> tuple[str, float]:
                     row = conn.execute(
@@ -600,7 +608,7 @@ def parse(argv):
     ap.add_argument("--enqueue", type=int,
                     help="messages a client submits and publishes one by one, then pipelined "
                          "(1,000; quick 200)")
-    ap.add_argument("--repeat", type=int, help="latency rounds, the five in turn (3; quick 1)")
+    ap.add_argument("--repeat", type=int, help="latency rounds, the six in turn (3; quick 1)")
     ap.add_argument("--drains", type=int,
                     help="drain pairs (runlane, PgQueuer) per worker count, the order "
                          "alternating; the table shows medians (5; quick 1)")
@@ -659,7 +667,7 @@ def main(argv=None) -> list[str]:
               f"pipelined {enqueue['pipelined']['client_ms_per_message']:.3f} ms "
               f"({enqueue['pipelined']['pg_cpu_ms_per_message']:.3f} ms)", flush=True)
         if not args.no_latency:
-            # Rounds, the five in turn each round: one round's ratio moves with the load of
+            # Rounds, the six in turn each round: one round's ratio moves with the load of
             # the moment (the floor's own p50 ranged 0.3-6.5 ms between runs here), so the
             # goals are judged on the median of the per-round ratios. The goals are against
             # the bare floor (the issue's); the floor making a claim's required writes
@@ -673,21 +681,26 @@ def main(argv=None) -> list[str]:
                                                      mode="--with-writes"),
                        "floor_runlane": floor_latency(pg, args.idle, args.warmup, args.gap,
                                                       mode="--on-runlane"),
+                       "floor_rules": floor_latency(pg, args.idle, args.warmup, args.gap,
+                                                    mode="--with-rules"),
                        "runlane": runlane_latency(pg, args.idle, args.warmup, args.gap),
                        "pgqueuer": pgqueuer_latency(pg, args.idle, args.warmup, args.gap)}
                 one["ratios"] = {
                     f"{key}_{q}": round(one[key][f"{q}_ms"] / one["floor"][f"{q}_ms"], 2)
-                    for key in ("runlane", "pgqueuer", "floor_writes", "floor_runlane")
+                    for key in ("runlane", "pgqueuer", "floor_writes", "floor_runlane",
+                                "floor_rules")
                     for q in ("p50", "p99")}
                 one["ratios"].update({
                     f"runlane_vs_{floor}_{q}":
                         round(one["runlane"][f"{q}_ms"] / one[floor][f"{q}_ms"], 2)
-                    for floor in ("floor_writes", "floor_runlane") for q in ("p50", "p99")})
+                    for floor in ("floor_writes", "floor_runlane", "floor_rules")
+                    for q in ("p50", "p99")})
                 latency["rounds"].append(one)
                 print(f"  latency round {r + 1} (load {one['load_average']}): p50 floor "
                       f"{one['floor']['p50_ms']:.2f}, floor with writes "
                       f"{one['floor_writes']['p50_ms']:.2f}, on runlane's tables "
-                      f"{one['floor_runlane']['p50_ms']:.2f}, runlane "
+                      f"{one['floor_runlane']['p50_ms']:.2f}, with rules "
+                      f"{one['floor_rules']['p50_ms']:.2f}, runlane "
                       f"{one['runlane']['p50_ms']:.2f}, PgQueuer "
                       f"{one['pgqueuer']['p50_ms']:.2f} ms", flush=True)
             latency["median_ratios"] = {
@@ -735,6 +748,7 @@ def main(argv=None) -> list[str]:
         lines.append(_lat("floor (LISTEN + one UPDATE)", last["floor"]))
         lines.append(_lat("floor with writes (--with-writes)", last["floor_writes"]))
         lines.append(_lat("on runlane's tables (--on-runlane)", last["floor_runlane"]))
+        lines.append(_lat("with rules, narrow (--with-rules)", last["floor_rules"]))
         for key in ("runlane", "pgqueuer"):
             lines.append(_lat(key, last[key]))
         m = latency["median_ratios"]
@@ -743,7 +757,8 @@ def main(argv=None) -> list[str]:
                          f"p99 {m[key + '_p99']:.2f}x (goal for runlane <= {P50_GOAL}x / "
                          f"<= {P99_GOAL}x)")
         for floor, what in (("floor_writes", "the floor with writes"),
-                            ("floor_runlane", "the floor with writes on runlane's tables")):
+                            ("floor_runlane", "the floor with writes on runlane's tables"),
+                            ("floor_rules", "the floor with rules on narrow tables")):
             lines.append(f"  {what} vs floor, median over rounds: p50 "
                          f"{m[floor + '_p50']:.2f}x, p99 {m[floor + '_p99']:.2f}x")
             lines.append(f"  runlane vs {what}, median over rounds: p50 "
