@@ -27,7 +27,13 @@ run.execution_started timing row; all in one statement. It is the least such a c
 could cost on any schema: what a redesign of runlane's tables around the claim would be
 measured against. (Chat runs are not gated and not capped, so neither is read.)
 
-    python -m bench._floor_worker DSN FILE [--with-writes | --on-runlane | --with-rules]
+With --hot-on-runlane (bench/hot_claim.py, a design study) it makes --on-runlane's writes
+on a copy of runlane's tables reshaped so that the run's update is HOT (HOT_RESHAPE): no
+index of runs names a column the claim changes, and the queued runs are found in a
+narrow queue table that the claim deletes its entry from.
+
+    python -m bench._floor_worker DSN FILE
+        [--with-writes | --on-runlane | --with-rules | --hot-on-runlane]
 """
 
 from __future__ import annotations
@@ -121,8 +127,8 @@ values ('floor', '{interactive}', gen_random_uuid())
 """
 # $1: the claim's key. The run's update, its run.claimed journal row (what claim_runs
 # journals) and the receipt, in one statement; an empty claim leaves the receipt alone.
-CLAIM_ON_RUNLANE = f"""
-with claimed as ({RUNLANE_CLAIM_UPDATE} returning r.run_id, r.fence, r.attempts, r.checkpoint),
+# The claimed run's journal row and the receipt, after a CTE `claimed` (the run's update).
+_RUNLANE_JOURNAL_AND_RECEIPT = """
 journal as (
     insert into runlane.run_events (run_id, event, detail)
     select c.run_id, 'run.claimed', jsonb_build_object(
@@ -133,11 +139,14 @@ receipt as (
     update runlane.claim_receipts as rc
     set claim_key = $1, run_ids = (select array_agg(c.run_id) from claimed as c),
         fences = (select array_agg(c.fence) from claimed as c), claimed_at = now()
-    where rc.worker_id = 'floor' and rc.lanes = '{{interactive}}'
+    where rc.worker_id = 'floor' and rc.lanes = '{interactive}'
       and exists (select from claimed)
 )
 select c.run_id as id, c.fence from claimed as c
 """
+CLAIM_ON_RUNLANE = f"""
+with claimed as ({RUNLANE_CLAIM_UPDATE} returning r.run_id, r.fence, r.attempts, r.checkpoint),
+{_RUNLANE_JOURNAL_AND_RECEIPT}"""
 
 # --with-rules: narrow tables of its own, one per thing the claim must write or check.
 RULES_TABLES = """
@@ -217,10 +226,57 @@ receipt as (
 )
 select c.id, c.fence from claimed as c
 """
+
+# --hot-on-runlane: a design study, never runlane's schema. A narrow queue of the queued
+# runs (filled by a trigger when a run becomes queued), room on every page of runs for a
+# HOT update (fillfactor), and every index of runs that names a column the claim changes
+# dropped (HOT_BLOCKING_COLUMNS; bench/hot_claim.py drops them, and lists them): what
+# they serve (claim order, caps, bound, reaper, unfinished-run lookups) would have to
+# move to narrow tables of their own.
+HOT_BLOCKING_COLUMNS = ("state", "reason", "fence", "attempts", "lease_owner",
+                        "lease_expires_at", "heartbeat_at", "first_started_at")
+HOT_RESHAPE = """
+create table runlane.hot_study_queue (
+    run_id bigint primary key, lane text not null, claim_class smallint not null);
+create index hot_study_queue_order on runlane.hot_study_queue (lane, claim_class, run_id);
+create function runlane.hot_study_enqueue() returns trigger language plpgsql as $$
+begin
+    insert into runlane.hot_study_queue values (new.run_id, new.lane, new.claim_class)
+    on conflict do nothing;
+    return null;
+end $$;
+create trigger hot_study_enqueue after insert or update of state on runlane.runs
+    for each row when (new.state = 'queued') execute function runlane.hot_study_enqueue();
+alter table runlane.runs set (fillfactor = 50);
+"""
+# $1: the claim's key. The queue entry deleted, then --on-runlane's writes.
+CLAIM_HOT_ON_RUNLANE = f"""
+with picked as (
+    delete from runlane.hot_study_queue as q
+    where q.run_id = (
+        select e.run_id from runlane.hot_study_queue as e
+        where e.lane = 'interactive' and e.claim_class >= 0
+        order by e.claim_class, e.run_id
+        limit 1
+        for update skip locked
+    )
+    returning q.run_id
+),
+claimed as (
+    update runlane.runs as r
+    set state = 'running', reason = null, fence = r.fence + 1, attempts = r.attempts + 1,
+        lease_owner = 'floor', lease_expires_at = now() + interval '60 seconds',
+        heartbeat_at = now(), first_started_at = coalesce(r.first_started_at, clock_timestamp())
+    from picked as p
+    where r.run_id = p.run_id
+    returning r.run_id, r.fence, r.attempts, r.checkpoint
+),
+{_RUNLANE_JOURNAL_AND_RECEIPT}"""
 # The worker's modes: (its claim, whether the claim takes a key, the channel it listens on)
 MODES = {"": (CLAIM, False, "floor"), "--with-writes": (CLAIM_WITH_WRITES, True, "floor"),
          "--on-runlane": (CLAIM_ON_RUNLANE, True, "runlane_runs"),
-         "--with-rules": (CLAIM_WITH_RULES, True, "floor")}
+         "--with-rules": (CLAIM_WITH_RULES, True, "floor"),
+         "--hot-on-runlane": (CLAIM_HOT_ON_RUNLANE, True, "runlane_runs")}
 
 
 async def main(dsn: str, path: str, mode: str) -> None:

@@ -521,21 +521,26 @@ def pgqueuer_latency(pg: LocalCluster, idle: int, warmup: int, gap: float) -> di
 
 
 def floor_latency(pg: LocalCluster, idle: int, warmup: int, gap: float,
-                  mode: str = "") -> dict:
+                  mode: str = "", prepare=None, inspect=None) -> dict:
     """The floor's idle latency. mode "--with-writes": the floor's claim also makes the
     writes a durable, fenced, idempotent claim must make, on small tables of its own;
     "--on-runlane": it makes them on runlane's tables, on runs runlane's own submit_message
     and publish_run published; "--with-rules": the writes and the rules an idle chat claim
-    checks, on narrow tables built for the claim (bench/_floor_worker.py)."""
+    checks, on narrow tables built for the claim; "--hot-on-runlane": --on-runlane's writes
+    on tables `prepare(conn)` reshaped (bench/hot_claim.py). `inspect(conn)`, after the
+    wake-ups, returns figures added to the result (bench/_floor_worker.py)."""
     name = "bench_durable_floor" + mode.replace("--", "_").replace("-", "_")
-    on_runlane = mode == "--on-runlane"
+    on_runlane = mode in ("--on-runlane", "--hot-on-runlane")
     dsn = _common.create_database(pg, name, template=TEMPLATE if on_runlane else None)
     starts = tempfile.mkstemp(prefix="bench-starts-", suffix=".txt")[1]
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute({"": floor_worker_module.TABLE,
                       "--with-writes": floor_worker_module.WRITES_TABLES,
                       "--on-runlane": floor_worker_module.RUNLANE_RECEIPT,
-                      "--with-rules": floor_worker_module.RULES_TABLES}[mode])
+                      "--with-rules": floor_worker_module.RULES_TABLES,
+                      "--hot-on-runlane": floor_worker_module.RUNLANE_RECEIPT}[mode])
+        if prepare:
+            prepare(conn)
     worker = floor_worker(dsn, starts, mode)
     try:
         time.sleep(1)  # LISTEN is issued (the warm-up waits for its rows anyway)
@@ -554,7 +559,8 @@ def floor_latency(pg: LocalCluster, idle: int, warmup: int, gap: float,
                         "select q.id, pg_notify('floor', '') from q").fetchone()
                     return str(row[0]), time.time()
 
-            return _idle_loop(one, starts, [worker], idle, warmup, gap)
+            result = _idle_loop(one, starts, [worker], idle, warmup, gap)
+            return {**result, **inspect(conn)} if inspect else result
     finally:
         worker.stop()
         Path(starts).unlink(missing_ok=True)
