@@ -9,6 +9,9 @@
 --   agent_max_concurrency, however many workers claim at once: the organization's
 --   settings row is locked before its running runs are counted, so the count is taken
 --   in a snapshot that already sees every concurrent claim that committed before us.
+--   An organization that reaches its cap within the claim leaves no hole in the page:
+--   its runs beyond its room are left queued (locks only) and the claim locks other
+--   candidates in their places.
 -- * Interactive-class work (interactive, manual, test, retry) is taken before scheduled
 --   and reaction work (runs.claim_class).
 -- * Fair within a class: round robin across organizations, oldest first within each. Round
@@ -213,6 +216,14 @@ declare
     v_gate_reasons text[];
     v_budget_runs bigint[];
     v_over bigint[];
+    v_busy_orgs text[] := '{}';
+    v_busy_counts int[] := '{}';
+    v_capped bigint[];
+    v_capped_orgs text[];
+    v_room_exceeded boolean;
+    v_more_bg_runs bigint[];
+    v_more_bg_orgs text[];
+    v_more_bg_caps int[];
     v_skipped bigint[] := '{}';
     v_skip_window boolean;
     v_eligible boolean;
@@ -527,18 +538,22 @@ begin
 
         -- GUARD: organizations already at their cap (a hint to skip their rows cheaply; the
         -- exact check comes after the organization locks below). Cost follows running rows.
+        -- (and every organization's running background runs, for the lock's room below)
         v_full_orgs := '{}';
         if 'background' = any(p_lanes) then
-            select coalesce(array_agg(busy.org_id), '{}')
-            into v_full_orgs
+            select
+                coalesce(array_agg(busy.org_id)
+                    filter (where busy.running >= s.agent_max_concurrency), '{}'),
+                coalesce(array_agg(busy.org_id), '{}'),
+                coalesce(array_agg(busy.running), '{}')
+            into v_full_orgs, v_busy_orgs, v_busy_counts
             from (
-                select r.org_id, count(*) as running
+                select r.org_id, count(*)::int as running
                 from runlane.runs as r
                 where r.state = 'running' and r.lane = 'background'
                 group by r.org_id
             ) as busy
-            join runlane.platform_settings as s on s.org_id = busy.org_id
-            where busy.running >= s.agent_max_concurrency;
+            join runlane.platform_settings as s on s.org_id = busy.org_id;
         end if;
 
         -- Fair claim order, candidates first (no locks): per class, a loose index scan finds
@@ -909,6 +924,15 @@ begin
             -- whose gate is closed is ended skipped (runlane._skip_gated_runs) and the claim
             -- locks on through the same candidates, so the page stays as full as the queue
             -- allows. The budget needs weekly_spend: only for organizations with a budget.
+            -- GUARD: an organization that reaches its cap within this claim. A locked
+            -- background run beyond its organization's room (its cap, less its running
+            -- background runs as this claim first counted them, less what this claim locked
+            -- of it already) is left queued, locks only, the organization is read and
+            -- locked no further (v_full_orgs), and the claim locks on through the other
+            -- candidates in its place: the page is as full as the caps allow. (Before,
+            -- its place stayed empty: a claim of 20 on both lanes over 50 chat runs and an
+            -- organization capped at one took 11.) The exact check under the
+            -- organizations' locks, below, still decides: this one only saves places.
             loop
                 select
                     coalesce(array_agg(c.run_id order by c.position)
@@ -925,9 +949,28 @@ begin
                     coalesce(array_agg(c.org_id order by c.position)
                         filter (where c.gate is null or c.gate = 'budget'), '{}'),
                     coalesce(array_agg(c.fence order by c.position)
-                        filter (where c.gate is null or c.gate = 'budget'), '{}')
+                        filter (where c.gate is null or c.gate = 'budget'), '{}'),
+                    -- (the background runs kept, with their organizations and caps)
+                    coalesce(array_agg(c.run_id order by c.position)
+                        filter (where c.cap is not null and (c.gate is null or c.gate = 'budget')), '{}'),
+                    coalesce(array_agg(c.org_id order by c.position)
+                        filter (where c.cap is not null and (c.gate is null or c.gate = 'budget')), '{}'),
+                    coalesce(array_agg(c.cap order by c.position)
+                        filter (where c.cap is not null and (c.gate is null or c.gate = 'budget')), '{}'),
+                    -- (no organization can be over its room when the background runs kept
+                    -- are no more than the least room among their organizations)
+                    coalesce(
+                        count(*) filter (where c.cap is not null and (c.gate is null or c.gate = 'budget'))
+                        > min(
+                            c.cap
+                            - coalesce(v_busy_counts[array_position(v_busy_orgs, c.org_id)], 0)
+                            - cardinality(array_positions(v_orgs, c.org_id))
+                        ) filter (where c.cap is not null and (c.gate is null or c.gate = 'budget')),
+                        false
+                    )
                 into v_more, v_more_orgs, v_more_computers, v_gated, v_gate_reasons, v_budget_runs,
-                     v_more_all_orgs, v_more_fences
+                     v_more_all_orgs, v_more_fences, v_more_bg_runs, v_more_bg_orgs, v_more_bg_caps,
+                     v_room_exceeded
                 from (
                     select
                         r.run_id,
@@ -936,23 +979,29 @@ begin
                         r.computer_id,
                         r.fence,
                         w.position,
-                        -- (a CASE, so an interactive run never reads the agent row)
-                        case when r.lane = 'background' then (
-                            select
-                                case
-                                    when not a.enabled then 'agent_off'
-                                    when a.admin_locked then 'agent_locked'
-                                    when coalesce(a.model, '') = '' then 'no_model'
-                                    when s.agent_weekly_budget is not null then 'budget'  -- checked below
-                                end
-                            from runlane.agents as a
-                            cross join runlane.platform_settings as s
-                            where a.agent_id = r.agent_id and s.org_id = r.org_id
-                        ) end as gate
+                        g.gate,
+                        g.cap
                     from unnest(v_lock_candidates) with ordinality as w (run_id, position)
                     join runlane.runs as r on r.run_id = w.run_id
+                    left join lateral (
+                        -- (r.lane first: an interactive run reads neither row; one
+                        -- probe of each for a background run's gate and cap)
+                        select
+                            case
+                                when not a.enabled then 'agent_off'
+                                when a.admin_locked then 'agent_locked'
+                                when coalesce(a.model, '') = '' then 'no_model'
+                                when s.agent_weekly_budget is not null then 'budget'  -- checked below
+                            end as gate,
+                            s.agent_max_concurrency as cap
+                        from runlane.agents as a
+                        cross join runlane.platform_settings as s
+                        where r.lane = 'background' and a.agent_id = r.agent_id and s.org_id = r.org_id
+                        offset 0  -- (kept a subquery: pulled up, r.lane was tested after the probes)
+                    ) as g on true
                     where r.state = 'queued'
                       and r.run_id <> all(v_locked)  -- (our own locks do not skip them)
+                      and not (r.lane = 'background' and r.org_id = any(v_full_orgs))
                       and (r.wake_at is null or r.wake_at <= now())
                       and (r.computer_id is null or not exists (
                           select 1
@@ -966,7 +1015,34 @@ begin
                     for update of r skip locked
                 ) as c;
 
+                -- GUARD: the runs beyond their organization's room (rare: an organization
+                -- reaching its cap in this claim), in claim order.
+                v_capped := '{}';
+                v_capped_orgs := '{}';
+                if v_room_exceeded then
+                    select
+                        coalesce(array_agg(k.run_id) filter (where k.over), '{}'),
+                        coalesce(array_agg(distinct k.org_id) filter (where k.over), '{}')
+                    into v_capped, v_capped_orgs
+                    from (
+                        select
+                            m.run_id,
+                            m.org_id,
+                            row_number() over (partition by m.org_id order by m.position)
+                            > m.cap
+                            - coalesce(v_busy_counts[array_position(v_busy_orgs, m.org_id)], 0)
+                            - cardinality(array_positions(v_orgs, m.org_id)) as over
+                        from unnest(v_more_bg_runs, v_more_bg_orgs, v_more_bg_caps)
+                            with ordinality as m (run_id, org_id, cap, position)
+                    ) as k;
+                    v_budget_runs := array(
+                        select b.run_id from unnest(v_budget_runs) as b (run_id)
+                        where b.run_id <> all(v_capped)
+                    );
+                end if;
+
                 -- GUARD: the budget, once per owner of the locked runs of budgeted organizations.
+                v_over := '{}';
                 if cardinality(v_budget_runs) > 0 then
                     with owners as (
                         select a.owner_id, min(s.agent_weekly_budget) as budget
@@ -991,29 +1067,35 @@ begin
                         v_gated := v_gated || v_over;
                         v_gate_reasons := v_gate_reasons
                             || array_fill('budget_exhausted'::text, array[cardinality(v_over)]);
-                        select
-                            coalesce(array_agg(m.run_id order by m.position), '{}'),
-                            coalesce(array_agg(r.org_id) filter (where r.lane = 'background'), '{}'),
-                            coalesce(array_agg(r.computer_id) filter (where r.computer_id is not null), '{}'),
-                            coalesce(array_agg(r.org_id order by m.position), '{}'),
-                            coalesce(array_agg(r.fence order by m.position), '{}')
-                        into v_more, v_more_orgs, v_more_computers, v_more_all_orgs, v_more_fences
-                        from unnest(v_more) with ordinality as m (run_id, position)
-                        join runlane.runs as r on r.run_id = m.run_id
-                        where m.run_id <> all(v_over);
                     end if;
+                end if;
+                -- The runs kept, without those over the room or the budget.
+                if cardinality(v_capped) > 0 or cardinality(v_over) > 0 then
+                    select
+                        coalesce(array_agg(m.run_id order by m.position), '{}'),
+                        coalesce(array_agg(r.org_id) filter (where r.lane = 'background'), '{}'),
+                        coalesce(array_agg(r.computer_id) filter (where r.computer_id is not null), '{}'),
+                        coalesce(array_agg(r.org_id order by m.position), '{}'),
+                        coalesce(array_agg(r.fence order by m.position), '{}')
+                    into v_more, v_more_orgs, v_more_computers, v_more_all_orgs, v_more_fences
+                    from unnest(v_more) with ordinality as m (run_id, position)
+                    join runlane.runs as r on r.run_id = m.run_id
+                    where m.run_id <> all(v_over) and m.run_id <> all(v_capped);
                 end if;
 
                 v_locked := v_locked || v_more;
                 v_locked_orgs := v_locked_orgs || v_more_all_orgs;
                 v_locked_fences := v_locked_fences || v_more_fences;
-                v_taken := v_taken + cardinality(v_more) + cardinality(v_gated);
+                v_taken := v_taken + cardinality(v_more) + cardinality(v_gated) + cardinality(v_capped);
                 v_orgs := v_orgs || v_more_orgs;
                 v_computers := v_computers || v_more_computers;
+                v_full_orgs := v_full_orgs || v_capped_orgs;
 
-                exit when cardinality(v_gated) = 0;
-                perform runlane._skip_gated_runs(v_gated, v_gate_reasons);
-                v_skipped := v_skipped || v_gated;
+                exit when cardinality(v_gated) = 0 and cardinality(v_capped) = 0;
+                if cardinality(v_gated) > 0 then
+                    perform runlane._skip_gated_runs(v_gated, v_gate_reasons);
+                    v_skipped := v_skipped || v_gated;
+                end if;
                 exit when cardinality(v_locked) >= p_limit;
             end loop;
 
