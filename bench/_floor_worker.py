@@ -83,6 +83,16 @@ create table floor_writes_receipts (
 insert into floor_writes_receipts (worker, claim_key) values ('floor', gen_random_uuid());
 """
 
+# The receipt under the claim's key and the rows returned, after a CTE `claimed`: both
+# small-table floors' (a table of their own each).
+_RECEIPT_AND_ROWS = """receipt as (
+    update {receipts} as rc
+    set claim_key = $1, ids = (select array_agg(c.id) from claimed as c),
+        fences = (select array_agg(c.fence) from claimed as c)
+    where rc.worker = 'floor' and exists (select from claimed)
+)
+select c.id, c.fence from claimed as c
+"""
 # $1: the claim's key (a new one per claim), as a resend would send again.
 CLAIM_WITH_WRITES = f"""
 with claimed as (
@@ -96,14 +106,7 @@ journal as (
     insert into floor_writes_journal (queue_id, event, detail)
     select c.id, 'run.claimed', jsonb_build_object('fence', c.fence) from claimed as c
 ),
-receipt as (
-    update floor_writes_receipts as rc
-    set claim_key = $1, ids = (select array_agg(c.id) from claimed as c),
-        fences = (select array_agg(c.fence) from claimed as c)
-    where rc.worker = 'floor' and exists (select from claimed)
-)
-select c.id, c.fence from claimed as c
-"""
+{_RECEIPT_AND_ROWS.format(receipts="floor_writes_receipts")}"""
 
 
 # --on-runlane: the claim's writes on runlane's tables. What claim_runs sets on a claimed
@@ -218,14 +221,7 @@ timing as (
         'queued_ms', extract(epoch from c.first_started_at - c.queued_at) * 1000)
     from claimed as c
 ),
-receipt as (
-    update floor_rules_receipts as rc
-    set claim_key = $1, ids = (select array_agg(c.id) from claimed as c),
-        fences = (select array_agg(c.fence) from claimed as c)
-    where rc.worker = 'floor' and exists (select from claimed)
-)
-select c.id, c.fence from claimed as c
-"""
+""" + _RECEIPT_AND_ROWS.format(receipts="floor_rules_receipts")
 
 # --hot-on-runlane: a design study, never runlane's schema. A narrow queue of the queued
 # runs (filled by a trigger when a run becomes queued), room on every page of runs for a
