@@ -15,11 +15,10 @@ end
 $$;
 
 create temp table page on commit drop as
-select c.*, r.org_id as run_org
+select c.*
 from runlane.claim_runs(
     'w-both', array['interactive', 'background'], 20, interval '1 minute', gen_random_uuid(), true
-) as c
-join runlane.runs as r on r.run_id = c.run_id;
+) as c;
 
 select is((select count(*) from page), 20::bigint, 'a claim of 20 on both lanes takes 20');
 select is(
@@ -63,7 +62,9 @@ end
 $$;
 
 create temp table background_page on commit drop as
-select c.org_id, c.ordinality as place
+select
+    c.org_id,
+    c.ordinality as place
 from runlane.claim_runs(
     'w-bg', array['background'], 20, interval '1 minute', gen_random_uuid(), true
 ) with ordinality as c;
@@ -85,9 +86,10 @@ select is(
 );
 select is(
     (
-        select count(*) from runlane.claim_runs(
-            'w-bg-2', array['background'], 20, interval '1 minute', gen_random_uuid(), true
-        ) as c
+        select count(*) from
+            runlane.claim_runs(
+                'w-bg-2', array['background'], 20, interval '1 minute', gen_random_uuid(), true
+            ) as c
         where c.org_id = 'org-b'
     ),
     0::bigint,
