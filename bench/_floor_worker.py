@@ -111,12 +111,13 @@ journal as (
 
 # --on-runlane: the claim's writes on runlane's tables. What claim_runs sets on a claimed
 # run, on the oldest queued chat run nobody holds (also the claim ladder's rungs on runs).
-RUNLANE_CLAIM_UPDATE = """
+_RUNLANE_CLAIM_SET = """
     update runlane.runs as r
     set state = 'running', reason = null, fence = r.fence + 1, attempts = r.attempts + 1,
         lease_owner = 'floor', lease_expires_at = now() + interval '60 seconds',
         heartbeat_at = now(), first_started_at = coalesce(r.first_started_at, clock_timestamp())
-    where r.run_id = (
+"""
+RUNLANE_CLAIM_UPDATE = _RUNLANE_CLAIM_SET + """    where r.run_id = (
         select q.run_id from runlane.runs as q
         where q.state = 'queued' and q.claim_class >= 0 and q.lane = 'interactive'
         order by q.claim_class, q.run_id limit 1
@@ -258,12 +259,7 @@ with picked as (
     )
     returning q.run_id
 ),
-claimed as (
-    update runlane.runs as r
-    set state = 'running', reason = null, fence = r.fence + 1, attempts = r.attempts + 1,
-        lease_owner = 'floor', lease_expires_at = now() + interval '60 seconds',
-        heartbeat_at = now(), first_started_at = coalesce(r.first_started_at, clock_timestamp())
-    from picked as p
+claimed as ({_RUNLANE_CLAIM_SET}    from picked as p
     where r.run_id = p.run_id
     returning r.run_id, r.fence, r.attempts, r.checkpoint
 ),

@@ -56,7 +56,7 @@ def reshape_for_hot_claims(dropped: dict[str, str]):
         for name, definition in indexes:
             # the key columns and the predicate, as the definition names them
             named = definition.split(" USING ", 1)[1]
-            if any(f"{c}" in named for c in floor_worker_module.HOT_BLOCKING_COLUMNS):
+            if any(c in named for c in floor_worker_module.HOT_BLOCKING_COLUMNS):
                 conn.execute(f"drop index {name}")
                 dropped[name] = named
         conn.execute("vacuum full runlane.runs")  # fillfactor on every page
