@@ -223,7 +223,7 @@ declare
     v_room_exceeded boolean;
     v_more_bg_runs bigint[];
     v_more_bg_orgs text[];
-    v_more_bg_caps int[];
+    v_more_bg_rooms int[];
     v_skipped bigint[] := '{}';
     v_skip_window boolean;
     v_eligible boolean;
@@ -950,26 +950,22 @@ begin
                         filter (where c.gate is null or c.gate = 'budget'), '{}'),
                     coalesce(array_agg(c.fence order by c.position)
                         filter (where c.gate is null or c.gate = 'budget'), '{}'),
-                    -- (the background runs kept, with their organizations and caps)
+                    -- (the background runs kept, with their organizations and rooms)
                     coalesce(array_agg(c.run_id order by c.position)
-                        filter (where c.cap is not null and (c.gate is null or c.gate = 'budget')), '{}'),
+                        filter (where c.room is not null and (c.gate is null or c.gate = 'budget')), '{}'),
                     coalesce(array_agg(c.org_id order by c.position)
-                        filter (where c.cap is not null and (c.gate is null or c.gate = 'budget')), '{}'),
-                    coalesce(array_agg(c.cap order by c.position)
-                        filter (where c.cap is not null and (c.gate is null or c.gate = 'budget')), '{}'),
+                        filter (where c.room is not null and (c.gate is null or c.gate = 'budget')), '{}'),
+                    coalesce(array_agg(c.room order by c.position)
+                        filter (where c.room is not null and (c.gate is null or c.gate = 'budget')), '{}'),
                     -- (no organization can be over its room when the background runs kept
                     -- are no more than the least room among their organizations)
                     coalesce(
-                        count(*) filter (where c.cap is not null and (c.gate is null or c.gate = 'budget'))
-                        > min(
-                            c.cap
-                            - coalesce(v_busy_counts[array_position(v_busy_orgs, c.org_id)], 0)
-                            - cardinality(array_positions(v_orgs, c.org_id))
-                        ) filter (where c.cap is not null and (c.gate is null or c.gate = 'budget')),
+                        count(*) filter (where c.room is not null and (c.gate is null or c.gate = 'budget'))
+                        > min(c.room) filter (where c.room is not null and (c.gate is null or c.gate = 'budget')),
                         false
                     )
                 into v_more, v_more_orgs, v_more_computers, v_gated, v_gate_reasons, v_budget_runs,
-                     v_more_all_orgs, v_more_fences, v_more_bg_runs, v_more_bg_orgs, v_more_bg_caps,
+                     v_more_all_orgs, v_more_fences, v_more_bg_runs, v_more_bg_orgs, v_more_bg_rooms,
                      v_room_exceeded
                 from (
                     select
@@ -980,7 +976,14 @@ begin
                         r.fence,
                         w.position,
                         g.gate,
-                        g.cap
+                        -- the organization's room for background runs: its cap, less its
+                        -- running ones as first counted, less what this claim locked of it
+                        -- (null for a chat run: no cap, nothing computed)
+                        case when g.cap is not null then
+                            g.cap
+                            - coalesce(v_busy_counts[array_position(v_busy_orgs, r.org_id)], 0)
+                            - cardinality(array_positions(v_orgs, r.org_id))
+                        end as room
                     from unnest(v_lock_candidates) with ordinality as w (run_id, position)
                     join runlane.runs as r on r.run_id = w.run_id
                     left join lateral (
@@ -1029,11 +1032,9 @@ begin
                             m.run_id,
                             m.org_id,
                             row_number() over (partition by m.org_id order by m.position)
-                            > m.cap
-                            - coalesce(v_busy_counts[array_position(v_busy_orgs, m.org_id)], 0)
-                            - cardinality(array_positions(v_orgs, m.org_id)) as over
-                        from unnest(v_more_bg_runs, v_more_bg_orgs, v_more_bg_caps)
-                            with ordinality as m (run_id, org_id, cap, position)
+                            > m.room as over
+                        from unnest(v_more_bg_runs, v_more_bg_orgs, v_more_bg_rooms)
+                            with ordinality as m (run_id, org_id, room, position)
                     ) as k;
                     v_budget_runs := array(
                         select b.run_id from unnest(v_budget_runs) as b (run_id)
