@@ -80,6 +80,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.queue_delay(interval,timestamp with time zone)": WORKER,
     "runlane.drain_legacy_deliveries(integer)": WORKER,
     "runlane.purge_finished(interval,integer)": WORKER,
+    "runlane._retention_cutoff(interval,timestamp with time zone)": NOBODY,
     "runlane.upgrade_status()": WORKER,
     "runlane.register_worker(text,text[],boolean)": WORKER,
     "runlane.lead_maintenance(text,interval)": WORKER,

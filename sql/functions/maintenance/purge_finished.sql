@@ -10,8 +10,10 @@
 --   * the candidates are taken `for update skip locked`: a run another transaction
 --     holds (a finish, a retry, a journal write) is skipped this call, never waited for,
 --     and a purge never blocks a claim or a finish;
---   * p_older_than under 8 days is refused (22023): a charge is made before its run
---     finishes, so every charge purged is over 8 days old, outside any owner's current
+--   * a window whose cutoff instant, now() - p_older_than, is later than 8 days ago is
+--     refused (22023, runlane._retention_cutoff: the instant is compared, never the
+--     interval, whose months count 30 days): a charge is made before its run finishes,
+--     so every charge purged is over 8 days old, outside any owner's current
 --     week (at most 169 hours long), and weekly_spend stays exact. Each purged charge is
 --     also taken out of its owner's quarter-hour bucket (runlane.charge_buckets), and a
 --     bucket left at 0 is deleted, so every bucket stays the sum of its charges;
@@ -40,17 +42,13 @@ begin
         raise exception 'older_than and limit are required'
             using errcode = '22004';
     end if;
-    if p_older_than < interval '8 days' then
-        raise exception 'retention window % is shorter than 8 days', p_older_than
-            using errcode = '22023',
-                  hint = 'Purge only runs finished at least 8 days ago, so weekly budgets stay exact.';
-    end if;
     if p_limit < 1 or p_limit > 10000 then
         raise exception 'limit % is out of range', p_limit
             using errcode = '22023',
                   hint = 'Purge between 1 and 10000 runs per call.';
     end if;
-    v_cutoff := now() - p_older_than;
+    -- GUARD: the cutoff instant lies at least 8 days back (runlane._retention_cutoff).
+    v_cutoff := runlane._retention_cutoff(p_older_than, now());
 
     select coalesce(array_agg(c.run_id), '{}')
     into v_runs
