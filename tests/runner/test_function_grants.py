@@ -81,6 +81,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.drain_legacy_deliveries(integer)": WORKER,
     "runlane.purge_finished(interval,integer)": WORKER,
     "runlane._retention_cutoff(interval,timestamp with time zone)": NOBODY,
+    "runlane._refuse_write_number(runlane.runs,bigint,bigint,text)": NOBODY,
     "runlane.upgrade_status()": WORKER,
     "runlane.register_worker(text,text[],boolean)": WORKER,
     "runlane.lead_maintenance(text,interval)": WORKER,

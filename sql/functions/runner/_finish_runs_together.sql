@@ -15,7 +15,9 @@
 --     is bound to one (the computer_leases row names the run and its fence, locked FOR
 --     SHARE until commit, as runlane._require_owner locks it), was not asked to stop
 --     (runlane.cancel_run: outputs are refused, the finish closes as canceled), and its
---     numbered write is not applied yet (a resend is answered run by run);
+--     numbered write is not applied yet (a resend is answered run by run) and its number
+--     is the next one (one above the last applied: a number that skips ahead is refused
+--     run by run);
 --   and any error on the way (a lock timeout, a deadlock, a timing row that cannot be
 --   built) raises too: the run-by-run path then reports each run's own outcome.
 -- * Locks as the run-by-run path takes them, rows first, then threads: the runs' rows FOR
@@ -128,6 +130,9 @@ begin
             and r.fence = u.fence
             and r.reason is distinct from 'cancel_requested'
             and not coalesce(r.write_fence = u.fence and r.write_seq >= u.seq, false)
+            and coalesce(
+                u.seq <= coalesce(case when r.write_fence = u.fence then r.write_seq end, 0) + 1, true
+            )
         order by r.agent_id, r.thread_id, u.i
         for no key update of r
     ) as l;

@@ -43,7 +43,9 @@
 --   one subtransaction, all or nothing; null = not sequenced, and the contract form passes
 --   none): ownership is checked first (runlane._require_owner with the number), and a
 --   run whose numbered write was already applied (the reply was lost) writes nothing and
---   answers ok with its run.finished timing row again, never RL001. The number is
+--   answers ok with its run.finished timing row again, never RL001, when the run ended
+--   (else that run is refused with 22023: another write took its number); a number above
+--   the run's last applied + 1 is refused (22023, runlane._require_owner). The number is
 --   recorded by the closing update itself (runlane._close_run_with), so a sequenced
 --   finish still updates its run once.
 create or replace function runlane.finish_runs(
@@ -169,6 +171,11 @@ begin
             if p_seqs[v_i] is not null then
                 v_run := runlane._require_owner(p_run_ids[v_i], p_fences[v_i], p_seqs[v_i], false);
                 if runlane._write_applied(v_run, p_fences[v_i], p_seqs[v_i]) then
+                    -- GUARD: answered as applied only when the run really ended.
+                    if v_run.state in ('queued', 'running') then
+                        perform runlane._refuse_write_number(
+                            v_run, p_fences[v_i], p_seqs[v_i], 'finish');
+                    end if;
                     timing := runlane._timing_row(v_run.run_id, 'run.finished');
                     ok := true;
                     finish_runs.sqlstate := null;

@@ -22,7 +22,11 @@
 -- its write_seq >= p_seq, the write was already applied, and the row is returned locked
 -- WITHOUT the ownership check (the run may have been finished by that very write); the
 -- caller tells the case with runlane._write_applied and answers without applying it
--- again. Otherwise, once ownership is checked, it records the write as applied (runs.
+-- again. A number above the last applied one + 1 (the attempt's first write is 1) skips
+-- ahead: once ownership is checked it is refused with 22023 (runlane._refuse_write_number),
+-- nothing written, so a number sent far ahead cannot turn the owner's later writes into
+-- resends.
+-- Otherwise, once ownership is checked, it records the write as applied (runs.
 -- write_fence = p_fence, write_seq = p_seq; migration 0004) and returns the row as it
 -- was before (so runlane._write_applied still reads false on it): the caller's write
 -- commits or rolls back with that record. A null p_seq is
@@ -91,6 +95,12 @@ begin
         end if;
     end if;
 
+    -- GUARD: a number above the last applied one + 1 skips ahead: refused, nothing written.
+    if p_seq is not null
+        and p_seq > coalesce(case when v_run.write_fence = p_fence then v_run.write_seq end, 0) + 1 then
+        perform runlane._refuse_write_number(v_run, p_fence, p_seq);
+    end if;
+
     -- A sequenced write is recorded as applied here, in the write's own transaction (a
     -- rolled-back write leaves no record). The write functions touch no sequence column,
     -- so their unsequenced forms need no migration beyond 0002.
@@ -106,8 +116,9 @@ $$;
 
 comment on function runlane._require_owner(bigint, bigint, bigint, boolean) is
 'Fence check for worker writes: the locked run row, or RL001 (fenced out, not running, '
-'computer lost) / RL008 (unknown run); a resend of an applied write (p_seq) is returned '
-'unchecked; p_record false leaves recording the write (write_fence, write_seq) to the caller.';
+'computer lost) / RL008 (unknown run) / 22023 (p_seq skips ahead); a resend of an applied '
+'write (p_seq) is returned unchecked; p_record false leaves recording the write '
+'(write_fence, write_seq) to the caller.';
 
 revoke all on function runlane._require_owner(bigint, bigint, bigint, boolean) from public;
 

@@ -20,7 +20,8 @@
 -- * Resends (p_seq, the attempt's write sequence number; the four-argument form passes
 --   none): the write is recorded as the run's last applied one (write_fence, write_seq);
 --   a resend of an applied write (its reply was lost) writes nothing and returns NULL,
---   even once the run has finished (runlane._require_owner, runlane._write_applied).
+--   even once the run has finished (runlane._require_owner, runlane._write_applied); a
+--   number above the last applied + 1 is refused with 22023, nothing written.
 create or replace function runlane.append_output(
     p_run_id bigint, p_fence bigint, p_kind text, p_body text, p_seq bigint
 )

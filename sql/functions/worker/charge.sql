@@ -12,6 +12,7 @@
 -- Resends (p_seq, the attempt's write sequence number, as runlane.append_output): a
 -- charge resent after its reply was lost, with the number it was applied under, records
 -- nothing more and returns the run's total: a lost acknowledgement never charges twice.
+-- A number above the last applied + 1 is refused with 22023, nothing charged.
 create or replace function runlane.charge(
     p_run_id bigint, p_fence bigint, p_amount numeric, p_seq bigint
 )

@@ -17,7 +17,9 @@
 -- Resends (p_seq, the attempt's write sequence number; the contract form passes none):
 -- the finish is recorded as the run's last applied write (write_fence, write_seq); a
 -- resend of an applied finish (its reply was lost) changes nothing and returns the
--- run.finished timing row again, not RL001.
+-- run.finished timing row again, not RL001, when the run ended; when it did not (another
+-- write took the number) the finish is refused with 22023 (runlane._refuse_write_number).
+-- A number above the last applied + 1 is refused with 22023 (runlane._require_owner).
 create or replace function runlane.finish_run(
     p_run_id bigint,
     p_fence bigint,
@@ -54,6 +56,10 @@ begin
     -- GUARD: the caller still owns the run (row locked until commit).
     v_run := runlane._require_owner(p_run_id, p_fence, p_seq);
     if p_seq is not null and runlane._write_applied(v_run, p_fence, p_seq) then
+        -- GUARD: a resend is answered as applied only when the run really ended.
+        if v_run.state in ('queued', 'running') then
+            perform runlane._refuse_write_number(v_run, p_fence, p_seq, 'finish');
+        end if;
         return runlane._timing_row(p_run_id, 'run.finished');  -- a resend: finished already
     end if;
 

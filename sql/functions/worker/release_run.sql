@@ -14,7 +14,10 @@
 -- even when it equals the old one. Returns true. A run asked to stop (runlane.cancel_run)
 -- is not handed back: it closes as canceled / canceled and false is returned.
 -- Resends (p_seq, the attempt's write sequence number; the contract form passes none): a
--- resend of an applied release (its reply was lost) changes nothing and returns true.
+-- resend of an applied release (its reply was lost) changes nothing and returns true;
+-- while the run is still running under p_fence (another write took the number) it is
+-- refused with 22023 (runlane._refuse_write_number). A number above the last applied + 1:
+-- 22023.
 create or replace function runlane.release_run(
     p_run_id bigint,
     p_fence bigint,
@@ -42,6 +45,10 @@ begin
 
     v_run := runlane._require_owner(p_run_id, p_fence, p_seq);
     if p_seq is not null and runlane._write_applied(v_run, p_fence, p_seq) then
+        -- GUARD: a resend is answered as applied only when the attempt really ended.
+        if v_run.state = 'running' and v_run.fence = p_fence then
+            perform runlane._refuse_write_number(v_run, p_fence, p_seq, 'release');
+        end if;
         return true;  -- a resend: released already
     end if;
 

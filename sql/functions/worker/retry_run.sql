@@ -12,7 +12,9 @@
 -- canceled / canceled; returns 'canceled'. p_delay is 0 .. 7 days (22023).
 -- Resends (p_seq, the attempt's write sequence number; the contract form passes none): a
 -- resend of an applied retry (its reply was lost) changes nothing and returns what the
--- retry left: 'failed' when it closed the run, else 'queued'.
+-- retry left: 'failed' when it closed the run, else 'queued'; while the run is still
+-- running under p_fence (another write took the number) it is refused with 22023
+-- (runlane._refuse_write_number). A number above the last applied + 1: 22023.
 create or replace function runlane.retry_run(
     p_run_id bigint,
     p_fence bigint,
@@ -42,6 +44,10 @@ begin
 
     v_run := runlane._require_owner(p_run_id, p_fence, p_seq);
     if p_seq is not null and runlane._write_applied(v_run, p_fence, p_seq) then
+        -- GUARD: a resend is answered as applied only when the attempt really ended.
+        if v_run.state = 'running' and v_run.fence = p_fence then
+            perform runlane._refuse_write_number(v_run, p_fence, p_seq, 'retry');
+        end if;
         -- a resend: what the retry left
         return case when v_run.state in ('failed', 'canceled') then v_run.state else 'queued' end;
     end if;

@@ -64,7 +64,7 @@ select * from runlane.finish_runs(
     array['succeeded', 'succeeded', 'failed'], array[null, null, 'iteration_cap']::text[],
     array[0, 0.25, 1]::numeric[], array[1, 2, 0],
     array['text', 'progress', 'final'], array['again', 'working', 'reply'],
-    array[3, null, 1]::bigint[]
+    array[1, null, 1]::bigint[]
 );
 
 select results_eq(
@@ -125,7 +125,7 @@ select is(
 select results_eq(
     $$select r.state, r.cost, r.reason, r.last_error, r.write_fence = r.fence, r.write_seq
       from f inner join runlane.runs as r on r.run_id = f.run_id order by f.k$$,
-    $$values ('succeeded', 0::numeric, null::text, null::text, true, 3::bigint),
+    $$values ('succeeded', 0::numeric, null::text, null::text, true, 1::bigint),
              ('succeeded', 0.25, null, null, null, null),
              ('failed', 1, 'iteration_cap', 'iteration_cap', true, 1)$$,
     'outcome, cost, reason, error and the write number set in the closing update'

@@ -1,4 +1,4 @@
--- Issue 11, item 5: a finish whose reply was lost, resent with its sequence number,
+-- A finish whose reply was lost, resent with its sequence number,
 -- succeeds again with the same run.finished timing row instead of RL001, and changes
 -- nothing; so do resends of finish_runs, release_run and retry_run. A new number (or no
 -- number) after the finish is still refused.
@@ -23,9 +23,9 @@ end
 $$;
 
 create temp table first_finish on commit drop as
-select runlane.finish_run(runlane_test.last_run('agent-fin'), 1, 'succeeded', null, 0.5, 7) as timing;
+select runlane.finish_run(runlane_test.last_run('agent-fin'), 1, 'succeeded', null, 0.5, 1) as timing;
 select is(
-    runlane.finish_run(runlane_test.last_run('agent-fin'), 1, 'succeeded', null, 0.5, 7),
+    runlane.finish_run(runlane_test.last_run('agent-fin'), 1, 'succeeded', null, 0.5, 1),
     (select timing from first_finish),
     'the resent finish answers the same run.finished timing row'
 );
@@ -40,7 +40,7 @@ select is(
     'journaled once'
 );
 select throws_ok(
-    format('select runlane.finish_run(%s, 1, ''succeeded'', null, 0, 8)', runlane_test.last_run('agent-fin')),
+    format('select runlane.finish_run(%s, 1, ''succeeded'', null, 0, 2)', runlane_test.last_run('agent-fin')),
     'RL001', null, 'a new number after the finish is refused'
 );
 select throws_ok(
@@ -48,7 +48,7 @@ select throws_ok(
     'RL001', null, 'so is the contract form'
 );
 select throws_ok(
-    format('select runlane.finish_run(%s, 2, ''succeeded'', null, 0, 7)', runlane_test.last_run('agent-fin')),
+    format('select runlane.finish_run(%s, 2, ''succeeded'', null, 0, 1)', runlane_test.last_run('agent-fin')),
     'RL001', null, 'and the same number under another fence'
 );
 
@@ -59,7 +59,7 @@ select is(
     (
         select f.ok from runlane.finish_runs(
             (select ids from batch_args), array[1]::bigint[], array['succeeded'], array[null]::text[],
-            array[0]::numeric[], array[2], array['text', 'text'], array['x', 'y'], array[3]::bigint[]
+            array[0]::numeric[], array[2], array['text', 'text'], array['x', 'y'], array[1]::bigint[]
         ) as f
     ),
     true,
@@ -68,7 +68,7 @@ select is(
 select results_eq(
     $$select f.ok, f.sqlstate, f.timing ->> 'run.outcome' from runlane.finish_runs(
         (select ids from batch_args), array[1]::bigint[], array['succeeded'], array[null]::text[],
-        array[0]::numeric[], array[2], array['text', 'text'], array['x', 'y'], array[3]::bigint[]
+        array[0]::numeric[], array[2], array['text', 'text'], array['x', 'y'], array[1]::bigint[]
     ) as f$$,
     $$values (true, null::text, 'succeeded'::text)$$,
     'its resend is ok again with the run.finished row'
@@ -79,14 +79,14 @@ select is(
     'the outputs were written once'
 );
 
-select is(runlane.release_run(runlane_test.last_run('agent-rel'), 1, null, 'shutdown', 4), true, 'release');
-select is(runlane.release_run(runlane_test.last_run('agent-rel'), 1, null, 'shutdown', 4), true, 'its resend is true again');
+select is(runlane.release_run(runlane_test.last_run('agent-rel'), 1, null, 'shutdown', 1), true, 'release');
+select is(runlane.release_run(runlane_test.last_run('agent-rel'), 1, null, 'shutdown', 1), true, 'its resend is true again');
 select is(
-    runlane.retry_run(runlane_test.last_run('agent-retry'), 1, 'boom', interval '1 minute', 9),
+    runlane.retry_run(runlane_test.last_run('agent-retry'), 1, 'boom', interval '1 minute', 1),
     'queued', 'retry'
 );
 select is(
-    runlane.retry_run(runlane_test.last_run('agent-retry'), 1, 'boom', interval '1 minute', 9),
+    runlane.retry_run(runlane_test.last_run('agent-retry'), 1, 'boom', interval '1 minute', 1),
     'queued', 'its resend answers queued again'
 );
 
