@@ -17,7 +17,11 @@ Guarantees:
 - a release (shutdown) and a retry first wait for the attempt's charges;
 - a lost run is finished canceled, which the database accepts only from the attempt
   that still owns a stopped run (RL001 otherwise: the lease was lost, nothing written);
-- nothing is written for a run once it is lost.
+- nothing is written for a run once it is lost;
+- a write the database refused gives its write numbers back to the run's next write
+  (RunHandle.give_back); one refused for its number (22023 on column write_seq) gives the
+  run up to its lease (`run.lease_lost`, why `write_numbering`): no canceled finish is
+  tried, its number would be refused again.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from .. import log
 from ..agents import StepResult
 from .config import WorkerConfig
 from .db import Database, is_connection_error, pg_array
-from .run_handle import STEP_OUTPUTS, RunHandle, outputs_params
+from .run_handle import STEP_OUTPUTS, RunHandle, numbering_refused, outputs_params
 
 FINISH_RUN = """
 select runlane.finish_run(
@@ -168,6 +172,8 @@ class Finisher:
                                  {k: pg_array(v) for k, v in params.items()}, fetch="all")
         except psycopg.Error as exc:
             if exc.sqlstate != RUN_BY_RUN_LIMIT_EXCEEDED or len(batch) < 2:
+                for (run, _, _), seq in zip(batch, seqs, strict=True):
+                    run.give_back({"seq": seq, "last_seq": seq}, exc)
                 self._fail(batch, exc)
                 return
             # Nothing was written: the same runs again in two halves (each halved again
@@ -186,9 +192,26 @@ class Finisher:
             if self.finishing[lane] and not self.finish_calls[lane]:
                 self._send(lane)  # what waited for this call goes now
         by_run = {row["run_id"]: row for row in rows}
-        for run, _, future in batch:
+        for (run, _, future), seq in zip(batch, seqs, strict=True):
+            row = by_run.get(run.run_id)
+            if row is not None and not row["ok"]:
+                # (that run's subtransaction was rolled back: its number is unused)
+                run.unused({"seq": seq, "last_seq": seq})
             if not future.done():
-                future.set_result(by_run.get(run.run_id))
+                future.set_result(row)
+
+    @staticmethod
+    def _refused(run: RunHandle, numbers: dict[str, int | None], exc: psycopg.Error) -> bool:
+        """An end the database refused: its numbers go back to the run; True when the
+        refusal loses the run (RL001: fenced out or stopped; its write number refused)."""
+        run.give_back(numbers, exc)
+        if exc.sqlstate == "RL001":
+            run.lose("fenced_out")
+            return True
+        if numbering_refused(exc):
+            run.lose("write_numbering")
+            return True
+        return False
 
     @staticmethod
     def _fail(batch: list[tuple[RunHandle, StepResult, asyncio.Future]],
@@ -202,9 +225,9 @@ class Finisher:
 
     async def _finish_alone(self, run: RunHandle, result: StepResult) -> None:
         """The last step's outputs and the finish, in one statement (one commit)."""
+        numbers = run.next_seq(len(result.outputs) + 1)
         params = {"run_id": run.run_id, "fence": run.fence, "outcome": result.outcome,
-                  "error": result.error, "cost": run.cost,
-                  **run.next_seq(len(result.outputs) + 1)}
+                  "error": result.error, "cost": run.cost, **numbers}
         sql = FINISH_RUN
         if result.outputs:
             sql = FINISH_WITH_OUTPUTS
@@ -212,8 +235,7 @@ class Finisher:
         try:
             row = await self.db.call(run.lane, sql, params)
         except psycopg.Error as exc:
-            if exc.sqlstate == "RL001":
-                run.lose("fenced_out")
+            if self._refused(run, numbers, exc):
                 return
             raise
         run.ended = True
@@ -227,13 +249,13 @@ class Finisher:
             return
         delay = timedelta(seconds=min(2 ** run.attempt, 60))
         error = f"{type(exc).__name__}: {exc}"[:1000]  # what the database keeps of it
+        numbers = run.next_seq()
         try:
             row = await self.db.call(run.lane, RETRY_RUN, {
                 "run_id": run.run_id, "fence": run.fence, "error": error, "delay": delay,
-                **run.next_seq()})
+                **numbers})
         except psycopg.Error as db_exc:
-            if db_exc.sqlstate == "RL001":
-                run.lose("fenced_out")
+            if self._refused(run, numbers, db_exc):
                 return
             raise
         run.ended = True
@@ -255,9 +277,10 @@ class Finisher:
             await run.settle_charges()
         if run.lost:
             return
+        numbers = run.next_seq()
         try:
             row = await self.db.call(run.lane, RELEASE_RUN, {
-                "run_id": run.run_id, "fence": run.fence, **run.next_seq()})
+                "run_id": run.run_id, "fence": run.fence, **numbers})
             run.ended = True
             if row and row["released"] is False:  # it was stopped: closed canceled instead
                 log.get().info("run.stopped", **run.fields, **{"lease.why": "shutdown"})
@@ -265,8 +288,7 @@ class Finisher:
             else:
                 log.get().info("run.released", **run.fields, **{"run.reason": "shutdown"})
         except psycopg.Error as exc:
-            if exc.sqlstate == "RL001":
-                run.lose("fenced_out")
+            if self._refused(run, numbers, exc):
                 return
             log.get().warning("run.release_failed", **run.fields, **log.error_fields(exc))
 
@@ -275,12 +297,21 @@ class Finisher:
         lease is lost: nothing more is written) or it was stopped (runlane.cancel_run),
         and then its finish closes it canceled, freeing its computer. One finish call
         tells the two apart: the database accepts it only from the attempt that still
-        owns the run, and refuses (RL001) every other. Its agent is stopped already."""
+        owns the run, and refuses (RL001) every other. Its agent is stopped already.
+        A run given up for its write numbers is left to its lease: a finish would be
+        refused for its number too."""
+        if run.lost_why == "write_numbering":
+            log.get().warning("run.lease_lost", **{
+                "run.id": run.run_id, "run.lane": run.lane, "run.attempt": run.attempt,
+                "lease.why": run.lost_why})
+            return
+        numbers = run.next_seq()
         params = {"run_id": run.run_id, "fence": run.fence, "outcome": "canceled",
-                  "error": "canceled", "cost": run.cost, **run.next_seq()}
+                  "error": "canceled", "cost": run.cost, **numbers}
         try:
             row = await self.db.call(run.lane, FINISH_RUN, params)
         except psycopg.Error as exc:
+            run.give_back(numbers, exc)
             if exc.sqlstate == "RL001":
                 log.get().warning("run.lease_lost", **{
                     "run.id": run.run_id, "run.lane": run.lane, "run.attempt": run.attempt,

@@ -8,6 +8,11 @@ Guarantees:
 - numbered writes (migration 0004) take the attempt's next sequence numbers and are sent
   in number order under the run's write lock, even when an agent writes concurrently; a
   resend keeps its numbers, so the database applies a write whose reply was lost once;
+  a write the database refused (it raised: nothing applied) gives its numbers back to the
+  next write (`give_back`), since the database refuses a number that skips ahead;
+- a write refused for its number (22023 on column write_seq: the attempt's numbering and
+  the database's no longer agree) gives the run up like a lost lease (`lose`, why
+  `write_numbering`): its agent stops, nothing more is written, and its lease decides;
 - a step's outputs and checkpoint go as ONE statement (one round trip, one commit);
 - the run's messages are read once per attempt (from the claimed page's batch read when
   it has them), and steering taken adds to that copy;
@@ -25,7 +30,7 @@ from typing import Any
 import psycopg
 
 from ..agents import UNCHANGED, LeaseLost, Message, StepResult, Turn
-from .db import Database
+from .db import Database, is_resendable
 
 APPEND_OUTPUT = """
 select runlane.append_output(
@@ -83,6 +88,21 @@ select runlane.charge(
     p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
     p_amount => %(amount)s::numeric, p_seq => %(seq)s::bigint) as total
 """
+
+
+def refused_unapplied(exc: BaseException) -> bool:
+    """The database raised this error for the statement and rolled it back: nothing of it
+    was applied (a refusal the worker does not resend; a resent statement is answered as
+    applied before anything else is checked, so this holds after a resend too)."""
+    return (isinstance(exc, psycopg.Error) and exc.sqlstate is not None
+            and not is_resendable(exc))
+
+
+def numbering_refused(exc: BaseException) -> bool:
+    """The database refused a write for its sequence number (runlane._refuse_write_number):
+    one that skips ahead, or an end whose number another write took."""
+    return (isinstance(exc, psycopg.Error) and exc.sqlstate == "22023"
+            and exc.diag.column_name == "write_seq")
 
 
 def outputs_params(outputs: tuple[tuple[str, str], ...]) -> dict[str, list[str]]:
@@ -150,6 +170,18 @@ class RunHandle:
         self._seq += count
         return {"seq": first, "last_seq": self._seq}
 
+    def give_back(self, numbers: dict[str, int | None], exc: BaseException) -> None:
+        """A numbered write the database refused (refused_unapplied) leaves its numbers
+        unused: the next write takes them again, unless a later number was taken since."""
+        if refused_unapplied(exc):
+            self.unused(numbers)
+
+    def unused(self, numbers: dict[str, int | None]) -> None:
+        """Numbers of a write known not to be applied: the next write takes them again,
+        unless a later number was taken since."""
+        if numbers["seq"] is not None and self._seq == numbers["last_seq"]:
+            self._seq = numbers["seq"] - 1
+
     def lose(self, why: str) -> None:
         """Ownership is gone, or the run was stopped (runlane.cancel_run: the database
         refuses its writes and heartbeats the same way): stop the agent now; every later
@@ -173,13 +205,24 @@ class RunHandle:
             raise LeaseLost(f"run {self.run_id} is owned by another worker now")
         if seqs:
             async with self._write_lock:
-                return await self._call(sql, {**params, **self.next_seq(seqs)}, fetch)
+                numbers = self.next_seq(seqs)
+                try:
+                    return await self._call(sql, {**params, **numbers}, fetch)
+                except LeaseLost:  # refused (RL001, its number) or never sent: unused
+                    self.unused(numbers)
+                    raise
+                except psycopg.Error as exc:
+                    self.give_back(numbers, exc)
+                    raise
         try:
             return await self._db.call(self.lane, sql, {**self._key, **params}, fetch)
         except psycopg.Error as exc:
             if exc.sqlstate == "RL001":
                 self.lose("fenced_out")
                 raise LeaseLost(f"run {self.run_id} is owned by another worker now") from None
+            if numbering_refused(exc):
+                self.lose("write_numbering")
+                raise LeaseLost(f"run {self.run_id}: a write was refused for its number") from None
             raise
 
     # -- the agent's context ---------------------------------------------------------
