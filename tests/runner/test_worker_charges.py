@@ -94,3 +94,26 @@ def test_a_refused_amount_fails_the_step_and_the_good_charges_stay(conn, workers
                         "order by charge_id", (run_id,)).fetchall() == [(1,), (2,)]
     assert row["cost"] == 3
     assert weekly_spend(conn) == 3
+
+
+def test_a_retried_run_whose_attempt_spent_the_budget_ends_canceled_not_skipped(
+        conn, workers):
+    """Its retry is gated at the claim (budget_exhausted); it ran and spent, so it ends
+    canceled, logged run.finished with its outcome, never run.skipped."""
+    make_agent(conn, "agent-broke")
+    conn.execute("update runlane.platform_settings set agent_weekly_budget = 15 "
+                 "where org_id = 'org-w'")
+    run_id = run_now(conn, "agent-broke")
+    worker = workers("--agent", "charging_agent:agent", "--no-maintenance",
+                     "--scan-interval", "0.5", lanes=("background",))
+    wait_until(lambda: run_state(conn, run_id) not in ("queued", "running"),
+               what="the retry gated at its claim")
+    row = run_row(conn, run_id)
+    assert (row["state"], row["reason"], row["attempts"]) == (
+        "canceled", "budget_exhausted", 1)
+    assert row["cost"] == 15
+    finished = worker.wait_for("run.finished", where=lambda r: r.get("run.id") == run_id)
+    assert finished["run.outcome"] == "canceled"
+    assert finished["run.reason"] == "budget_exhausted"
+    assert "run.execution_wall_ms" in finished
+    assert not [r for r in worker.events("run.skipped") if r.get("run.id") == run_id]

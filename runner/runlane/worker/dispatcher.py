@@ -27,7 +27,10 @@ Guarantees:
   claim connection is presumed dead too and the next claim opens a fresh one instead of
   failing on it first; the waits between resends and after a failed pass end as soon as
   the listener is connected again (Database.pause), and its reconnect wakes every lane;
-- runs a closed gate skipped come back in the claim's reply and are logged run.skipped;
+- runs a closed gate ended come back in the claim's reply: one that never started is
+  logged run.skipped; one that started before (attempt > 0: the database closed it
+  canceled with the gate's reason, as a finish) is logged run.finished with its timing row
+  (run_timing, read off the claim path);
   each claimed run is handed to the supervisor; the page's messages are read in one
   run_messages_many call when the first of its runs asks for its messages, never when
   none does (a run missing from the read reads its own).
@@ -64,6 +67,7 @@ select * from runlane.claim_runs(
     p_limit => %(limit)s::int, p_lease => %(lease)s::interval,
     p_claim_key => %(claim_key)s::uuid, p_report_skipped => true)
 """
+RUN_TIMING = "select runlane.run_timing(p_run_id => %(run_id)s::bigint) as timing"
 # The claim connection's session: the per-worker organization bound claim_runs reads
 # (runlane._max_per_org), and that each claim on it is a transaction of its own (the
 # connection is in autocommit), so a claim that took nothing, holding row locks only,
@@ -227,6 +231,8 @@ class LaneDispatcher:
             for row in rows:
                 if row.get("skipped_reason") is None:
                     runs.append(RunHandle(row, self.db, self.timing))
+                elif row["attempt"]:  # it ran before: the gate closed it canceled
+                    self._spawn(self._log_gated_finish(row))
                 else:  # a gate closed between queue and claim: ended skipped, not claimed
                     log.get().info("run.skipped", **{
                         "run.id": row["run_id"], "run.lane": row["lane"],
@@ -253,6 +259,18 @@ class LaneDispatcher:
             self.backlog = True
             self.claim_size = min(limit * 2, self.config.claim_batch_max)
         self.wake.set()  # the page budget ran out with work left: one more pass
+
+    async def _log_gated_finish(self, row: dict[str, Any]) -> None:
+        """A run that started before, ended by a closed gate (claim_runs closed it canceled
+        with the gate's reason): its run.finished timing line, as a finish logs it."""
+        fields = {"run.id": row["run_id"], "run.lane": row["lane"],
+                  "run.trigger": row["trigger"], "run.attempt": row["attempt"],
+                  "run.reason": row["skipped_reason"]}
+        try:
+            timing = await self.db.call(self.lane, RUN_TIMING, {"run_id": row["run_id"]})
+            self.timing("run.finished", timing["timing"] if timing else None, **fields)
+        except Exception as exc:  # noqa: BLE001 - a timing read never fails anything
+            log.get().warning("log.timing_failed", **fields, **log.error_fields(exc))
 
     async def claim(self, limit: int) -> list[dict[str, Any]]:
         """One keyed claim_runs call on the lane's own connection. When the connection

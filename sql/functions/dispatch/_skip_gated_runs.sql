@@ -3,11 +3,22 @@
 -- is within the weekly budget).
 --
 -- Guarantees, for each p_run_ids[i] (the caller holds its row lock and has checked it is
--- queued): state 'skipped', reason p_reasons[i] (agent_off, agent_locked, no_model or
--- budget_exhausted), finished_at set, no lease owner; one run_events 'run.skipped' row
--- {reason, trigger, at: 'claim'} (codes only, as every skip); fence and attempts are left
--- as they were (the run was not claimed). A computer lease the run still holds (a
--- released run's) is freed and the next run waiting on that computer is notified.
+-- queued), with the gate's reason p_reasons[i] (agent_off, agent_locked, no_model or
+-- budget_exhausted):
+-- * a run that never started (no attempt counted, no first start) is ended skipped, the
+--   state kept for runs that never ran: state 'skipped', reason the gate's, finished_at
+--   set, no lease owner; one run_events 'run.skipped' row {reason, trigger, at: 'claim'}
+--   (codes only, as every skip);
+-- * a run that started before (attempts > 0 or first_started_at set: a retried run, a
+--   run released at shutdown or requeued after its lease expired) is not called skipped:
+--   it ran, may have written outputs and spent its owner's budget. It closes through
+--   runlane._close_run_with, as a finish does: state 'canceled', reason the gate's, its
+--   last error kept, a 'run.finished' journal row {outcome: canceled, reason}, so its
+--   run.finished timing row (run_timing) reads canceled with its execution figures, and
+--   whatever a finish tells its stream and its thread, this close tells them too;
+-- * fence and attempts are left as they were (the run was not claimed now);
+-- * a computer lease the run still holds (a released run's) is freed and the next run
+--   waiting on that computer is notified.
 create or replace function runlane._skip_gated_runs(p_run_ids bigint[], p_reasons text[])
 returns void
 language plpgsql
@@ -15,7 +26,21 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_computers text[];
+    v_started record;
 begin
+    -- Runs that started before: closed as a finish closes them (rare: one by one).
+    for v_started in
+        select r as run, g.reason
+        from unnest(p_run_ids, p_reasons) as g (run_id, reason)
+        inner join runlane.runs as r on r.run_id = g.run_id
+        where r.attempts > 0 or r.first_started_at is not null
+        order by r.run_id
+    loop
+        perform runlane._close_run_with(
+            v_started.run, 'canceled', v_started.reason, (v_started.run).last_error, 0, null
+        );
+    end loop;
+
     with skipped as (
         update runlane.runs as r
         set state = 'skipped',
@@ -25,14 +50,20 @@ begin
             lease_expires_at = null
         from unnest(p_run_ids, p_reasons) as g (run_id, reason)
         where r.run_id = g.run_id
+            and r.attempts = 0
+            and r.first_started_at is null
         returning r.run_id, r.trigger, r.reason, r.computer_id
     ),
+
     journal as (
         insert into runlane.run_events (run_id, event, detail)
-        select s.run_id, 'run.skipped',
-               jsonb_build_object('reason', s.reason, 'trigger', s.trigger, 'at', 'claim')
+        select
+            s.run_id,
+            'run.skipped',
+            jsonb_build_object('reason', s.reason, 'trigger', s.trigger, 'at', 'claim')
         from skipped as s
     )
+
     select coalesce(array_agg(distinct s.computer_id) filter (where s.computer_id is not null), '{}')
     into v_computers
     from skipped as s;
@@ -48,7 +79,8 @@ end;
 $$;
 
 comment on function runlane._skip_gated_runs(bigint[], text[]) is
-'Ends queued background runs whose gate closed before their claim: skipped with the gate''s reason, '
-'journaled run.skipped, their computer lease freed.';
+'Ends queued background runs whose gate closed before their claim: one that never started is '
+'skipped with the gate''s reason (run.skipped journaled), one that started before is closed '
+'canceled with that reason as a finish closes it (run.finished); computer leases freed.';
 
 revoke all on function runlane._skip_gated_runs(bigint[], text[]) from public;
