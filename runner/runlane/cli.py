@@ -216,7 +216,7 @@ def migrate_cmd(dsn: str, to: int | None, lock_timeout: float) -> None:
 @click.option("--leader-retry", type=float, default=3.0, show_default=True,
               help="Seconds between a follower's attempts to become maintenance leader.")
 @click.option("--leader-ttl", type=float, default=None,
-              help="Seconds the maintenance leader's lease lasts without renewal (1-3600, "
+              help="Seconds the maintenance leader's lease lasts without renewal (1-60, "
                    "longer than --tick-interval; default 3 x --tick-interval = 15); a "
                    "paused leader is replaced within leader-ttl + leader-retry seconds.")
 @click.option("--notify-queue-warn", type=float, default=0.25, show_default=True,

@@ -11,7 +11,12 @@ before any step once half the ttl has passed since its last renewal (measured on
 monotonic clock, which counts a pause), so a leader that was paused past its lease finds
 out before its next step and runs no step after losing it: it logs
 `maintenance.leader_lost` and follows. A stopping worker hands its lease back
-(`runlane.resign_maintenance`). Each pass:
+(`runlane.resign_maintenance`). The lease lasts at most 60 s (the database refuses a
+longer one), so a holder that stops renewing holds maintenance up for at most that long.
+A follower that finds the lease's holder silent (no renewal for more than half its lease,
+or the lease lapsed: `runlane.lead_maintenance_with_holder` names the holder) logs one
+`maintenance.leader_silent` per silence (the holder's worker id, seconds since its
+renewal, its lease, whether it lapsed) and takes the lease over once it lapsed. Each pass:
   1. `tick()` (commits new timer runs and advanced schedules), logging routine.fired,
      routine.coalesced and run.skipped;
   2. publication: `publish_run()` for each run the tick created, each in its own
@@ -55,8 +60,11 @@ from runlane.queue_delay(p_threshold => %(threshold)s::interval)
 """
 RUN_TIMING = "select runlane.run_timing(p_run_id => %(run_id)s::bigint) as timing"
 LEAD = """
-select runlane.lead_maintenance(p_worker => %(leader)s::text, p_ttl => %(ttl)s::interval) as won
+select won, holder, holder_silent_ms, holder_ttl_ms, holder_lapsed
+from runlane.lead_maintenance_with_holder(p_worker => %(leader)s::text, p_ttl => %(ttl)s::interval)
 """
+# The longest leader lease the database grants (runlane.lead_maintenance).
+LEADER_TTL_MAX = 60.0
 RESIGN = "select runlane.resign_maintenance(p_worker => %(leader)s::text) as resigned"
 NOTIFY_USAGE = "select runlane.notify_queue_usage() as usage"
 PURGE = """
@@ -71,8 +79,8 @@ class MaintenanceConfig:
     queue_delay_interval: float = 30.0
     queue_delay_threshold: float = 30.0
     leader_retry: float = 3.0
-    # Seconds a leader's lease lasts without renewal; None: three tick intervals (at
-    # least 1 s), so a lost leader is replaced within a few passes at any tick rate.
+    # Seconds a leader's lease lasts without renewal (1-60); None: three tick intervals
+    # (at least 1 s, at most 60), so a lost leader is replaced within a few passes.
     leader_ttl: float | None = None
     notify_queue_warn: float = 0.25  # log notify.queue_usage from this fraction on
     # Delete runs finished longer ago than this (at least 8 days); None: delete nothing.
@@ -82,9 +90,9 @@ class MaintenanceConfig:
 
     def __post_init__(self) -> None:
         if self.leader_ttl is None:
-            self.leader_ttl = min(max(3 * self.tick_interval, 1.0), 3600.0)
-        if not 1.0 <= self.leader_ttl <= 3600.0:
-            raise ValueError("leader_ttl must be between 1 and 3600 seconds")
+            self.leader_ttl = min(max(3 * self.tick_interval, 1.0), LEADER_TTL_MAX)
+        if not 1.0 <= self.leader_ttl <= LEADER_TTL_MAX:
+            raise ValueError("leader_ttl must be between 1 and 60 seconds")
         if self.retention is not None and self.retention < timedelta(days=8):
             raise ValueError("retention must be at least 8 days, so weekly budgets stay exact")
         if not 1 <= self.purge_batch <= 10000 or self.purge_batches < 1:
@@ -110,13 +118,16 @@ class Maintenance:
         self.next_queue_check = 0.0
         self.leading = False
         self.renewed_at = 0.0  # monotonic time the last successful renewal was sent
+        self.silent_holder: str | None = None  # the holder whose silence was logged
 
     async def renew(self, conn: psycopg.AsyncConnection) -> bool:
         """Win or renew the lease; logs maintenance.leader_acquired / leader_lost on change."""
         sent = time.monotonic()
-        won = bool((await self._rows(conn, LEAD, {
+        row = (await self._rows(conn, LEAD, {
             "leader": self.leader_id,
-            "ttl": timedelta(seconds=self.config.leader_ttl)}))[0]["won"])
+            "ttl": timedelta(seconds=self.config.leader_ttl)}))[0]
+        won = bool(row["won"])
+        self._watch_holder(row)
         if won:
             self.renewed_at = sent
             if not self.leading:
@@ -129,6 +140,24 @@ class Maintenance:
             log.get().warning("maintenance.leader_lost", **{
                 "maintenance.since_renewal_s": round(time.monotonic() - self.renewed_at, 3)})
         return won
+
+    def _watch_holder(self, row: dict[str, Any]) -> None:
+        """One maintenance.leader_silent per silence of another holder: its lease lapsed,
+        or it has not renewed for more than half of it (a holder renews at least that often)."""
+        holder = row["holder"]
+        silent = holder is not None and (
+            row["holder_lapsed"] or row["holder_silent_ms"] * 2 > row["holder_ttl_ms"])
+        if not silent:
+            self.silent_holder = None
+            return
+        if holder == self.silent_holder:
+            return
+        self.silent_holder = holder
+        log.get().warning("maintenance.leader_silent", **{
+            "maintenance.holder": holder,
+            "maintenance.since_renewal_s": round(row["holder_silent_ms"] / 1000, 3),
+            "maintenance.holder_ttl_s": round(row["holder_ttl_ms"] / 1000, 3),
+            "maintenance.lapsed": bool(row["holder_lapsed"])})
 
     async def still_leading(self, conn: psycopg.AsyncConnection) -> bool:
         """Before each step: renew once half the ttl has passed since the last renewal

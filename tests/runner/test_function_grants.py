@@ -85,6 +85,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.upgrade_status()": WORKER,
     "runlane.register_worker(text,text[],boolean)": WORKER,
     "runlane.lead_maintenance(text,interval)": WORKER,
+    "runlane.lead_maintenance_with_holder(text,interval)": WORKER,
     "runlane.resign_maintenance(text)": WORKER,
     "runlane.notify_queue_usage()": WORKER,
     # operator views (runlane status, journal, timing summary): an application reads

@@ -69,8 +69,9 @@ def test_exactly_one_maintenance_leader_and_a_takeover_when_it_dies(conn, worker
 
 def test_a_paused_leader_is_replaced_and_does_not_lead_when_it_resumes(conn, workers):
     """SIGSTOP keeps the leader's process and sessions alive (the advisory lock of old
-    was never released): its lease lapses instead, the other worker takes over and reaps
-    while the first is still stopped; resumed, the first finds its lease lost and follows."""
+    was never released): its lease lapses instead, the other worker logs once that the
+    holder went silent (maintenance.leader_silent, naming it), takes over and reaps while
+    the first is still stopped; resumed, the first finds its lease lost and follows."""
     fleet = [workers("--leader-retry", "0.2", "--tick-interval", "0.2", "--leader-ttl", "2")
              for _ in range(2)]
     wait_until(lambda: leader_of(conn, fleet), what="a leader")
@@ -80,6 +81,8 @@ def test_a_paused_leader_is_replaced_and_does_not_lead_when_it_resumes(conn, wor
     # for it, so no line from before the pause is written after it.
     paused.wait_for("maintenance.leader_acquired")
 
+    holder = leader(conn)
+    paused_at = len(other.events())
     paused.signal(signal.SIGSTOP)
     try:
         run_id = expired_run(conn, "agent-paused")
@@ -91,6 +94,18 @@ def test_a_paused_leader_is_replaced_and_does_not_lead_when_it_resumes(conn, wor
         resumed_at = len(paused.events())
     finally:
         paused.signal(signal.SIGCONT)
+
+    # The follower said once, before taking over, that the holder had gone silent: it
+    # retried many times meanwhile (every 0.2 s), one line for the whole silence.
+    after_pause = other.events()[paused_at:]
+    silent = [r for r in after_pause if r["message"] == "maintenance.leader_silent"]
+    assert len(silent) == 1, silent
+    assert silent[0]["maintenance.holder"] == holder
+    assert silent[0]["maintenance.since_renewal_s"] >= 1.0  # half of the 2 s lease
+    assert silent[0]["maintenance.holder_ttl_s"] == 2.0
+    messages = [r["message"] for r in after_pause]
+    assert messages.index("maintenance.leader_silent") < messages.index(
+        "maintenance.leader_acquired")
 
     lost = paused.wait_for("maintenance.leader_lost")
     assert lost["maintenance.since_renewal_s"] >= 2.0  # the pause outlived the lease

@@ -16,7 +16,12 @@
 --   already run) it falls back to the leadership of old: the session advisory lock
 --   7317002 of the caller's connection (true while that session holds it), until 0005.
 -- * Arguments: p_worker non-blank, at most 256 characters; p_ttl between 1 second and
---   1 hour. NULL gives 22004, anything else out of range 22023.
+--   60 seconds. NULL gives 22004, anything else out of range 22023. A longer lease is
+--   refused, not shortened: whoever holds it and stops renewing stops reaping, ticks and
+--   purges for that long, silently, so a caller asking for more is told at once instead
+--   of holding a lease it did not ask for. 60 s is the workers' own run lease (claim_runs'
+--   default) and four times the runner's default leader lease (three 5 s ticks): a few
+--   maintenance passes, never an hour.
 create or replace function runlane.lead_maintenance(p_worker text, p_ttl interval)
 returns boolean
 language plpgsql
@@ -36,9 +41,10 @@ begin
         raise exception 'a leader''s worker id must be non-blank and at most 256 characters'
             using errcode = '22023', hint = 'Use the worker id the worker logs as worker.id.';
     end if;
-    if p_ttl < interval '1 second' or p_ttl > interval '1 hour' then
-        raise exception 'a leader lease ttl must be between 1 second and 1 hour, got %', p_ttl
-            using errcode = '22023', hint = 'Keep it above the tick interval: the leader renews it every pass.';
+    if p_ttl < interval '1 second' or p_ttl > interval '60 seconds' then
+        raise exception 'a leader lease ttl must be between 1 second and 60 seconds, got %', p_ttl
+            using errcode = '22023',
+                  hint = 'Keep it a few ticks long, above the tick interval: the leader renews it every pass.';
     end if;
 
     if to_regclass('runlane.leader') is null then  -- before 0005: the leadership of old

@@ -1,7 +1,8 @@
 -- The maintenance leadership is a lease: won when free or lapsed, renewed only by its
--- holder, handed back only by its holder; arguments are validated.
+-- holder, handed back only by its holder; arguments are validated, the lease at most 60
+-- seconds long (a holder that stops renewing holds maintenance up no longer).
 begin;
-select plan(21);
+select plan(23);
 
 select is(runlane.lead_maintenance('w1', interval '10 seconds'), true, 'a free lease is won');
 select is((select leader from runlane.leader where role = 'maintenance'), 'w1', 'the row names its holder');
@@ -60,8 +61,15 @@ select throws_ok(
     $$select runlane.lead_maintenance('w1', interval '0.5 seconds')$$, '22023', null,
     'a ttl under one second is refused'
 );
+select throws_like(
+    $$select runlane.lead_maintenance('w1', interval '1 hour')$$,
+    '%between 1 second and 60 seconds%', 'an hour''s lease is refused, naming the bound'
+);
 select throws_ok(
-    $$select runlane.lead_maintenance('w1', interval '2 hours')$$, '22023', null, 'a ttl over one hour is refused'
+    $$select runlane.lead_maintenance('w1', interval '61 seconds')$$, '22023', null, 'a ttl over 60 seconds is refused'
+);
+select is(
+    runlane.lead_maintenance('w1', interval '60 seconds'), true, 'a ttl of 60 seconds is taken'
 );
 
 select * from finish();
