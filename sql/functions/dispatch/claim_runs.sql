@@ -228,6 +228,8 @@ declare
     v_skip_window boolean;
     v_eligible boolean;
 begin
+    -- GUARD: a login limited to one organization never claims (runlane.api_logins).
+    perform runlane._refuse_scoped_worker();
     -- GUARD: arguments a person can get wrong. One test on the usual path (every PL/pgSQL
     -- expression costs its set-up once per transaction, that is once per claim); the
     -- checks that name what is wrong run only when it fails (or is null: any null
