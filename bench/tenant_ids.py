@@ -1,7 +1,8 @@
 """Does a scoped login learn from time that an id is another organization's?
 
 A login limited to organization A (runlane.scope_api_login) calls runlane_api functions
-on run ids of organization B (they exist) and on run ids nobody has; both are refused
+on run ids of organization B (they exist) and on run ids nobody has (taken from the run
+sequence between B's runs, so both kinds sit on the same index pages); both are refused
 alike (RL008, the same message). This measures whether they also take the same time: the
 calls alternate foreign, unknown, unknown, foreign, ... on one connection (so a slow
 moment of the machine hits both alike), each id used once per function, and the medians
@@ -40,10 +41,15 @@ def prepare(pg, runs: int) -> tuple[str, list[int], list[int]]:
             conn.execute("select runlane.put_agent(%s, jsonb_build_object('org_id', %s::text, "
                          "'owner_id', %s::text, 'model', 'm'))",
                          (f"agent-{org}", org, f"owner-{org}"))
-        foreign = [conn.execute("select run_id from runlane.submit_message('agent-org-b', %s, "
-                                "'hi')", (f"t-{i}",)).fetchone()[0] for i in range(runs)]
-        top = max(foreign)
-        unknown = [top + 1_000_000 + i for i in range(runs)]
+        # one id taken from the run sequence (never used) after each run of org-b: the
+        # unknown ids lie between the foreign ones, on the same index pages
+        seq = conn.execute("select pg_get_serial_sequence('runlane.runs', 'run_id')"
+                           ).fetchone()[0]
+        foreign, unknown = [], []
+        for i in range(runs):
+            foreign.append(conn.execute("select run_id from runlane.submit_message("
+                                        "'agent-org-b', %s, 'hi')", (f"t-{i}",)).fetchone()[0])
+            unknown.append(conn.execute("select nextval(%s)", (seq,)).fetchone()[0])
         conn.execute(f'create role "{LOGIN}" login in role runlane_api')
         conn.execute("select runlane.scope_api_login(%s, 'org-a')", (LOGIN,))
     _common.vacuum_analyze(dsn)

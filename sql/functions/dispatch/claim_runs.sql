@@ -79,6 +79,8 @@
 --   Interactive runs are never gated: a person is waiting, and chat was accepted when
 --   the message was sent. The skipped runs are returned only with p_report_skipped
 --   (below); the four- and five-argument forms return claimed runs only.
+-- * A login limited to one organization (runlane.api_logins) is refused (42501), however
+--   it got runlane_worker: a claim hands out every organization's runs and their fences.
 -- Returns, per claimed run, what the worker needs to execute it, its late notice (timer
 -- runs started more than 15 minutes late) and its run.execution_started timing row (built
 -- from the claimed row in hand, as run_timing would build it: no second read of the run).
