@@ -191,3 +191,21 @@ def test_upgrading_to_0020_changes_nobodys_access(empty_db_dsn, conn, roles):
     assert {k: v for k, v in entries.items() if k.startswith("tl")} == {
         scoped: "org-a", unscoped: None, via_group: None, renamed: None}
     assert worker not in entries and group not in entries
+
+
+def test_superusers_and_the_schema_owner_act_for_every_organization_without_an_entry(
+        conn, db_dsn, roles):
+    _orgs(db_dsn)
+    owner = roles("runlane_api")
+    member = roles("runlane_api")
+    superuser = conn.execute("select current_user").fetchone()[0]
+    conn.execute(f'alter schema runlane owner to "{owner}"')
+    conn.execute(f'grant "{owner}" to "{member}"')  # a member of the owner may act as it
+    try:
+        for name in (owner, member):
+            assert _call(db_dsn, name, FOREIGN)[0] == "ok", name
+        assert _call(db_dsn, superuser, FOREIGN)[0] == "ok"
+    finally:
+        conn.execute(f'alter schema runlane owner to "{superuser}"')
+    assert _call(db_dsn, owner, FOREIGN)[0] == "42501", "no longer the owner: needs an entry"
+    assert conn.execute("select count(*) from runlane.api_logins").fetchone()[0] == 0

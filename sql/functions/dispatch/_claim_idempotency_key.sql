@@ -13,7 +13,7 @@
 -- * RL010 when the key was used for another kind of call or other arguments
 --   (p_request_hash differs): a key names one request.
 -- * Before any key is read: 22004 for a null key, 22023 for a blank or over-long one
---   (_check_id), RL008 for an unknown agent or another organization's (runlane._in_scope,
+--   (_check_id), RL008 for an unknown agent or another organization's (runlane._api_org,
 --   word for word the unknown-agent error): keys leak nothing across tenants.
 create or replace function runlane._claim_idempotency_key(
     p_agent_id text, p_key text, p_kind text, p_request_hash bytea

@@ -21,7 +21,7 @@
 -- * Interactive chat is NOT gated by agents.enabled / agents.admin_locked: those switches
 --   gate agent triggering (schedules, run now), not a person talking to the agent.
 -- * Errors: RL008 unknown agent (also another organization's agent for a login scoped to
---   one, runlane._in_scope: the same message, nothing leaks by existence); 22004 null
+--   one, runlane._api_org: the same message, nothing leaks by existence); 22004 null
 --   thread or body; 22023 blank thread or one longer than 256 characters.
 -- * Callers must use READ COMMITTED (the default): the decision re-reads the thread
 --   after taking the thread lock.

@@ -2,7 +2,7 @@
 -- `runlane journal AGENT`.
 --
 -- Guarantees: RL008 for an unknown agent (or another organization's, for a login scoped to
--- one: runlane._in_scope). Otherwise at most p_limit of the agent's runs
+-- one: runlane._api_org). Otherwise at most p_limit of the agent's runs
 -- (every lane, every state, skipped ones included), newest first (created_at, run_id):
 -- lane, trigger, state, reason, attempts, the routine occurrence of timer runs (and the
 -- zone it was computed in), how many ticks were coalesced into the run

@@ -2,7 +2,7 @@
 -- column of `runlane journal`.
 --
 -- Guarantees: RL008 for an unknown run (or another organization's, for a login scoped to
--- one: runlane._in_scope); 22004 for a null id. Otherwise one row: the run's agent,
+-- one: runlane._api_org); 22004 for a null id. Otherwise one row: the run's agent,
 -- organization, lane, trigger, state, reason, attempts and max_attempts; its timestamps
 -- (created, first started, first response, finished, the wake time of a queued run) and
 -- queue wait, first response and total ms as run_timing measures them (origin = the source
