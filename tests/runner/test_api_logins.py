@@ -134,6 +134,10 @@ def test_a_scoped_login_given_runlane_worker_by_plain_grant_is_refused(conn, db_
     assert state == "42501" and "may not act as a worker" in message
     conn.execute(f'revoke "{group}" from "{name}"')
     assert _call(db_dsn, name, OWN)[0] == "ok"
+    conn.execute(f'grant runlane_worker to "{name}"')  # and directly
+    assert _call(db_dsn, name, OWN)[0] == "42501"
+    assert _call(db_dsn, name, "select * from runlane.claim_runs('w1', array['interactive'], "
+                                "10)")[0] == "42501"
 
 
 def test_an_api_login_with_no_entry_is_refused_and_grant_login_enters_it(
