@@ -169,6 +169,7 @@ def main(argv=None) -> list[str]:
             conn.execute(CHARGES)
             conn.execute("create role bench_dashboard_api login")
             conn.execute("grant runlane_api to bench_dashboard_api")
+            conn.execute("select runlane.scope_api_login('bench_dashboard_api', null)")
             watched = [r for (r,) in conn.execute(
                 "select run_id from runlane.runs where state = 'running' order by run_id "
                 "limit 10")]

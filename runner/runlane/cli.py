@@ -299,11 +299,12 @@ def worker_cmd(dsn: str, lanes: tuple[str, ...], agent_spec: str, worker_id: str
               help="Give LOGIN runlane_worker (workers; they act on every organization).")
 @click.option("--org", default=None,
               help="With --api: LOGIN acts for this organization only. Without it, --api "
-                   "lifts any earlier limit and LOGIN acts for every organization.")
+                   "marks LOGIN as acting for every organization, on purpose.")
 def grant_login_cmd(dsn: str, login: str, role: str | None, org: str | None) -> None:
     """Give an existing login the runlane_api or runlane_worker role (run it as the
-    schema owner or a superuser). `--api --org X` also limits the login to organization X
-    in every runlane_api function (runlane.scope_api_login)."""
+    schema owner or a superuser). `--api` also enters the login in this database
+    (runlane.scope_api_login): with `--org X` for organization X only, without it for every
+    organization; an API login with no entry in a database is refused there."""
     from psycopg import sql
 
     if role is None:
@@ -318,8 +319,9 @@ def grant_login_cmd(dsn: str, login: str, role: str | None, org: str | None) -> 
                 conn.execute("select runlane.scope_api_login(%s::name, %s::text)", (login, org))
                 conn.execute(sql.SQL("grant runlane_api to {}").format(sql.Identifier(login)))
             else:
-                scoped = conn.execute("select org_id from runlane.api_scopes where login = %s",
-                                      (login,)).fetchone()
+                scoped = conn.execute(
+                    "select org_id from runlane.api_logins where org_id is not null"
+                    " and role_oid = to_regrole(quote_ident(%s))", (login,)).fetchone()
                 if scoped is not None:
                     raise RuntimeError(
                         f"login {login} is limited to organization {scoped[0]}; a worker acts "

@@ -68,6 +68,7 @@ def api_dsn(conn, db_dsn):
     name = f"dash_{uuid.uuid4().hex[:10]}"
     conn.execute(f'create role "{name}" login')
     conn.execute(f'grant runlane_api to "{name}"')
+    conn.execute("select runlane.scope_api_login(%s, null)", (name,))
     yield make_conninfo(db_dsn, user=name)
     conn.execute("select pg_terminate_backend(pid) from pg_stat_activity where usename = %s",
                  (name,))

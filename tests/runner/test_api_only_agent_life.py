@@ -28,6 +28,7 @@ def logins(conn, db_dsn):
     runlane_worker."""
     names = [f"life_api_{uuid.uuid4().hex[:8]}", f"life_worker_{uuid.uuid4().hex[:8]}"]
     conn.execute(f'create role "{names[0]}" login in role runlane_api')
+    conn.execute("select runlane.scope_api_login(%s, null)", (names[0],))
     conn.execute(f'create role "{names[1]}" login in role runlane_worker')
     yield make_conninfo(db_dsn, user=names[0]), make_conninfo(db_dsn, user=names[1])
     for name in names:

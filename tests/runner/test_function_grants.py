@@ -120,6 +120,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane._agent_gates(text,boolean)": NOBODY,
     "runlane._api_org()": NOBODY,
     "runlane._in_scope(text)": NOBODY,
+    "runlane._refuse_scoped_worker()": NOBODY,
     "runlane._queue_delay(interval,timestamp with time zone,text)": NOBODY,
     "runlane._claim_idempotency_key(text,text,text,bytea)": NOBODY,
     "runlane._stream_token(bigint)": NOBODY,

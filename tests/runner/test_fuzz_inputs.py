@@ -42,6 +42,7 @@ DOCUMENTED = {
     "RL007",
     "RL008",
     "RL010",  # an idempotency key already used for another request
+    "23505",  # unique_violation: an agent or user id another organization holds
     "22004",  # null_value_not_allowed
     "22023",  # invalid_parameter_value
     "22021",  # character_not_in_repertoire (a NUL byte)
@@ -1089,7 +1090,8 @@ def test_management_stores_exactly_what_was_sent_or_refuses_cleanly(conn, roles)
     orgs()
     users()
     assert seen["ok"] > 50 and seen["refused"] > 0, seen
-    assert {"22023", "RL008"} <= seen["errors"], seen
+    # refusals of values, and of a user id another organization holds (taken, 23505)
+    assert {"22023", "23505"} <= seen["errors"], seen
 
     # A NUL inside a JSON string (\u0000): jsonb cannot hold it; refused at the call
     # boundary (22P05), before put_agent runs.

@@ -26,12 +26,11 @@ def api_login(conn, db_dsn):
         conn.execute(f'create role "{name}" login')
         conn.execute(f'grant runlane_api to "{name}"')
         made.append(name)
-        if org is not None:
-            conn.execute("select runlane.scope_api_login(%s, %s)", (name, org))
+        conn.execute("select runlane.scope_api_login(%s, %s)", (name, org))
         return make_conninfo(db_dsn, user=name)
 
     yield make
-    conn.execute("delete from runlane.api_scopes")
+    conn.execute("delete from runlane.api_logins")
     for name in made:
         conn.execute(f'drop role "{name}"')
 
@@ -90,19 +89,23 @@ def test_a_scoped_login_manages_its_own_organization_only(conn, api_login):
         c.execute("select runlane.put_user('owner-a', 'org-a')")
         _agent(c, "agent-a", {"org_id": "org-a", "owner_id": "owner-a"})
         refused = {
-            "create another organization": "select runlane.put_org('org-new')",
-            "patch another organization": "select runlane.put_org('org-b')",
-            "a user of another organization": "select runlane.put_user('owner-b', 'org-a')",
+            "create another organization": ("select runlane.put_org('org-new')", "RL008"),
+            "patch another organization": ("select runlane.put_org('org-b')", "RL008"),
+            # a taken id cannot be created: that one answer says "taken" and nothing more
+            "a user of another organization": ("select runlane.put_user('owner-b', 'org-a')",
+                                               "23505"),
+            # another organization's agent is an unknown one: a patch cannot create it
             "another organization's agent":
-                """select runlane.put_agent('agent-b', '{"enabled": false}')""",
-            "move an agent": """select runlane.put_agent('agent-a', '{"org_id": "org-b"}')""",
+                ("""select runlane.put_agent('agent-b', '{"enabled": false}')""", "22023"),
+            "move an agent": ("""select runlane.put_agent('agent-a', '{"org_id": "org-b"}')""",
+                              "RL008"),
             "an owner of another organization":
-                """select runlane.put_agent('agent-a', '{"owner_id": "owner-b"}')""",
+                ("""select runlane.put_agent('agent-a', '{"owner_id": "owner-b"}')""", "RL008"),
         }
-        for what, sql in refused.items():
+        for what, (sql, code) in refused.items():
             with pytest.raises(psycopg.Error) as err:
                 c.execute(sql)
-            assert err.value.sqlstate == "RL008", what
+            assert err.value.sqlstate == code, what
     assert conn.execute("select count(*) from runlane.platform_settings where org_id = 'org-new'"
                         ).fetchone()[0] == 0
     assert conn.execute("select org_id, owner_id, enabled from runlane.agents order by agent_id"

@@ -40,6 +40,7 @@ def api_dsn(db_dsn, conn):
     parts = conninfo_to_dict(db_dsn)
     db = parts["dbname"]
     conn.execute(f'create role "{role}" login in role runlane_api')
+    conn.execute("select runlane.scope_api_login(%s, null)", (role,))
     conn.execute(f'grant connect on database "{db}" to "{role}"')
     yield f"postgresql://{role}@{parts['host']}:{parts['port']}/{db}"
     conn.execute(f'revoke connect on database "{db}" from "{role}"')

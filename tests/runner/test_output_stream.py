@@ -139,6 +139,7 @@ def api_only_dsn(db_dsn, conn):
     """A login role holding runlane_api and nothing else."""
     role = f"stream_reader_{uuid.uuid4().hex[:8]}"
     conn.execute(f'create role "{role}" login in role runlane_api')
+    conn.execute("select runlane.scope_api_login(%s, null)", (role,))
     conn.execute(f'grant connect on database "{conninfo_to_dict(db_dsn)["dbname"]}" to "{role}"')
     yield make_conninfo(db_dsn, user=role)
     conn.execute(f'revoke connect on database "{conninfo_to_dict(db_dsn)["dbname"]}" from "{role}"')

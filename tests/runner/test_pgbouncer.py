@@ -67,6 +67,8 @@ def app_connect(bouncer: Bouncer, db_dsn: str, **kwargs) -> psycopg.Connection:
     """An application's connection through the bouncer, as the runlane_api login, with
     the setting PgBouncer < 1.21 needs (prepare_threshold=None) unless told otherwise."""
     settings = {"autocommit": True, "prepare_threshold": None, **kwargs}
+    with psycopg.connect(db_dsn, autocommit=True) as owner:  # this database's entry
+        owner.execute("select runlane.scope_api_login(%s, null)", (API_LOGIN,))
     return psycopg.connect(bouncer.dsn(db_dsn, user=API_LOGIN), **settings)
 
 

@@ -21,6 +21,9 @@ REFERENCE = ROOT / "docs" / "sql-reference.md"
 FUNCTIONS_DIR = ROOT / "sql" / "functions"
 ROLES = ("runlane_api", "runlane_worker")
 # Codes a helper raises that the function calling it can never trigger, and why.
+# Raised by every runlane_api function (runlane._api_org) and claim_runs: documented once,
+# in the code table at the top of the reference, not in each section.
+EVERY_CALL = {"42501"}
 UNREACHABLE = {
     ("cancel_run", "22023"): "_close_run_with refuses an unknown outcome; cancel_run passes "
                              "'canceled'",
@@ -236,8 +239,11 @@ def _raised_codes() -> dict[str, set[str]]:
 
 def test_each_section_lists_the_errors_its_function_raises(catalog):
     sections = _sections()
+    table = REFERENCE.read_text().split("## Function reference", 1)[0]
+    assert all(f"| {code} |" in table for code in EVERY_CALL)
     missing = {}
     for name, codes in _raised_codes().items():
+        codes = codes - EVERY_CALL
         if name not in sections:
             continue  # reported by the first test (when the function exists)
         errors = sections[name].split("**Errors:**", 1)[1]

@@ -69,13 +69,14 @@ def login(conn, db_dsn):
     """make(*roles, org=None) -> dsn of a new login in those roles, limited to `org`."""
     made: list[str] = []
 
-    def make(*roles: str, org: str | None = None) -> str:
+    def make(*roles: str, org: str | None = None, entry: bool = True) -> str:
+        """entry: enter the login in this database (for `org`, or every organization)."""
         name = f"t12_{uuid.uuid4().hex[:10]}"
         conn.execute(f'create role "{name}" login')
         made.append(name)
         for role in roles:
             conn.execute(f'grant "{role}" to "{name}"')
-        if org is not None:
+        if entry and "runlane_worker" not in roles:
             conn.execute("select runlane.scope_api_login(%s, %s)", (name, org))
         return make_conninfo(db_dsn, user=name)
 
@@ -89,7 +90,7 @@ def login(conn, db_dsn):
 
     make.group = group  # type: ignore[attr-defined]
     yield make
-    conn.execute("delete from runlane.api_scopes")
+    conn.execute("delete from runlane.api_logins")
     for name in reversed(made):
         conn.execute(f'drop role "{name}"')
 
@@ -170,6 +171,92 @@ def test_a_scoped_login_sees_another_organization_as_unknown(conn, login, tenant
                         ).fetchone()[0] == 0
 
 
+# Every call of a runlane_api function that names an object by id, as (sql, params for
+# organization B's objects, params for objects nobody has). A login scoped to org-a must
+# get the same SQLSTATE, message and hint for both, the ids aside.
+B = {"agent": "agent-b", "owner": "owner-of-org-b", "org": "org-b"}
+Z = {"agent": "agent-zz", "owner": "owner-zz", "org": "org-zz"}
+ANSWERS = {
+    "submit_message": "select * from runlane.submit_message(%(agent)s, 't-x', 'hi')",
+    "submit_message/keyed": "select * from runlane.submit_message(%(agent)s, 't-x', 'hi', 'k')",
+    "run_now": "select * from runlane.run_now(%(agent)s)",
+    "run_now/keyed": "select * from runlane.run_now(%(agent)s, 'k')",
+    "create_run": "select runlane.create_run(%(agent)s, 'reaction')",
+    "publish_run": "select runlane.publish_run(%(run)s)",
+    "publish_run/wake": "select runlane.publish_run(%(run)s, now() + interval '1 day')",
+    "outputs_since": "select * from runlane.outputs_since(%(run)s)",
+    "run_timing": "select runlane.run_timing(%(run)s)",
+    "stream_token": "select runlane.stream_token(%(run)s)",
+    "cancel_run": "select runlane.cancel_run(%(run)s)",
+    "run_status": "select * from runlane.run_status(%(run)s)",
+    "superseded_through": "select runlane.superseded_through(%(run)s)",
+    "run_detail": "select * from runlane.run_detail(%(run)s)",
+    "weekly_spend": "select runlane.weekly_spend(%(owner)s)",
+    "agent_journal": "select * from runlane.agent_journal(%(agent)s)",
+    "put_org": "select runlane.put_org(%(org)s)",
+    "put_org/patch": "select runlane.put_org(%(org)s, '{\"agent_max_concurrency\": 1}')",
+    "put_user": "select runlane.put_user(%(owner)s, %(org)s)",
+    "put_user/patch": "select runlane.put_user(%(owner)s, %(org)s, '{\"timezone\": \"UTC\"}')",
+    # an agent patch that cannot create answers as for an agent that does not exist
+    "put_agent/empty": "select runlane.put_agent(%(agent)s, '{}')",
+    "put_agent/enabled": "select runlane.put_agent(%(agent)s, '{\"enabled\": false}')",
+    "put_agent/own_org": "select runlane.put_agent(%(agent)s, '{\"org_id\": \"org-a\"}')",
+    "put_agent/owner": "select runlane.put_agent(%(agent)s, '{\"owner_id\": \"owner-of-org-a\"}')",
+    "put_agent/foreign_owner": "select runlane.put_agent(%(agent)s, jsonb_build_object("
+                               "'org_id', 'org-a', 'owner_id', %(owner)s::text))",
+    "put_agent/other_org": "select runlane.put_agent(%(agent)s, jsonb_build_object("
+                           "'org_id', %(org)s::text, 'owner_id', %(owner)s::text))",
+}
+
+
+def _answer(dsn: str, sql: str, params: dict, ids: dict) -> tuple[str, str, str]:
+    with psycopg.connect(dsn, autocommit=True) as c:
+        try:
+            c.execute(sql, params)
+        except psycopg.Error as exc:
+            answer = (exc.sqlstate, exc.diag.message_primary or "", exc.diag.message_hint or "")
+        else:
+            answer = ("no error", "", "")
+    for value in sorted(ids.values(), key=lambda v: -len(str(v))):
+        answer = tuple(part.replace(str(value), "<id>") for part in answer)
+    return answer
+
+
+def test_every_api_function_answers_a_foreign_id_exactly_as_an_unknown_one(
+        conn, login, tenants):
+    covered = {name.split("/")[0] for name in ANSWERS}
+    assert covered == {name.split("/")[0] for name in FOREIGN_CALLS}, "list every function"
+    scoped = login("runlane_api", org="org-a")
+    foreign = {**B, "run": tenants["run_b"]}
+    unknown = {**Z, "run": tenants["missing"]}
+    differing = {}
+    for name, sql in sorted(ANSWERS.items()):
+        got = (_answer(scoped, sql, foreign, foreign), _answer(scoped, sql, unknown, unknown))
+        if got[0] != got[1] or got[0][0] == "no error":
+            differing[name] = got
+    assert differing == {}
+
+
+def test_a_taken_id_says_taken_and_nothing_else_to_every_login(conn, login, tenants):
+    conn.execute("select runlane_test.agent('agent-c', 'org-c')")  # org-c, owner-of-org-c
+    scoped = login("runlane_api", org="org-a")
+    unscoped = login("runlane_api")
+    create = ("select runlane.put_agent(%(agent)s, jsonb_build_object('org_id', 'org-a', "
+              "'owner_id', 'owner-of-org-a', 'model', 'm'))")
+    adopt = "select runlane.put_user(%(owner)s, 'org-a')"
+    answers = {(_answer(dsn, sql, {"agent": agent, "owner": owner}, {"a": agent, "o": owner}))
+               for dsn in (scoped, unscoped)
+               for sql in (create, adopt)
+               for agent, owner in (("agent-b", "owner-of-org-b"), ("agent-c", "owner-of-org-c"))}
+    assert {(state, message.replace("agent", "X").replace("user", "X"), hint.split(":")[1])
+            for state, message, hint in answers} == {
+        ("23505", "X id '<id>' is taken",
+         " choose another id (ids that carry the organization, or random ids, never collide).")}
+    assert conn.execute("select count(*) from runlane.agents").fetchone()[0] == 3
+    assert conn.execute("select count(*) from runlane.users where org_id = 'org-a'"
+                        ).fetchone()[0] == 1
+
+
 def test_a_scoped_login_works_on_its_own_organization(conn, login, tenants):
     scoped = login("runlane_api", org="org-a")
     with psycopg.connect(scoped, autocommit=True) as c:
@@ -203,7 +290,7 @@ def test_a_scope_cannot_be_shed_or_changed_by_its_login(conn, login, tenants):
             assert err.value.sqlstate == "RL008"
             c.execute("reset role")
             for sql in ("select runlane.scope_api_login(session_user, null)",
-                        "delete from runlane.api_scopes"):
+                        "delete from runlane.api_logins"):
                 with pytest.raises(psycopg.errors.InsufficientPrivilege):
                     c.execute(sql)
 
@@ -222,7 +309,7 @@ def test_scope_api_login_refuses_workers_group_roles_and_unknown_organizations(
         conn, login, tenants):
     worker = conninfo_to_dict(login("runlane_worker"))["user"]
     group = login.group("runlane_api")
-    plain = conninfo_to_dict(login())["user"]
+    plain = conninfo_to_dict(login(entry=False))["user"]
     cases = [((worker, "org-a"), "22023"), ((group, "org-a"), "22023"),
              ((plain, "org-zz"), "RL008")]
     for args, code in cases:
@@ -232,7 +319,8 @@ def test_scope_api_login_refuses_workers_group_roles_and_unknown_organizations(
     assert conn.execute("select runlane.scope_api_login(%s, 'org-a')", (plain,)
                         ).fetchone()[0] == "org-a"
     assert conn.execute("select runlane.scope_api_login(%s, null)", (plain,)).fetchone()[0] is None
-    assert conn.execute("select count(*) from runlane.api_scopes").fetchone()[0] == 0
+    assert conn.execute("select count(*), max(org_id) from runlane.api_logins").fetchone() \
+        == (1, None), "NULL enters the login for every organization"
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
@@ -242,13 +330,13 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 
 def test_grant_login_gives_the_role_and_records_or_lifts_the_scope(conn, db_dsn, login,
                                                                    tenants):
-    name = conninfo_to_dict(login())["user"]
+    name = conninfo_to_dict(login(entry=False))["user"]
     out = cli("grant-login", name, "--api", "--org", "org-a", "--dsn", db_dsn)
     assert out.returncode == 0, out.stderr
     assert conn.execute("select pg_has_role(%s, 'runlane_api', 'member')", (name,)
                         ).fetchone()[0]
-    assert conn.execute("select org_id from runlane.api_scopes where login = %s", (name,)
-                        ).fetchone() == ("org-a",)
+    assert conn.execute("select org_id from runlane.api_logins where role_oid = %s::regrole",
+                        (name,)).fetchone() == ("org-a",)
     assert _error(make_conninfo(db_dsn, user=name), FOREIGN_CALLS["run_now"][0],
                   {"agent": "agent-b"})[0] == "RL008"
 
@@ -259,9 +347,10 @@ def test_grant_login_gives_the_role_and_records_or_lifts_the_scope(conn, db_dsn,
 
     out = cli("grant-login", name, "--api", "--dsn", db_dsn)
     assert out.returncode == 0, out.stderr
-    assert conn.execute("select count(*) from runlane.api_scopes").fetchone()[0] == 0
+    assert conn.execute("select org_id from runlane.api_logins where role_oid = %s::regrole",
+                        (name,)).fetchone() == (None,), "--api alone: every organization"
 
-    worker = conninfo_to_dict(login())["user"]
+    worker = conninfo_to_dict(login(entry=False))["user"]
     out = cli("grant-login", worker, "--worker", "--dsn", db_dsn)
     assert out.returncode == 0, out.stderr
     assert conn.execute("select pg_has_role(%s, 'runlane_worker', 'member')", (worker,)

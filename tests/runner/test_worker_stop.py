@@ -43,6 +43,7 @@ def api_dsn(conn, db_dsn):
     """A login that is only in runlane_api."""
     name = f"stop_{uuid.uuid4().hex[:10]}"
     conn.execute(f'create role "{name}" login in role runlane_api')
+    conn.execute("select runlane.scope_api_login(%s, null)", (name,))
     yield make_conninfo(db_dsn, user=name)
     conn.execute(f'drop role "{name}"')
 

@@ -18,8 +18,8 @@ security definer
 set search_path = pg_catalog, pg_temp
 as $$
 declare
+    v_scope text := runlane._api_org();  -- first: a foreign and an unknown id take one path
     v_tz text;
-    v_org text;
     v_monday timestamp;
     v_start timestamptz;
     v_end timestamptz;
@@ -32,11 +32,12 @@ begin
             using errcode = '22004';
     end if;
     perform runlane._check_instant('now', p_now);
-    select coalesce(u.timezone, s.timezone, 'UTC'), u.org_id into v_tz, v_org
+    select coalesce(u.timezone, s.timezone, 'UTC') into v_tz
     from runlane.users as u
     left join runlane.platform_settings as s on s.org_id = u.org_id
-    where u.user_id = p_owner_id;
-    if not found or not runlane._in_scope(v_org) then
+    where u.user_id = p_owner_id
+      and (v_scope is null or u.org_id = v_scope);
+    if not found then
         raise exception 'unknown owner %', runlane._quote_for_error(p_owner_id)
             using errcode = '22023';
     end if;

@@ -13,7 +13,7 @@
 -- * RL010 when the key was used for another kind of call or other arguments
 --   (p_request_hash differs): a key names one request.
 -- * Before any key is read: 22004 for a null key, 22023 for a blank or over-long one
---   (_check_id), RL008 for an unknown agent or another organization's (runlane._in_scope,
+--   (_check_id), RL008 for an unknown agent or another organization's (runlane._api_org,
 --   word for word the unknown-agent error): keys leak nothing across tenants.
 create or replace function runlane._claim_idempotency_key(
     p_agent_id text, p_key text, p_kind text, p_request_hash bytea
@@ -23,8 +23,8 @@ language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
 declare
+    v_scope text := runlane._api_org();  -- first: a foreign and an unknown id take one path
     v_row runlane.idempotency_keys;
-    v_org text;
 begin
     -- GUARD: the key and the agent, before any key is read.
     if p_key is null then
@@ -33,10 +33,11 @@ begin
                   hint = format('Pass a key, or call %s without one.', p_kind);
     end if;
     perform runlane._check_id('idempotency key', p_key);
-    select a.org_id into v_org
+    perform 1
     from runlane.agents as a
-    where a.agent_id = _claim_idempotency_key.p_agent_id;
-    if not found or not runlane._in_scope(v_org) then
+    where a.agent_id = _claim_idempotency_key.p_agent_id
+      and (v_scope is null or a.org_id = v_scope);
+    if not found then
         raise exception 'unknown agent %', runlane._quote_for_error(p_agent_id)
             using errcode = 'RL008';
     end if;

@@ -79,6 +79,8 @@
 --   Interactive runs are never gated: a person is waiting, and chat was accepted when
 --   the message was sent. The skipped runs are returned only with p_report_skipped
 --   (below); the four- and five-argument forms return claimed runs only.
+-- * A login limited to one organization (runlane.api_logins) is refused (42501), however
+--   it got runlane_worker: a claim hands out every organization's runs and their fences.
 -- Returns, per claimed run, what the worker needs to execute it, its late notice (timer
 -- runs started more than 15 minutes late) and its run.execution_started timing row (built
 -- from the claimed row in hand, as run_timing would build it: no second read of the run).
@@ -228,6 +230,8 @@ declare
     v_skip_window boolean;
     v_eligible boolean;
 begin
+    -- GUARD: a login limited to one organization never claims (runlane.api_logins).
+    perform runlane._refuse_scoped_worker();
     -- GUARD: arguments a person can get wrong. One test on the usual path (every PL/pgSQL
     -- expression costs its set-up once per transaction, that is once per claim); the
     -- checks that name what is wrong run only when it fails (or is null: any null

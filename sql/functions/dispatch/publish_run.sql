@@ -18,8 +18,8 @@ set search_path = pg_catalog, pg_temp
 set lock_timeout = '5s'
 as $$
 declare
+    v_scope text := runlane._api_org();  -- first: a foreign and an unknown id take one path
     v_lane text;
-    v_org text;
 begin
     if p_run_id is null then
         raise exception 'run id is required (a held message has no run to publish)'
@@ -33,10 +33,11 @@ begin
 
     perform runlane._check_wake_at(p_wake_at);
 
-    select r.lane, r.org_id into v_lane, v_org
+    select r.lane into v_lane
     from runlane.runs as r
-    where r.run_id = publish_run.p_run_id;
-    if not found or not runlane._in_scope(v_org) then
+    where r.run_id = publish_run.p_run_id
+      and (v_scope is null or r.org_id = v_scope);
+    if not found then
         raise exception 'unknown run %', p_run_id
             using errcode = 'RL008';
     end if;

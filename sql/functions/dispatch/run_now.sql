@@ -10,7 +10,7 @@
 -- run with runlane.publish_run after commit.
 -- The returned row's prompt is always NULL (the run itself keeps the agent's prompt):
 -- runlane_api sees a run's state, never the agent's instructions. RL008 also for
--- another organization's agent when the login is scoped to one (runlane._in_scope).
+-- another organization's agent when the login is scoped to one (runlane._api_org).
 create or replace function runlane.run_now(p_agent_id text)
 returns runlane.runs
 language plpgsql

@@ -21,7 +21,7 @@
 -- * Interactive chat is NOT gated by agents.enabled / agents.admin_locked: those switches
 --   gate agent triggering (schedules, run now), not a person talking to the agent.
 -- * Errors: RL008 unknown agent (also another organization's agent for a login scoped to
---   one, runlane._in_scope: the same message, nothing leaks by existence); 22004 null
+--   one, runlane._api_org: the same message, nothing leaks by existence); 22004 null
 --   thread or body; 22023 blank thread or one longer than 256 characters.
 -- * Callers must use READ COMMITTED (the default): the decision re-reads the thread
 --   after taking the thread lock.
@@ -37,6 +37,7 @@ set search_path = pg_catalog, pg_temp
 set lock_timeout = '5s'
 as $$
 declare
+    v_scope text := runlane._api_org();  -- first: a foreign and an unknown id take one path
     v_agent runlane.agents;
     v_message_id bigint;
     v_run_id bigint;
@@ -66,8 +67,9 @@ begin
 
     select a.* into v_agent
     from runlane.agents as a
-    where a.agent_id = submit_message.p_agent_id;
-    if not found or not runlane._in_scope(v_agent.org_id) then
+    where a.agent_id = submit_message.p_agent_id
+      and (v_scope is null or a.org_id = v_scope);
+    if not found then
         raise exception 'unknown agent %', runlane._quote_for_error(p_agent_id)
             using errcode = 'RL008';
     end if;

@@ -11,15 +11,17 @@
 --   (naming the key and the accepted ones), for a blank id value, and for a missing
 --   org_id or owner_id when the agent is new, and for a prompt over 1 MB; RL006 invalid schedule and RL007 (the
 --   owner's or organization's zone, checked where it is stored) from the trigger;
---   RL008 for an unknown organization, an owner who is not a user of the agent's
---   organization, an org_id other than the agent's own (an agent never moves: its runs,
---   messages and budget belong to its organization), and, for a login scoped to one
---   organization (runlane._in_scope), another organization (same message as an unknown
---   one) or another organization's agent.
--- * The organization in the patch is checked before the agent is looked up, so a scoped
---   login's put_agent naming a foreign organization answers alike whether the agent id
---   exists or not. Agent ids are unique across organizations: a scoped login that
---   names another organization's agent id learns only "unknown agent" (it cannot have it).
+--   RL008 for an unknown organization (also, for a login scoped to one, any other
+--   organization: runlane._api_org) and for an owner who is not a user of the agent's
+--   organization; 23505 "agent id … is taken" when the patch names an organization other
+--   than the one the agent id belongs to (an agent never moves: its runs, messages and
+--   budget belong to its organization).
+-- * For a login scoped to one organization, another organization's agent IS an unknown
+--   one: the probe filters by the scope, so every answer (22023 for a patch that cannot
+--   create, RL008 for an unknown owner, …) and the work behind it are an unknown id's,
+--   up to the one thing a taken id cannot do: be created. That answers 23505, the same
+--   message whichever organization holds the id and whoever asks, and says nothing else
+--   (not the organization, nor anything of the agent).
 -- * Concurrent creations of one id: one inserts, the others patch the row it wrote.
 create or replace function runlane.put_agent(p_agent_id text, p_patch jsonb)
 returns runlane.agents
@@ -29,6 +31,7 @@ set search_path = pg_catalog, pg_temp
 set lock_timeout = '5s'
 as $$
 declare
+    v_scope text := runlane._api_org();  -- first: a foreign and an unknown id take one path
     v_row runlane.agents;
     v_key text;
     v_new boolean;
@@ -51,7 +54,7 @@ begin
         end if;
     end loop;
     if p_patch ? 'org_id' and (
-        not runlane._in_scope(p_patch ->> 'org_id')
+        p_patch ->> 'org_id' <> coalesce(v_scope, p_patch ->> 'org_id')
         or not exists (select 1 from runlane.platform_settings as s where s.org_id = p_patch ->> 'org_id')
     ) then
         raise exception 'unknown organization %', runlane._quote_for_error(p_patch ->> 'org_id')
@@ -61,7 +64,8 @@ begin
     end if;
 
     select * into v_row from runlane.agents as a
-    where a.agent_id = p_agent_id for update;
+    where a.agent_id = p_agent_id and (v_scope is null or a.org_id = v_scope)
+    for update;
     v_new := not found;
     if v_new then
         if not (p_patch ? 'org_id' and p_patch ? 'owner_id') then
@@ -81,17 +85,12 @@ begin
         v_row.schedule := '';
     end if;
 
-    if not v_new and not runlane._in_scope(v_row.org_id) then
-        raise exception 'unknown agent %', runlane._quote_for_error(p_agent_id)
-            using errcode = 'RL008',
-                  hint = 'Agent ids are unique across organizations; a login limited to one organization '
-                      || 'manages only its agents.';
-    end if;
     if p_patch ? 'org_id' and p_patch ->> 'org_id' <> v_row.org_id then
-        raise exception 'agent % belongs to organization %; an agent cannot move to another one',
-            runlane._quote_for_error(p_agent_id), runlane._quote_for_error(v_row.org_id)
-            using errcode = 'RL008',
-                  hint = 'Create a new agent in the other organization instead.';
+        raise exception 'agent id % is taken', runlane._quote_for_error(p_agent_id)
+            using errcode = '23505',
+                  hint = 'Agent ids are unique across the organizations of this database and an agent never moves '
+                      || 'to another one: choose another id (ids that carry the organization, or random ids, '
+                      || 'never collide).';
     end if;
 
     if p_patch ? 'owner_id' then
@@ -143,6 +142,17 @@ begin
         returning * into v_row;
         if found then
             return v_row;
+        end if;
+        -- GUARD: taken by an agent the caller cannot see (another organization's)
+        if not exists (
+            select 1 from runlane.agents as a
+            where a.agent_id = p_agent_id and (v_scope is null or a.org_id = v_scope)
+        ) then
+            raise exception 'agent id % is taken', runlane._quote_for_error(p_agent_id)
+                using errcode = '23505',
+                      hint = 'Agent ids are unique across the organizations of this database and an agent never moves '
+                      || 'to another one: choose another id (ids that carry the organization, or random ids, '
+                      || 'never collide).';
         end if;
         return runlane.put_agent(p_agent_id, p_patch);  -- created meanwhile: patch it
     end if;

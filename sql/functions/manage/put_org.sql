@@ -7,9 +7,9 @@
 --   column defaults: UTC, 4, 20, unlimited). Returns the row as stored.
 -- * 22023 for an unknown key, a value of the wrong JSON type or out of range, naming the
 --   key and the accepted ones; 22004/22023 for a null or blank organization id.
--- * A login scoped to one organization (runlane._in_scope) may only create or change its
---   own: any other organization id answers RL008, exactly as an unknown one would for
---   the other put_* functions, so nothing leaks by existence.
+-- * A login scoped to one organization (runlane._api_org) may only change its own: any
+--   other organization id, existing or not, answers RL008 with one message, before any
+--   organization is read, so nothing leaks by existence.
 -- * Concurrent calls for a new id: one creates, the others patch (insert … on conflict).
 create or replace function runlane.put_org(p_org_id text, p_patch jsonb default '{}')
 returns runlane.platform_settings
@@ -19,6 +19,7 @@ set search_path = pg_catalog, pg_temp
 set lock_timeout = '5s'
 as $$
 declare
+    v_scope text := runlane._api_org();  -- first: a foreign and an unknown id take one path
     v_row runlane.platform_settings;
 begin
     perform runlane._check_id('organization id', p_org_id);
@@ -28,7 +29,7 @@ begin
         'agent_iteration_cap', jsonb_build_array('number'),
         'agent_weekly_budget', jsonb_build_array('number', 'null')
     ));
-    if not runlane._in_scope(p_org_id) then
+    if p_org_id <> coalesce(v_scope, p_org_id) then
         raise exception 'unknown organization %', runlane._quote_for_error(p_org_id)
             using errcode = 'RL008',
                   hint = 'A login limited to one organization manages only that organization.';

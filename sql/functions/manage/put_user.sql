@@ -4,11 +4,13 @@
 -- * Key timezone: a zone name (RL007 when unknown) or JSON null = the organization's
 --   zone. An absent key keeps its value. Returns the row as stored; the users_timezone
 --   trigger moves the next_run_at of the user's calendar agents to the new zone.
--- * RL008 for an unknown organization, for one outside a scoped login's organization
---   (runlane._in_scope, same message), and for a user id that exists in another
---   organization (a user never moves between organizations: their agents, runs and
---   budget belong to it). 22023 for an unknown key or a value of the wrong type, naming
---   the key and the accepted ones; 22004/22023 for a null or blank id.
+-- * RL008 for an unknown organization and, for a login scoped to one (runlane._api_org),
+--   any other organization: the same message, and no organization is read. 23505 "user
+--   id … is taken" for a user id that belongs to another organization than p_org_id (a
+--   user never moves between organizations: their agents, runs and budget belong to it):
+--   the same message whichever organization holds it and whoever asks, nothing else.
+--   22023 for an unknown key or a value of the wrong type, naming the key and the
+--   accepted ones; 22004/22023 for a null or blank id.
 create or replace function runlane.put_user(p_user_id text, p_org_id text, p_patch jsonb default '{}')
 returns runlane.users
 language plpgsql
@@ -17,6 +19,7 @@ set search_path = pg_catalog, pg_temp
 set lock_timeout = '5s'
 as $$
 declare
+    v_scope text := runlane._api_org();  -- first: a foreign and an unknown id take one path
     v_row runlane.users;
 begin
     perform runlane._check_id('user id', p_user_id);
@@ -24,7 +27,7 @@ begin
     perform runlane._check_patch('user', p_patch, jsonb_build_object(
         'timezone', jsonb_build_array('string', 'null')
     ));
-    if not runlane._in_scope(p_org_id)
+    if p_org_id <> coalesce(v_scope, p_org_id)
        or not exists (select 1 from runlane.platform_settings as s where s.org_id = p_org_id) then
         raise exception 'unknown organization %', runlane._quote_for_error(p_org_id)
             using errcode = 'RL008',
@@ -40,13 +43,16 @@ begin
         return v_row;
     end if;
 
-    select * into strict v_row from runlane.users as u
-    where u.user_id = p_user_id for update;
-    if v_row.org_id <> p_org_id then
-        raise exception 'unknown user % in organization %',
-            runlane._quote_for_error(p_user_id), runlane._quote_for_error(p_org_id)
-            using errcode = 'RL008',
-                  hint = 'User ids are unique across organizations and a user never moves to another one.';
+    -- only the named organization's user is read and locked: the taken answer reads nothing
+    select * into v_row from runlane.users as u
+    where u.user_id = p_user_id and u.org_id = p_org_id
+    for update;
+    if not found then
+        raise exception 'user id % is taken', runlane._quote_for_error(p_user_id)
+            using errcode = '23505',
+                  hint = 'User ids are unique across the organizations of this database and a user never moves '
+                      || 'to another one: choose another id (ids that carry the organization, or random ids, '
+                      || 'never collide).';
     end if;
     if p_patch ? 'timezone' then
         update runlane.users as u

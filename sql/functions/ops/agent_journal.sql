@@ -2,7 +2,7 @@
 -- `runlane journal AGENT`.
 --
 -- Guarantees: RL008 for an unknown agent (or another organization's, for a login scoped to
--- one: runlane._in_scope). Otherwise at most p_limit of the agent's runs
+-- one: runlane._api_org). Otherwise at most p_limit of the agent's runs
 -- (every lane, every state, skipped ones included), newest first (created_at, run_id):
 -- lane, trigger, state, reason, attempts, the routine occurrence of timer runs (and the
 -- zone it was computed in), how many ticks were coalesced into the run
@@ -30,6 +30,8 @@ stable
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+declare
+    v_scope text := runlane._api_org();  -- first: a foreign and an unknown id take one path
 begin
     if p_agent_id is null then
         raise exception 'agent id is required' using errcode = '22004';
@@ -40,7 +42,7 @@ begin
     end if;
     if not exists (
         select 1 from runlane.agents as a
-        where a.agent_id = agent_journal.p_agent_id and runlane._in_scope(a.org_id)
+        where a.agent_id = agent_journal.p_agent_id and (v_scope is null or a.org_id = v_scope)
     ) then
         raise exception 'unknown agent %', runlane._quote_for_error(p_agent_id) using errcode = 'RL008';
     end if;

@@ -2,7 +2,7 @@
 -- column of `runlane journal`.
 --
 -- Guarantees: RL008 for an unknown run (or another organization's, for a login scoped to
--- one: runlane._in_scope); 22004 for a null id. Otherwise one row: the run's agent,
+-- one: runlane._api_org); 22004 for a null id. Otherwise one row: the run's agent,
 -- organization, lane, trigger, state, reason, attempts and max_attempts; its timestamps
 -- (created, first started, first response, finished, the wake time of a queued run) and
 -- queue wait, first response and total ms as run_timing measures them (origin = the source
@@ -45,6 +45,8 @@ stable
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+declare
+    v_scope text := runlane._api_org();  -- first: a foreign and an unknown id take one path
 begin
     if p_run_id is null then
         raise exception 'run id is required'
@@ -97,7 +99,7 @@ begin
         where x.run_id = r.run_id
     ) as o
     where r.run_id = run_detail.p_run_id
-      and runlane._in_scope(r.org_id);
+      and (v_scope is null or r.org_id = v_scope);
     if not found then
         raise exception 'unknown run %', p_run_id
             using errcode = 'RL008',

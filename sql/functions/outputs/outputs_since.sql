@@ -19,6 +19,8 @@ stable
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
+declare
+    v_scope text := runlane._api_org();  -- first: a foreign and an unknown id take one path
 begin
     if p_run_id is null or p_after_output_id is null or p_limit is null then
         raise exception 'run id, after-output id and limit are required'
@@ -30,7 +32,7 @@ begin
     end if;
     if not exists (
         select 1 from runlane.runs as r
-        where r.run_id = outputs_since.p_run_id and runlane._in_scope(r.org_id)
+        where r.run_id = outputs_since.p_run_id and (v_scope is null or r.org_id = v_scope)
     ) then
         raise exception 'unknown run %', p_run_id
             using errcode = 'RL008';

@@ -22,6 +22,7 @@ security definer
 set search_path = pg_catalog, pg_temp
 as $$
 declare
+    v_scope text := runlane._api_org();  -- first: a foreign and an unknown id take one path
     v_restart int;
 begin
     if p_run_id is null then
@@ -30,7 +31,7 @@ begin
     end if;
     if not exists (
         select 1 from runlane.runs as r
-        where r.run_id = superseded_through.p_run_id and runlane._in_scope(r.org_id)
+        where r.run_id = superseded_through.p_run_id and (v_scope is null or r.org_id = v_scope)
     ) then
         raise exception 'unknown run %', p_run_id
             using errcode = 'RL008';

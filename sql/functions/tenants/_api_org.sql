@@ -1,14 +1,22 @@
--- _api_org: the organization the connected login is limited to, or NULL when unscoped.
+-- _api_org: the organization the connected login acts for in this call, NULL for every
+-- organization; raises 42501 when the login may not act through runlane_api here.
 --
 -- Guarantees:
--- * Keyed by session_user, the login that authenticated: inside a security definer
---   function current_user is the function's owner, and a SET ROLE would let a scoped
---   login become runlane_api (or any role it belongs to) and shed its scope. A login that
---   reaches runlane_api through another role is scoped all the same: the scope names the
---   login, not the path of its grants.
--- * One primary-key lookup (runlane.api_scopes). Before migration 0007 (a rolling upgrade
---   still at 0002 or 0003) there is no scope table and every login is unscoped.
--- * Private: called by every function granted to runlane_api, executable by nobody else.
+-- * Keyed by session_user, the login that authenticated (inside a security definer
+--   function current_user is the function's owner, and a SET ROLE would let a scoped login
+--   become runlane_api and shed its scope), by its role oid: a renamed login keeps its
+--   entry, a new login that takes an old name has none.
+-- * runlane.api_logins has a row for the login: its org_id (NULL = every organization, on
+--   purpose). A scoped login that is a member of runlane_worker, however the grant was
+--   made, is refused (42501): a worker acts on every organization.
+-- * No row: NULL for superusers, members of the schema owner and logins outside
+--   runlane_api (a worker reads the operator views for every organization); a login that
+--   holds runlane_api, directly or through another role, is refused (42501, the hint
+--   names runlane grant-login): an API login acts only where this database says so.
+-- * One primary-key lookup per call (role memberships are answered from the backend's
+--   cache). On a schema before 0020 (a staged upgrade) the scopes of 0007 apply, by name.
+-- * Private: called once by every function granted to runlane_api, before it reads any
+--   object, so an unknown and a foreign id cost the same.
 create or replace function runlane._api_org()
 returns text
 language plpgsql
@@ -18,17 +26,50 @@ as $$
 declare
     v_org text;
 begin
-    if to_regclass('runlane.api_scopes') is null then
-        return null;  -- GUARD: schema older than 0007, no scopes can exist
+    if to_regclass('runlane.api_logins') is null then
+        -- GUARD: schema older than 0020: 0007's scopes by name, none before 0007
+        if to_regclass('runlane.api_scopes') is null then
+            return null;
+        end if;
+        select s.org_id into v_org
+        from runlane.api_scopes as s
+        where s.login = session_user;
+        return v_org;
     end if;
-    select s.org_id into v_org
-    from runlane.api_scopes as s
-    where s.login = session_user;
-    return v_org;
+
+    select l.org_id into v_org
+    from runlane.api_logins as l
+    where l.role_oid = to_regrole(quote_ident(session_user));
+    if found then
+        if v_org is not null and pg_has_role(session_user, 'runlane_worker', 'member') then
+            raise exception 'login % is limited to one organization and is also a member of runlane_worker',
+                session_user
+                using errcode = '42501',
+                      hint = format('A worker acts on every organization: revoke runlane_worker from %s '
+                          || '(use separate logins for workers and for one organization''s application).',
+                          quote_ident(session_user));
+        end if;
+        return v_org;
+    end if;
+
+    if pg_has_role(session_user, 'runlane_api', 'member')
+       and not pg_has_role(
+           session_user,
+           (select n.nspowner from pg_catalog.pg_namespace as n where n.nspname = 'runlane'),
+           'member'
+       ) then
+        raise exception 'login % holds runlane_api but may not act in this database', session_user
+            using errcode = '42501',
+                  hint = format('Run runlane grant-login %s --api [--org X] here: --org limits it to one '
+                      || 'organization, without it the login acts for every organization.',
+                      quote_ident(session_user));
+    end if;
+    return null;
 end;
 $$;
 
 comment on function runlane._api_org() is
-'The organization session_user is limited to (runlane.api_scopes), NULL when unscoped.';
+'The organization session_user acts for (runlane.api_logins), NULL for every one; 42501 for an '
+'API login with no entry here or a scoped login that is also a worker.';
 
 revoke all on function runlane._api_org() from public;

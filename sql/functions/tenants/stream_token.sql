@@ -12,16 +12,17 @@ security definer
 set search_path = pg_catalog, pg_temp
 as $$
 declare
-    v_org text;
+    v_scope text := runlane._api_org();  -- first: a foreign and an unknown id take one path
 begin
     if p_run_id is null then
         raise exception 'run id is required'
             using errcode = '22004';
     end if;
-    select r.org_id into v_org
+    perform 1
     from runlane.runs as r
-    where r.run_id = stream_token.p_run_id;
-    if not found or not runlane._in_scope(v_org) then
+    where r.run_id = stream_token.p_run_id
+      and (v_scope is null or r.org_id = v_scope);
+    if not found then
         raise exception 'unknown run %', p_run_id
             using errcode = 'RL008';
     end if;

@@ -30,8 +30,8 @@ select throws_ok(
 );
 select throws_ok(
     $$select runlane.put_agent('agent-o', '{"org_id": "org-z", "owner_id": "owner-z"}')$$,
-    'RL008', 'agent ''agent-o'' belongs to organization ''org-o''; an agent cannot move to another one',
-    'an agent never moves to another organization'
+    '23505', 'agent id ''agent-o'' is taken',
+    'an agent never moves to another organization: its id is taken there (and nothing more is said)'
 );
 select is(
     (

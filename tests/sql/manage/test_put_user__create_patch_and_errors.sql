@@ -16,8 +16,8 @@ select throws_ok(
     'an unknown organization raises RL008'
 );
 select throws_ok(
-    $$select runlane.put_user('u-1', 'org-v')$$, 'RL008', 'unknown user ''u-1'' in organization ''org-v''',
-    'a user never moves to another organization'
+    $$select runlane.put_user('u-1', 'org-v')$$, '23505', 'user id ''u-1'' is taken',
+    'a user never moves to another organization: its id is taken there (and nothing more is said)'
 );
 select throws_ok(
     $$select runlane.put_user('u-1', 'org-u', '{"timezone": "CEST"}')$$, 'RL007', null,
