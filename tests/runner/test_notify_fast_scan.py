@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
+import socket
 import uuid
 
+import httpx
 import psycopg
 import pytest
 import worker_helpers
@@ -64,6 +67,17 @@ def listener(db_dsn):
         yield conn
 
 
+def metrics(port: int) -> dict[str, float]:
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    return {m[1]: float(m[2]) for m in re.finditer(r"^([a-z_]+) (\S+)$", text, re.M)}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def announced(listener: psycopg.Connection) -> list[str]:
     return [n.payload for n in listener.notifies(timeout=0.2)]
 
@@ -72,7 +86,9 @@ def test_a_worker_answers_chat_by_its_fast_scan_while_notifications_are_suppress
         conn, listener, workers):
     make_agent(conn, "agent-f")
     conn.execute(USAGE.format("0.5"))  # runlane sends no notification from here on
-    worker = workers("--scan-interval", "3600", "--no-maintenance")
+    port = free_port()
+    worker = workers("--scan-interval", "3600", "--no-maintenance",
+                     "--metrics-port", str(port))
     started = worker.wait_for("dispatch.fast_scan_started")
     assert started["level"] == "warning"
     assert started["notify.queue_usage"] == 0.5
@@ -86,12 +102,17 @@ def test_a_worker_answers_chat_by_its_fast_scan_while_notifications_are_suppress
     wait_until(lambda: run_state(conn, run_id) == "succeeded", what="the chat run answered")
     assert announced(listener) == []  # neither the publication nor the reply announced
     assert worker.events("dispatch.fast_scan_stopped") == []
+    shown = metrics(port)
+    assert shown["runlane_dispatch_fast_scan"] == 1
+    assert shown["runlane_notify_queue_usage"] == 0.5
+    assert shown["runlane_dispatch_scan_only"] == 0
 
     conn.execute(USAGE.format("0.1"))
     stopped = worker.wait_for("dispatch.fast_scan_stopped")
     assert stopped["notify.queue_usage"] == 0.1
     assert stopped["dispatch.fast_scan_s"] >= 0
     assert len(worker.events("dispatch.fast_scan_started")) == 1
+    assert metrics(port)["runlane_dispatch_fast_scan"] == 0
 
 
 def test_a_stream_follower_pages_while_notifications_are_suppressed(

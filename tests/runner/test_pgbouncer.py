@@ -26,6 +26,7 @@ import uuid
 import psycopg
 import pytest
 from bouncer_helpers import Bouncer
+from test_notify_fast_scan import free_port, metrics
 from worker_helpers import WorkerProcess, make_agent, wait_until, workers  # noqa: F401
 
 from runlane.pgcluster import SUPERUSER
@@ -311,9 +312,10 @@ def test_a_scan_only_worker_runs_runs_behind_transaction_pooling(conn, db_dsn, t
     runs by its scan alone (its ordinary scan is an hour: only the fast scan finds them),
     with no pass and no maintenance step failing meanwhile."""
     make_agent(conn, "agent-s", "org-s")
+    port = free_port()
     worker = WorkerProcess(tx_bouncer.dsn(db_dsn), "--scan-only", "--scan-interval", "3600",
                            "--tick-interval", "0.2", "--leader-retry", "0.2",
-                           "--leader-ttl", "2")
+                           "--leader-ttl", "2", "--metrics-port", str(port))
     try:
         warned = worker.wait_for("worker.scan_only")
         assert warned["level"] == "warning"
@@ -337,6 +339,9 @@ def test_a_scan_only_worker_runs_runs_behind_transaction_pooling(conn, db_dsn, t
                         "maintenance.step_failed"):
             assert worker.events(message) == [], message
         assert worker.proc.poll() is None
+        shown = metrics(port)
+        assert shown["runlane_dispatch_scan_only"] == 1
+        assert shown["runlane_dispatch_fast_scan"] == 1
     finally:
         worker.close()
         worker.check_logs()
