@@ -67,6 +67,14 @@ NOTIFY_HOLDERS = """
 select pid, login, application, database, state, wait_event, xact_age_s
 from runlane.notify_queue_holders(p_limit => 3)
 """
+
+
+def holder_fields(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """notify_queue_holders rows as logged (the transaction age to 0.1 s)."""
+    return [{k: (round(v, 1) if k == "xact_age_s" and v is not None else v)
+             for k, v in row.items()} for row in rows]
+
+
 PURGE = """
 select runlane.purge_finished(p_older_than => %(window)s::interval, p_limit => %(limit)s::int)
     as purged
@@ -244,11 +252,9 @@ class Maintenance:
     async def notify_queue(self, conn: psycopg.AsyncConnection) -> None:
         usage = (await self._rows(conn, NOTIFY_USAGE))[0]["usage"]
         if usage is not None and usage >= self.config.notify_queue_warn:
+            holders: list[dict[str, Any]] | None
             try:
-                holders: list[dict[str, Any]] | None = [
-                    {k: (round(v, 1) if k == "xact_age_s" and v is not None else v)
-                     for k, v in row.items()}
-                    for row in await self._rows(conn, NOTIFY_HOLDERS)]
+                holders = holder_fields(await self._rows(conn, NOTIFY_HOLDERS))
             except psycopg.Error as exc:  # the warning goes out without its suspects
                 if conn.broken:
                     raise

@@ -12,7 +12,8 @@ real LISTEN connection that nothing is announced:
   sees the reply and the end of the run;
 - runlane.notify_queue_holders() names a real backend of another login with no runlane
   grant that LISTENs inside a transaction it keeps open (pid, login, application name,
-  transaction age), and the maintenance leader's notify.queue_usage warning names it.
+  transaction age), and so do the maintenance leader's notify.queue_usage warning and
+  the worker's dispatch.fast_scan_started.
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ def test_a_worker_answers_chat_by_its_fast_scan_while_notifications_are_suppress
     assert started["notify.queue_usage"] == 0.5
     assert started["notify.queue_warn"] == 0.25
     assert started["dispatch.reason"] == "notify_queue"
+    assert isinstance(started["notify.holders"], list)
     worker.wait_for("dispatch.ready")
     worker.wait_for("listener.listening")
     announced(listener)  # the worker's own LISTEN proof used a private channel
@@ -186,6 +188,9 @@ def test_the_holders_are_named_by_the_function_and_in_the_leaders_warning(
         assert named["xact_age_s"] >= 0
         assert set(named) == {"pid", "login", "application", "database", "state",
                               "wait_event", "xact_age_s"}
+        # The worker names it too, when its lanes start scanning fast.
+        started = leader.wait_for("dispatch.fast_scan_started")
+        assert [h["login"] for h in started["notify.holders"] if h["pid"] == pid] == [stranger]
         filler.rollback()
 
 

@@ -33,7 +33,7 @@ from .listen_probe import ListenUnavailable, prove_listen
 from .listener import Listener
 from .registry import Registry
 from .run_handle import RunHandle
-from .scan_mode import USAGE, ScanMode
+from .scan_mode import HOLDERS, USAGE, ScanMode
 from .supervisor import Supervisor
 
 # Seconds a stopping worker gives its registry row's last write (operators' view only).
@@ -107,9 +107,8 @@ class Worker:
                                        name="registry")
         listener = (asyncio.create_task(self.listener.run(), name="listener")
                     if self.config.listen else None)
-        queue_watch = (asyncio.create_task(self.scan_mode.watch(self._queue_usage,
-                                                                self.stopped),
-                                           name="queue-watch")
+        queue_watch = (asyncio.create_task(self.scan_mode.watch(
+            self._queue_usage, self._queue_holders, self.stopped), name="queue-watch")
                        if self.config.listen else None)
         lanes = [asyncio.create_task(d.run(), name=f"lane-{lane}")
                  for lane, d in self.dispatchers.items()]
@@ -184,6 +183,10 @@ class Worker:
         """runlane.notify_queue_usage(), read on the first lane's pool (no write)."""
         row = await self.database.call(self.config.lanes[0], USAGE, retries=0)
         return row["usage"] if row else None
+
+    async def _queue_holders(self) -> list[dict[str, Any]]:
+        """runlane.notify_queue_holders(): who most likely holds the NOTIFY queue."""
+        return await self.database.call(self.config.lanes[0], HOLDERS, fetch="all", retries=0)
 
     def request_stop(self) -> None:
         self.signals += 1

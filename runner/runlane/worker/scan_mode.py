@@ -12,10 +12,12 @@ found. Guarantees:
 - the queue is read with runlane.notify_queue_usage() (a read, no write) on a lane pool
   at most once every QUEUE_CHECK seconds; a failed read changes nothing (the mode stays
   as it was) and is logged once until a read succeeds again;
-- entering the mode logs one `dispatch.fast_scan_started` (the reason and the reading)
-  and wakes every lane at once, leaving it one `dispatch.fast_scan_stopped` (with how
-  long it lasted); both carry numbers only. A scan-only worker is in the mode from start
-  to stop. STATE holds what the metrics show (runlane_dispatch_fast_scan,
+- entering the mode logs one `dispatch.fast_scan_started` (the reason, the reading and
+  the backends most likely holding the queue, `notify.holders` from
+  runlane.notify_queue_holders(): pid, login, application, database, state, wait
+  event, transaction age; never query text) and wakes every lane at once; leaving it
+  logs one `dispatch.fast_scan_stopped` (with how long it lasted). A scan-only worker is
+  in the mode from start to stop. STATE holds what the metrics show (runlane_dispatch_fast_scan,
   runlane_dispatch_scan_only, runlane_notify_queue_usage).
 """
 
@@ -24,14 +26,17 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import psycopg
 
 from .. import eventloop, log
+from ..maintenance import NOTIFY_HOLDERS, holder_fields
 from .config import WorkerConfig
 
 QUEUE_CHECK = 1.0  # seconds between two readings of the NOTIFY queue, at least
 USAGE = "select runlane.notify_queue_usage() as usage"
+HOLDERS = NOTIFY_HOLDERS
 
 # This process's mode, for the metrics (runlane.metrics): 1/0 flags and the last reading.
 STATE: dict[str, float] = {"fast_scan": 0, "scan_only": 0, "notify_queue_usage": 0.0}
@@ -56,7 +61,11 @@ class ScanMode:
             return min(scan_interval, self.config.fast_scan_interval)
         return scan_interval
 
-    def reading(self, usage: float) -> None:
+    def entering(self, usage: float) -> bool:
+        """Whether this reading starts the fast scan."""
+        return usage >= self.config.fast_scan_from and not self.fast
+
+    def reading(self, usage: float, holders: list[dict[str, Any]] | None = None) -> None:
         """A reading of notify_queue_usage(): enter or leave the fast scan."""
         STATE["notify_queue_usage"] = usage
         high = usage >= self.config.fast_scan_from
@@ -66,7 +75,8 @@ class ScanMode:
             log.get().warning("dispatch.fast_scan_started", **{
                 "dispatch.reason": "notify_queue", "notify.queue_usage": usage,
                 "notify.queue_warn": self.config.fast_scan_from,
-                "dispatch.fast_scan_interval_s": self.config.fast_scan_interval})
+                "dispatch.fast_scan_interval_s": self.config.fast_scan_interval,
+                "notify.holders": holders})
             self._wake_lanes()  # whatever went unannounced is claimed now
         elif not high and self.fast and not self.scan_only:
             self.fast = False
@@ -76,9 +86,10 @@ class ScanMode:
                 "dispatch.fast_scan_s": round(time.monotonic() - self._since, 1)})
 
     async def watch(self, read: Callable[[], Awaitable[float | None]],
+                    holders: Callable[[], Awaitable[list[dict[str, Any]]]],
                     stopped: asyncio.Event) -> None:
         """Reads the queue every QUEUE_CHECK seconds until `stopped` (not when scan-only:
-        the mode never ends then)."""
+        the mode never ends then); on entering the fast scan, also who holds it."""
         if self.scan_only:
             return
         while not stopped.is_set():
@@ -91,5 +102,12 @@ class ScanMode:
             else:
                 self._read_failed = False
                 if usage is not None:
-                    self.reading(float(usage))
+                    suspects = None
+                    if self.entering(float(usage)):
+                        try:
+                            suspects = holder_fields(await holders())
+                        except psycopg.Error as exc:  # the mode does not wait for names
+                            log.get().warning("notify.holders_failed",
+                                              **log.error_fields(exc))
+                    self.reading(float(usage), suspects)
             await eventloop.wait_event(stopped, QUEUE_CHECK)
