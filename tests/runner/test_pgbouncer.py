@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import threading
 import uuid
 
+import httpx
 import psycopg
 import pytest
 from bouncer_helpers import Bouncer
-from test_notify_fast_scan import free_port, metrics
 from worker_helpers import WorkerProcess, make_agent, wait_until, workers  # noqa: F401
 
 from runlane.pgcluster import SUPERUSER
@@ -312,7 +313,9 @@ def test_a_scan_only_worker_runs_runs_behind_transaction_pooling(conn, db_dsn, t
     runs by its scan alone (its ordinary scan is an hour: only the fast scan finds them),
     with no pass and no maintenance step failing meanwhile."""
     make_agent(conn, "agent-s", "org-s")
-    port = free_port()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     worker = WorkerProcess(tx_bouncer.dsn(db_dsn), "--scan-only", "--scan-interval", "3600",
                            "--tick-interval", "0.2", "--leader-retry", "0.2",
                            "--leader-ttl", "2", "--metrics-port", str(port))
@@ -339,9 +342,9 @@ def test_a_scan_only_worker_runs_runs_behind_transaction_pooling(conn, db_dsn, t
                         "maintenance.step_failed"):
             assert worker.events(message) == [], message
         assert worker.proc.poll() is None
-        shown = metrics(port)
-        assert shown["runlane_dispatch_scan_only"] == 1
-        assert shown["runlane_dispatch_fast_scan"] == 1
+        shown = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text.splitlines()
+        assert "runlane_dispatch_scan_only 1.0" in shown
+        assert "runlane_dispatch_fast_scan 1.0" in shown
     finally:
         worker.close()
         worker.check_logs()
