@@ -13,13 +13,18 @@ sent one at a time with a random gap of 0.1-0.4 s, so they land anywhere in a sc
   notified      the queue empty: notifications wake the worker (the reference);
   suppressed    the queue reads 0.5: the worker's fast scan (--fast-scan-interval 0.1);
   scan only 5 s the queue reads 0.5 and --fast-scan-interval 5 (the ordinary scan alone:
-                what a worker without the fast scan does).
+                what a worker without the fast scan does);
+  real flood    (--real-fill only) the real queue filled past half by a login with no
+                runlane grant: one session LISTENs and stays idle in a transaction,
+                another sends 7,900-byte notifications until pg_notification_queue_usage()
+                reaches 0.5 (4 GB of pg_notify files in the throwaway cluster; the time
+                it took is reported), held there while the messages are sent.
 
 First response is the run's own record (`runlane.run_timing`: source message to first
 persisted visible output), one sample per run. Also the worker's claim queries per
 second (from its worker.stopped line): the cost of scanning every 0.1 s.
 
-    python -m bench notify_flood [--quick] [--messages N]
+    python -m bench notify_flood [--quick] [--messages N] [--real-fill]
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ import uuid
 from pathlib import Path
 
 import psycopg
+from psycopg.conninfo import make_conninfo
 
 from bench import _common
 
@@ -113,10 +119,45 @@ def wait_answered(conn: psycopg.Connection, ids: list[int], timeout: float = 600
         time.sleep(0.1)
 
 
-def phase(pg, name: str, usage: float, messages: int, seed: int, *args: str) -> dict:
+def fill_past_half(pg, dsn: str) -> tuple[psycopg.Connection, dict]:
+    """A login with no runlane grant holds the queue (LISTEN, then idle in a
+    transaction) while another session of it fills the queue to half; returns the held
+    connection (close it to let the queue go) and how the fill went."""
+    with _common.admin(pg) as admin:
+        admin.execute("drop role if exists bench_stranger")
+        admin.execute("create role bench_stranger login")
+    stranger = make_conninfo(dsn, user="bench_stranger")
+    holder = psycopg.connect(stranger, autocommit=True, application_name="bench-holder")
+    holder.execute("listen bench_junk")
+    holder.autocommit = False
+    holder.execute("select 1")  # idle in transaction from here on
+    started, batches, usage = time.monotonic(), 0, 0.0
+    with psycopg.connect(stranger, autocommit=True, application_name="bench-filler") as f:
+        while usage < 0.5:
+            # ~8 MB per commit: distinct 7,900-byte payloads (a payload stays under 8,000)
+            f.execute("select count(pg_notify('bench_junk', lpad(%s || ':' || g, 7900, 'x')))"
+                      " from generate_series(1, 1000) as g", (str(batches),))
+            batches += 1
+            usage = f.execute("select pg_notification_queue_usage()").fetchone()[0]
+    fill = {"fill_s": round(time.monotonic() - started, 1), "fill_mb": batches * 7.9,
+            "usage": round(usage, 4)}
+    print(f"  real fill: {fill['fill_mb']:.0f} MB in {fill['fill_s']} s, usage {usage:.3f}",
+          flush=True)
+    return holder, fill
+
+
+def phase(pg, name: str, usage: float | None, messages: int, seed: int,
+          *args: str) -> dict:
+    """`messages` chat messages to a fresh worker; the queue reading replaced by `usage`,
+    or (None) the real queue filled past half."""
     dsn = _common.create_database(pg, DATABASE, template=TEMPLATE)
+    holder, fill, real = None, None, float("nan")
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(USAGE.format(usage))
+        if usage is None:
+            holder, fill = fill_past_half(pg, dsn)
+            usage = 0.5
+        else:
+            conn.execute(USAGE.format(usage))
         worker = Worker(dsn, *args)
         try:
             worker.wait_for("dispatch.ready", "listener.listening",
@@ -131,8 +172,11 @@ def phase(pg, name: str, usage: float, messages: int, seed: int, *args: str) -> 
                 time.sleep(rng.uniform(0.1, 0.4))
             wait_answered(conn, ids)
             first = [r[0] for r in conn.execute(FIRST_RESPONSE, (ids,)).fetchall()]
+            real = conn.execute("select pg_notification_queue_usage()").fetchone()[0]
         finally:
             stopped = worker.stop()
+            if holder is not None:
+                holder.close()  # its backend ends: the queue may be truncated again
     _common.drop_database(pg, DATABASE)
     claims = stopped.get("dispatch.claim_queries")
     result = {
@@ -142,6 +186,7 @@ def phase(pg, name: str, usage: float, messages: int, seed: int, *args: str) -> 
         "p99_ms": round(_common.percentile(first, 0.99), 1),
         "max_ms": round(max(first), 1),
         "claims_per_s": round(claims / stopped["lived_s"], 1) if claims else None,
+        "queue_usage_after": round(real, 4), **({"fill": fill} if fill else {}),
     }
     print(_line(result), flush=True)
     return result
@@ -160,6 +205,8 @@ def parse(argv) -> argparse.Namespace:
     parser.add_argument("--messages", type=int, default=200,
                         help="chat messages per phase (default 200)")
     parser.add_argument("--quick", action="store_true", help="40 messages per phase")
+    parser.add_argument("--real-fill", action="store_true",
+                        help="also fill the real NOTIFY queue past half (4 GB, minutes)")
     args = parser.parse_args(argv)
     if args.quick:
         args.messages = 40
@@ -180,6 +227,8 @@ def main(argv=None) -> list[str]:
             phase(pg, "scan only 5 s", 0.5, args.messages, 3,
                   "--fast-scan-interval", "5"),
         ]
+        if args.real_fill:
+            phases.append(phase(pg, "real flood", None, args.messages, 4))
         info = _common.machine(pg)
     suppressed = phases[1]
     verdict = "meets" if suppressed["p99_ms"] < GOAL_P99_MS else "MISSES"

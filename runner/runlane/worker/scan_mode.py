@@ -17,8 +17,8 @@ found. Guarantees:
   runlane.notify_queue_holders(): pid, login, application, database, state, wait
   event, transaction age; never query text) and wakes every lane at once; leaving it
   logs one `dispatch.fast_scan_stopped` (with how long it lasted). A scan-only worker is
-  in the mode from start to stop. STATE holds what the metrics show (runlane_dispatch_fast_scan,
-  runlane_dispatch_scan_only, runlane_notify_queue_usage).
+  in the mode from start to stop. STATE holds what the metrics show
+  (runlane_dispatch_fast_scan, runlane_dispatch_scan_only, runlane_notify_queue_usage).
 """
 
 from __future__ import annotations
