@@ -117,6 +117,14 @@ def test_a_worker_answers_chat_by_its_fast_scan_while_notifications_are_suppress
     assert metrics(port)["runlane_dispatch_fast_scan"] == 0
 
 
+def test_a_warning_level_above_half_still_scans_fast_once_runlane_stops_notifying(
+        conn, workers):
+    conn.execute(USAGE.format("0.5"))
+    worker = workers("--notify-queue-warn", "0.9", "--no-maintenance")
+    started = worker.wait_for("dispatch.fast_scan_started")
+    assert started["notify.queue_warn"] == 0.5
+
+
 def test_a_stream_follower_pages_while_notifications_are_suppressed(
         conn, db_dsn, listener, login, workers):
     make_agent(conn, "agent-s")

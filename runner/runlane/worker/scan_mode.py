@@ -5,10 +5,11 @@ may CONNECT can fill the server's NOTIFY queue (LISTEN in a transaction it keeps
 then pg_notify in a loop); from half full runlane sends no notification at all
 (runlane._notify), so for as long as the filler wants, the scan is the only way work is
 found. Guarantees:
-- while the queue is at least `fast_scan_from` full (the warning level, 0.25 by default,
-  below runlane's 0.5 cut-off) or the worker runs scan-only (--scan-only: no LISTEN),
-  every lane scans every `fast_scan_interval` seconds (0.1 s by default) instead of
-  every `scan_interval`; a chat message then waits at most that long for its claim;
+- while the queue is at least `fast_scan_from` full (the warning level, 0.25 by default;
+  never above SUPPRESSED_FROM, runlane's own cut-off) or the worker runs scan-only
+  (--scan-only: no LISTEN), every lane scans every `fast_scan_interval` seconds (0.1 s
+  by default) instead of every `scan_interval`; a chat message then waits at most that
+  long for its claim;
 - the queue is read with runlane.notify_queue_usage() (a read, no write) on a lane pool
   at most once every QUEUE_CHECK seconds; a failed read changes nothing (the mode stays
   as it was) and is logged once until a read succeeds again;
@@ -35,6 +36,7 @@ from ..maintenance import NOTIFY_HOLDERS, holder_fields
 from .config import WorkerConfig
 
 QUEUE_CHECK = 1.0  # seconds between two readings of the NOTIFY queue, at least
+SUPPRESSED_FROM = 0.5  # runlane._notify sends nothing from this reading on
 USAGE = "select runlane.notify_queue_usage() as usage"
 HOLDERS = NOTIFY_HOLDERS
 
@@ -52,6 +54,7 @@ class ScanMode:
         self._wake_lanes = wake_lanes
         self._since = time.monotonic()
         self._read_failed = False
+        self.threshold = min(config.fast_scan_from, SUPPRESSED_FROM)
         STATE["scan_only"] = int(self.scan_only)
         STATE["fast_scan"] = int(self.fast)
 
@@ -63,18 +66,18 @@ class ScanMode:
 
     def entering(self, usage: float) -> bool:
         """Whether this reading starts the fast scan."""
-        return usage >= self.config.fast_scan_from and not self.fast
+        return usage >= self.threshold and not self.fast
 
     def reading(self, usage: float, holders: list[dict[str, Any]] | None = None) -> None:
         """A reading of notify_queue_usage(): enter or leave the fast scan."""
         STATE["notify_queue_usage"] = usage
-        high = usage >= self.config.fast_scan_from
+        high = usage >= self.threshold
         if high and not self.fast:
             self.fast, self._since = True, time.monotonic()
             STATE["fast_scan"] = 1
             log.get().warning("dispatch.fast_scan_started", **{
                 "dispatch.reason": "notify_queue", "notify.queue_usage": usage,
-                "notify.queue_warn": self.config.fast_scan_from,
+                "notify.queue_warn": self.threshold,
                 "dispatch.fast_scan_interval_s": self.config.fast_scan_interval,
                 "notify.holders": holders})
             self._wake_lanes()  # whatever went unannounced is claimed now
