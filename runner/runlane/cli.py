@@ -234,8 +234,8 @@ def migrate_cmd(dsn: str, to: int | None, lock_timeout: float) -> None:
 @click.option("--notify-queue-warn", type=float, default=0.25, show_default=True,
               help="Log notify.queue_usage (once per maintenance pass, naming the backends "
                    "likely holding the queue) and scan every --fast-scan-interval while the "
-                   "server's NOTIFY queue is at least this full (runlane stops notifying "
-                   "at 0.5).")
+                   "server's NOTIFY queue is at least this full (and from 0.5 whatever "
+                   "this is: runlane stops notifying there).")
 @click.option("--retention", default=None,
               help="Delete runs finished longer ago than this (e.g. 30d, 240h, P30D; at "
                    "least 8 days) with their outputs, messages, charges and journal; the "
