@@ -19,7 +19,9 @@
 //   3. Ended when that status was terminal (succeeded, failed, canceled, skipped) and you
 //      have seen output last_output_id: a finished run never gets another output.
 //   4. Else wait for a notification whose {"stream": token} is this run's stream_token
-//      (or a second: notifications are hints, and a finish sends none); go to 2.
+//      (or a second: notifications are hints, and a finish sends none); go to 2. While
+//      runlane.notify_queue_usage() is at least 0.25 (read at most once a second; from
+//      0.5 runlane sends no notification at all) wait 0.1 s instead: paging alone.
 //   5. When run_status's attempt changes, read superseded_through: outputs up to it are
 //      the partial output of an attempt that a later attempt, starting over, replaced.
 'use strict';
@@ -32,6 +34,9 @@ const TERMINAL = new Set(['succeeded', 'failed', 'canceled', 'skipped']);
 const EXIT = { succeeded: 0, failed: 3, canceled: 4, skipped: 5, unknown: 6 };
 const PAGE = 500;
 const POLL_MS = 1000;
+const FAST_POLL_MS = 100; // while notifications cannot be counted on
+const QUEUE_CHECK_MS = 1000;
+const UNTRUSTED_FROM = 0.25;
 
 const print = (obj) => process.stdout.write(JSON.stringify(obj) + '\n');
 
@@ -40,7 +45,7 @@ async function one(client, sql, params) {
 }
 
 // Resolves on the next notification for this stream (at once if one came while we were
-// reading), or after POLL_MS.
+// reading), or after `ms`.
 function waiter(client) {
   let token = null;
   let heard = false;
@@ -58,9 +63,9 @@ function waiter(client) {
   });
   return {
     setToken(value) { token = value; },
-    next() {
+    next(ms) {
       return new Promise((resolve) => {
-        const timer = setTimeout(() => { wake = null; resolve(); }, POLL_MS);
+        const timer = setTimeout(() => { wake = null; resolve(); }, ms);
         wake = () => { clearTimeout(timer); wake = null; resolve(); };
         if (heard) wake();
       }).then(() => { heard = false; });
@@ -74,6 +79,8 @@ async function follow(client, hints, runId, after) {
   let checkedAttempt = null;
   let superseded = 0;
   let pending = null; // a superseded_through to print once the outputs up to it are printed
+  let checkedAt = -Infinity; // when the NOTIFY queue was last read
+  let untrusted = false; // it was at least UNTRUSTED_FROM full then
   const announce = () => {
     superseded = pending;
     pending = null;
@@ -105,7 +112,16 @@ async function follow(client, hints, runId, after) {
       print({ event: 'end', run_id: runId, ...status, superseded_through: superseded });
       return EXIT[status.state];
     }
-    await hints.next();
+    if (Date.now() - checkedAt >= QUEUE_CHECK_MS) {
+      checkedAt = Date.now();
+      try {
+        const usage = (await one(client, 'select runlane.notify_queue_usage() as u')).u;
+        untrusted = usage !== null && usage >= UNTRUSTED_FROM;
+      } catch (e) {
+        untrusted = false; // not readable here: wait for hints and the poll as before
+      }
+    }
+    await hints.next(untrusted ? FAST_POLL_MS : POLL_MS);
   }
 }
 

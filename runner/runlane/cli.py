@@ -199,6 +199,18 @@ def migrate_cmd(dsn: str, to: int | None, lock_timeout: float) -> None:
               help="Lease seconds; heartbeats every third of it.")
 @click.option("--scan-interval", type=float, default=5.0, show_default=True,
               help="Seconds between recovery scans of each lane.")
+@click.option("--fast-scan-interval", type=click.FloatRange(min=0.01), default=0.1,
+              show_default=True,
+              help="Seconds between scans of each lane while notifications cannot be "
+                   "counted on: the NOTIFY queue is at least --notify-queue-warn full (from "
+                   "0.5 runlane sends none), or --scan-only.")
+@click.option("--scan-only", is_flag=True,
+              help="Run without LISTEN: no LISTEN check at startup (a worker whose LISTEN "
+                   "cannot be proven refuses to start without this), every lane scans every "
+                   "--fast-scan-interval, a Stop is seen at the run's next heartbeat, and "
+                   "connections prepare no statements. For where LISTEN cannot work, e.g. "
+                   "a transaction-pooled PgBouncer; logged as worker.scan_only (a warning) "
+                   "and shown as runlane_dispatch_scan_only.")
 @click.option("--claim-batch", type=int, default=10, show_default=True,
               help="Runs per claim_runs() call.")
 @click.option("--pool-size", type=int, default=10, show_default=True,
@@ -220,8 +232,10 @@ def migrate_cmd(dsn: str, to: int | None, lock_timeout: float) -> None:
                    "longer than --tick-interval; default 3 x --tick-interval = 15); a "
                    "paused leader is replaced within leader-ttl + leader-retry seconds.")
 @click.option("--notify-queue-warn", type=float, default=0.25, show_default=True,
-              help="Log notify.queue_usage (once per maintenance pass) while the server's "
-                   "NOTIFY queue is at least this full (runlane stops notifying at 0.5).")
+              help="Log notify.queue_usage (once per maintenance pass, naming the backends "
+                   "likely holding the queue) and scan every --fast-scan-interval while the "
+                   "server's NOTIFY queue is at least this full (and from 0.5 whatever "
+                   "this is: runlane stops notifying there).")
 @click.option("--retention", default=None,
               help="Delete runs finished longer ago than this (e.g. 30d, 240h, P30D; at "
                    "least 8 days) with their outputs, messages, charges and journal; the "
@@ -237,7 +251,8 @@ def migrate_cmd(dsn: str, to: int | None, lock_timeout: float) -> None:
 @log_options
 def worker_cmd(dsn: str, lanes: tuple[str, ...], agent_spec: str, worker_id: str,
                shutdown_grace: float, memory_buffer_mb: int, memory_probe: str | None,
-               lease: float, scan_interval: float, claim_batch: int, pool_size: int,
+               lease: float, scan_interval: float, fast_scan_interval: float,
+               scan_only: bool, claim_batch: int, pool_size: int,
                max_per_org: int, maintenance: bool, tick_interval: float,
                queue_delay_interval: float, queue_delay_threshold: float, leader_retry: float,
                leader_ttl: float | None, notify_queue_warn: float, retention: str | None,
@@ -271,7 +286,9 @@ def worker_cmd(dsn: str, lanes: tuple[str, ...], agent_spec: str, worker_id: str
         dsn=dsn, lanes=list(dict.fromkeys(lanes)), agent=agent, worker_id=worker_id,
         shutdown_grace=shutdown_grace, memory_buffer_mb=memory_buffer_mb,
         memory_probe=memory_probe, lease=lease, scan_interval=scan_interval,
-        claim_batch=claim_batch, pool_size=pool_size, max_per_org=max_per_org,
+        fast_scan_interval=fast_scan_interval, fast_scan_from=notify_queue_warn,
+        scan_only=scan_only, claim_batch=claim_batch, pool_size=pool_size,
+        max_per_org=max_per_org,
         maintenance=maintenance_config if maintenance else None)
     if metrics_port is not None:
         from .metrics import Metrics

@@ -24,7 +24,10 @@ renewal, its lease, whether it lapsed) and takes the lease over once it lapsed. 
   3. `reap_stale()`, then `cancel_redundant_timer_runs()` and `drain_legacy_deliveries()`;
   4. the NOTIFY queue: `notify.queue_usage` (a warning, once per pass) while
      `runlane.notify_queue_usage()` is at least `notify_queue_warn` (0.25 by default;
-     runlane stops sending notifications at 0.5, see sql/functions/notify/_notify.sql);
+     runlane stops sending notifications at 0.5, see sql/functions/notify/_notify.sql),
+     naming the backends most likely holding it (`notify.holders`: pid, login,
+     application, database, state, wait event, transaction age in seconds; from
+     `runlane.notify_queue_holders()`, never a query's text);
   5. retention, only when configured (`--retention`): `purge_finished(retention)` in
      batches of `purge_batch` runs while a batch comes back full (at most
      `purge_batches` per pass, each its own transaction), logging `maintenance.purged`;
@@ -67,6 +70,19 @@ from runlane.lead_maintenance_with_holder(p_worker => %(leader)s::text, p_ttl =>
 LEADER_TTL_MAX = 60.0
 RESIGN = "select runlane.resign_maintenance(p_worker => %(leader)s::text) as resigned"
 NOTIFY_USAGE = "select runlane.notify_queue_usage() as usage"
+# The backends most likely holding the queue back (never their query text).
+NOTIFY_HOLDERS = """
+select pid, login, application, database, state, wait_event, xact_age_s
+from runlane.notify_queue_holders(p_limit => 3)
+"""
+
+
+def holder_fields(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """notify_queue_holders rows as logged (the transaction age to 0.1 s)."""
+    return [{k: (round(v, 1) if k == "xact_age_s" and v is not None else v)
+             for k, v in row.items()} for row in rows]
+
+
 PURGE = """
 select runlane.purge_finished(p_older_than => %(window)s::interval, p_limit => %(limit)s::int)
     as purged
@@ -108,8 +124,11 @@ def _when(value: Any) -> Any:
 
 class Maintenance:
     def __init__(self, dsn: str, config: MaintenanceConfig, application_name: str,
-                 leader_id: str | None = None):
+                 leader_id: str | None = None, connect_kwargs: dict[str, Any] | None = None):
         self.dsn = dsn
+        # The worker's connection settings (autocommit, prepare_threshold), not its name.
+        self.connect_kwargs = {k: v for k, v in (connect_kwargs or {}).items()
+                               if k not in ("autocommit", "application_name")}
         self.config = config
         self.application_name = f"{application_name}:maintenance"[:63]
         # Unique per process even when two workers are started with one --worker-id.
@@ -262,9 +281,18 @@ class Maintenance:
     async def notify_queue(self, conn: psycopg.AsyncConnection) -> None:
         usage = (await self._rows(conn, NOTIFY_USAGE))[0]["usage"]
         if usage is not None and usage >= self.config.notify_queue_warn:
+            holders: list[dict[str, Any]] | None
+            try:
+                holders = holder_fields(await self._rows(conn, NOTIFY_HOLDERS))
+            except psycopg.Error as exc:  # the warning goes out without its suspects
+                if conn.broken:
+                    raise
+                holders = None
+                log.get().warning("notify.holders_failed", **log.error_fields(exc))
             log.get().warning("notify.queue_usage", **{
                 "notify.queue_usage": usage,
-                "notify.queue_warn": self.config.notify_queue_warn})
+                "notify.queue_warn": self.config.notify_queue_warn,
+                "notify.holders": holders})
 
     async def purge(self, conn: psycopg.AsyncConnection) -> None:
         """Retention: full batches mean more may wait, so call again (bounded per pass,
@@ -331,8 +359,8 @@ class Maintenance:
         while not stopped.is_set():
             try:
                 async with await psycopg.AsyncConnection.connect(
-                        self.dsn, autocommit=True,
-                        application_name=self.application_name) as conn:
+                        self.dsn, autocommit=True, application_name=self.application_name,
+                        **self.connect_kwargs) as conn:
                     await self.lead(conn, stopped)
                     await self.resign(conn)
             except psycopg.Error as exc:

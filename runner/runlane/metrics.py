@@ -16,6 +16,12 @@ aggregate with max(), not sum()):
 Per process:
   runlane_notifications_ignored_total{channel}     unreadable or forged notification
                                                    payloads ignored (runlane.hints)
+  runlane_dispatch_fast_scan                       1 while the lanes scan every
+                                                   fast_scan_interval (notifications cannot
+                                                   be counted on: worker/scan_mode.py)
+  runlane_dispatch_scan_only                       1 for a worker started --scan-only
+  runlane_notify_queue_usage                       the worker's last reading of
+                                                   notify_queue_usage() (0 when scan-only)
 The journal (runlane.run_events) is never pruned, so its counts are true counters.
 """
 
@@ -72,6 +78,17 @@ class _DatabaseCollector:
         for channel in (hints.RUNS, hints.OUTPUTS):
             ignored.add_metric([channel], hints.IGNORED[channel])
         yield ignored
+        from .worker.scan_mode import STATE
+
+        yield GaugeMetricFamily("runlane_dispatch_fast_scan",
+                                "1 while the lanes scan at the fast interval (notifications "
+                                "cannot be counted on)", value=STATE["fast_scan"])
+        yield GaugeMetricFamily("runlane_dispatch_scan_only",
+                                "1 for a worker running without LISTEN (--scan-only)",
+                                value=STATE["scan_only"])
+        yield GaugeMetricFamily("runlane_notify_queue_usage",
+                                "Last reading of the server's NOTIFY queue usage (0 to 1)",
+                                value=STATE["notify_queue_usage"])
 
 
 class Metrics:

@@ -16,7 +16,10 @@ end-of-stream rule of the README ("Ending a stream"), the same for every languag
    gets another output. The run ended well only when the state is succeeded.
 4. Otherwise wait for a notification whose payload carries the run's stream token
    (`runlane.stream_token`, never the run id), or `poll` seconds (notifications are
-   hints; a finish sends none), and go to 2.
+   hints; a finish sends none), and go to 2. While the server's NOTIFY queue is at least
+   UNTRUSTED_FROM full (`runlane.notify_queue_usage()`, read at most once every
+   QUEUE_CHECK seconds; from 0.5 runlane sends no notification at all) the wait is at
+   most FAST_POLL seconds: outputs arrive by paging alone.
 5. Whenever run_status's attempt changes, read `runlane.superseded_through`: outputs
    with output_id <= it are the partial output of an attempt that did not finish and
    that a later attempt, starting over without a checkpoint, replaced.
@@ -33,13 +36,14 @@ last "end" (state, reason, attempt, last_output_id, superseded_through) once the
 has ended; `runlane follow` prints these.
 
 It needs only what `runlane_api` may execute (stream_token, outputs_since, run_status,
-superseded_through) and two connections: one that only listens, so no notification is
-lost while the other pages.
+superseded_through, notify_queue_usage) and two connections: one that only listens, so
+no notification is lost while the other pages.
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -61,6 +65,14 @@ from runlane.run_status(p_run_id => %(run_id)s::bigint) as s
 """
 SUPERSEDED = "select runlane.superseded_through(p_run_id => %(run_id)s::bigint) as through"
 TOKEN = "select runlane.stream_token(p_run_id => %(run_id)s::bigint) as token"
+USAGE = "select runlane.notify_queue_usage() as usage"
+
+# While notifications cannot be counted on (the NOTIFY queue at least UNTRUSTED_FROM full,
+# the workers' warning level), a follower pages every FAST_POLL seconds; the queue is read
+# at most every QUEUE_CHECK seconds.
+UNTRUSTED_FROM = 0.25
+FAST_POLL = 0.1
+QUEUE_CHECK = 1.0
 
 # run_status states after which a run never gets another output.
 TERMINAL = frozenset({"succeeded", "failed", "canceled", "skipped"})
@@ -84,6 +96,21 @@ def _for_stream(payload: str, token: str | None) -> bool:
     return token is None or hints.stream_of(payload) == token
 
 
+async def _queue_untrusted(reader: psycopg.AsyncConnection) -> bool:
+    """Whether the NOTIFY queue is at least UNTRUSTED_FROM full; False when it cannot be
+    read (a schema or a login without notify_queue_usage: notifications are then waited
+    for as before)."""
+    try:
+        row = await (await reader.execute(USAGE)).fetchone()
+    except psycopg.Error as exc:
+        if reader.broken:
+            raise
+        if exc.sqlstate not in ("42501", "42883"):  # not granted, no such function
+            raise
+        return False
+    return row is not None and row["usage"] is not None and row["usage"] >= UNTRUSTED_FROM
+
+
 async def stream(dsn: str, run_id: int, after: int = 0, *, page_size: int = 500,
                  poll: float = 1.0, events: bool = False) -> AsyncIterator[dict[str, Any]]:
     """Yield the run's visible outputs with output_id > `after`, in order, as they commit;
@@ -103,6 +130,8 @@ async def stream(dsn: str, run_id: int, after: int = 0, *, page_size: int = 500,
 
             token = (await one(TOKEN))["token"]
             checked_attempt: int | None = None
+            checked_at: float | None = None  # when the NOTIFY queue was last read
+            untrusted = False      # it was at least UNTRUSTED_FROM full then
             reported = 0          # the superseded_through already announced
             pending: int | None = None
             attempts: set[int] = set()  # of yielded outputs not yet announced superseded
@@ -148,8 +177,13 @@ async def stream(dsn: str, run_id: int, after: int = 0, *, page_size: int = 500,
                                "last_output_id": status["last_output_id"],
                                "superseded_through": reported}
                     return
+                now = time.monotonic()
+                if checked_at is None or now - checked_at >= QUEUE_CHECK:
+                    checked_at = now
+                    untrusted = await _queue_untrusted(reader)
                 # Wait for a hint about this run (or the poll interval), then page again.
-                async for note in listener.notifies(timeout=poll):
+                wait = min(poll, FAST_POLL) if untrusted else poll
+                async for note in listener.notifies(timeout=wait):
                     if _for_stream(note.payload, token):
                         break
         finally:

@@ -87,7 +87,10 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.lead_maintenance(text,interval)": WORKER,
     "runlane.lead_maintenance_with_holder(text,interval)": WORKER,
     "runlane.resign_maintenance(text)": WORKER,
-    "runlane.notify_queue_usage()": WORKER,
+    # read by workers and by stream followers (they poll while it is high)
+    "runlane.notify_queue_usage()": BOTH,
+    # other logins' backends (pid, login, application): the operator's, not a tenant's
+    "runlane.notify_queue_holders(integer)": WORKER,
     # operator views (runlane status, journal, timing summary): an application reads
     # them too, each limited to its organization when its login is scoped
     "runlane.agent_journal(text,integer)": BOTH,

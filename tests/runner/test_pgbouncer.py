@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import threading
 import uuid
 
+import httpx
 import psycopg
 import pytest
 from bouncer_helpers import Bouncer
@@ -302,6 +304,49 @@ def test_a_worker_behind_session_pooling_listens_and_runs_runs(
             what="a maintenance leader")
         assert conn.execute("select leader from runlane.leader where role = 'maintenance'"
                             ).fetchone()[0].startswith(f"runlane-worker:{worker.worker_id}/")
+    finally:
+        worker.close()
+        worker.check_logs()
+
+
+def test_a_scan_only_worker_runs_runs_behind_transaction_pooling(conn, db_dsn, tx_bouncer):
+    """Where the LISTEN check refuses (transaction pooling), `--scan-only` opts out of
+    LISTEN: the worker says so (a warning), never checks, and claims and finishes chat
+    runs by its scan alone (its ordinary scan is an hour: only the fast scan finds them),
+    with no pass and no maintenance step failing meanwhile."""
+    make_agent(conn, "agent-s", "org-s")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    worker = WorkerProcess(tx_bouncer.dsn(db_dsn), "--scan-only", "--scan-interval", "3600",
+                           "--tick-interval", "0.2", "--leader-retry", "0.2",
+                           "--leader-ttl", "2", "--metrics-port", str(port))
+    try:
+        warned = worker.wait_for("worker.scan_only")
+        assert warned["level"] == "warning"
+        assert warned["dispatch.fast_scan_interval_s"] == 0.1
+        worker.wait_for("dispatch.ready")
+        runs = [conn.execute("select run_id from runlane.submit_message('agent-s', %s, %s)",
+                             (f"thread-{k}", f"hi {k}")).fetchone()[0] for k in range(3)]
+        for run_id in runs:
+            conn.execute("select runlane.publish_run(%s)", (run_id,))
+        for k, run_id in enumerate(runs):
+            wait_until(lambda r=run_id: conn.execute(
+                "select state from runlane.runs where run_id = %s", (r,)).fetchone()[0]
+                == "succeeded", what=f"run {run_id} answered")
+            assert conn.execute(
+                "select string_agg(body, '' order by output_id) from runlane.run_outputs "
+                "where run_id = %s and kind = 'text'", (run_id,)).fetchone()[0] == f"hi {k}"
+        # Many scans and maintenance passes later, nothing failed on a lost statement.
+        worker.wait_for("maintenance.leader_acquired")
+        for message in ("worker.listen_checking", "worker.listen_refused",
+                        "listener.listening", "dispatch.pass_failed",
+                        "maintenance.step_failed"):
+            assert worker.events(message) == [], message
+        assert worker.proc.poll() is None
+        shown = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text.splitlines()
+        assert "runlane_dispatch_scan_only 1.0" in shown
+        assert "runlane_dispatch_fast_scan 1.0" in shown
     finally:
         worker.close()
         worker.check_logs()

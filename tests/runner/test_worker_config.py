@@ -47,3 +47,19 @@ def test_the_worker_command_and_the_config_share_the_default_bound():
 
     option = next(p for p in worker_cmd.params if p.name == "max_per_org")
     assert option.default == WorkerConfig(dsn="", lanes=["x"], agent=agent).max_per_org
+
+
+def test_the_worker_command_and_the_config_share_the_fast_scan_defaults():
+    from runlane.cli import worker_cmd
+
+    config = WorkerConfig(dsn="", lanes=["x"], agent=agent)
+    options = {p.name: p for p in worker_cmd.params}
+    assert options["fast_scan_interval"].default == config.fast_scan_interval == 0.1
+    assert options["notify_queue_warn"].default == config.fast_scan_from == 0.25
+    assert options["scan_only"].is_flag and config.scan_only is False
+    assert options["scan_only"].envvar == "RUNLANE_WORKER_SCAN_ONLY"
+
+
+def test_a_scan_only_worker_does_not_listen():
+    config = WorkerConfig(dsn="", lanes=["x"], agent=agent, scan_only=True)
+    assert config.listen is False

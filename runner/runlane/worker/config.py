@@ -28,6 +28,15 @@ class WorkerConfig:
     memory_probe: str | None = None
     lease: float = 60.0
     scan_interval: float = 5.0
+    # While notifications cannot be counted on (the NOTIFY queue at least fast_scan_from
+    # full, or scan_only), each lane scans every fast_scan_interval seconds instead
+    # (worker/scan_mode.py): chat's first response then stays within a fraction of a
+    # second with no notification at all.
+    fast_scan_interval: float = 0.1
+    fast_scan_from: float = 0.25
+    # No LISTEN, no LISTEN proof at startup: the lanes always scan at fast_scan_interval
+    # (--scan-only, for where LISTEN cannot work, e.g. a transaction-pooled PgBouncer).
+    scan_only: bool = False
     claim_batch: int = 10
     claim_batch_max: int = 0  # 0: 10 x claim_batch; pages grow while they come back full
     max_pages: int = 50
@@ -65,6 +74,10 @@ class WorkerConfig:
             self.claim_batch_max = 10 * self.claim_batch
         self.claim_batch_max = max(self.claim_batch_max, self.claim_batch)
         self.finish_batch = max(1, min(self.finish_batch, 100))
+        if self.fast_scan_interval <= 0:
+            raise ValueError("fast_scan_interval must be above 0 seconds")
+        if self.scan_only:
+            self.listen = False
         if not self.worker_id:
             self.worker_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 

@@ -118,6 +118,10 @@ class Database:
         # its statement, the pool drops it and call() resends on a fresh one.
         self.conn_kwargs: dict[str, Any] = {
             "autocommit": True, "application_name": config.application_name}
+        if config.scan_only:
+            # Scan-only serves where LISTEN cannot work, a transaction-pooled PgBouncer
+            # above all, which before 1.21 loses server-side prepared statements too.
+            self.conn_kwargs["prepare_threshold"] = None
         self.pools = {lane: self._pool(lane) for lane in config.lanes}
         self.write_seqs = False  # migration 0004 applied: numbered writes, keyed claims
         # Set while the listener's connection is up; a fresh, unset event after it broke,

@@ -6,7 +6,8 @@ Guarantees:
   so lanes never wait on each other and a claim never queues behind run work;
 - a lane makes a pass at start, when woken (a notification naming it, the listener's
   (re)connect, the end of a run of an organization a claim cut at the max_per_org
-  bound) and at least every scan_interval seconds (admission_retry while memory
+  bound) and at least every scan_interval seconds (fast_scan_interval while
+  notifications cannot be counted on, see scan_mode.py; admission_retry while memory
   admission is waiting); a wake-up
   during a pass only marks the lane for ONE more pass (an asyncio.Event), it never
   restarts the pass in progress; a failed pass is tried again after 0.5 s;
@@ -55,6 +56,7 @@ from ..agents import Message
 from .config import WorkerConfig
 from .db import Database, configure_connection, is_connection_error, pg_array
 from .run_handle import RunHandle
+from .scan_mode import ScanMode
 from .supervisor import OrgBound
 
 # Keyed: a claim resent with its key after a lost reply returns what it claimed. And
@@ -149,8 +151,9 @@ class LaneDispatcher:
     def __init__(self, lane: str, config: WorkerConfig, database: Database,
                  admission: Admission, start: Callable[[RunHandle], None],
                  timing: Callable[..., None], spawn: Callable[[Any], asyncio.Task],
-                 bound: OrgBound | None = None):
+                 bound: OrgBound | None = None, mode: ScanMode | None = None):
         self.lane = lane
+        self.mode = mode  # the worker's scan mode: fast while notifications fail
         self.bound = bound or OrgBound(0)  # the worker's runs in flight per organization
         self.config = config
         self.db = database
@@ -192,6 +195,8 @@ class LaneDispatcher:
         loop = asyncio.get_running_loop()
         while not self.stopping:
             timeout = self.config.scan_interval
+            if self.mode is not None:
+                timeout = self.mode.interval(timeout)
             if self.admission.waiting:
                 timeout = min(timeout, self.config.admission_retry)
             # The scan is a timer that sets the same event a notification sets (no task

@@ -18,7 +18,8 @@ heartbeat), without a word. So before it starts, the worker proves LISTEN works:
   client sends nothing after its LISTEN, so it is linked to no server session. When
   none arrived `timeout` seconds (PROBE_TIMEOUT) after the first NOTIFY committed (the
   clock starts there: a slow pool cannot fake a failure), the worker refuses to start
-  (ListenUnavailable). This is not a guess from settings or names: it is the very
+  (ListenUnavailable; `runlane worker --scan-only` skips the proof and runs without
+  LISTEN, see scan_mode.py). This is not a guess from settings or names: it is the very
   thing the listener needs, done once.
 
 A connection that cannot be made or breaks (or any other error of the LISTEN) is retried
@@ -68,7 +69,8 @@ def refusal(dsn: str, timeout: float) -> str:
             "transaction- or statement-pooled PgBouncer does this (it hands each "
             "transaction to any server connection, so a LISTEN outlives nothing). "
             "Connect workers to PostgreSQL directly or through a session-pooled PgBouncer "
-            f"(pool_mode = session); applications may use transaction pooling. See {DOCS}.")
+            "(pool_mode = session); applications may use transaction pooling. To run this "
+            f"worker on its scan alone, start it with --scan-only. See {DOCS}.")
 
 
 async def _send_until(pool: AsyncConnectionPool, channel: str, payload: str,

@@ -2,9 +2,11 @@
 signal; what each part guarantees is in its own module (see the package's docstring).
 
 Start: the lane pools open, the schema's numbered writes are checked, LISTEN is proven to
-work on the DSN (unless embedded; a transaction-pooled PgBouncer is refused:
-worker.listen_probe), then the registry, the listener (unless embedded), one dispatcher
-per lane, maintenance and metrics start.
+work on the DSN (unless embedded or scan-only; a transaction-pooled PgBouncer is refused:
+worker.listen_probe), then the registry, the listener and the NOTIFY queue watch (unless
+embedded or scan-only: worker.scan_mode), one dispatcher per lane, maintenance and
+metrics start. A scan-only worker (--scan-only) says so at start (worker.scan_only, a
+warning) and scans every fast_scan_interval for as long as it runs.
 Stop (SIGTERM/SIGINT or request_stop): no new claim and no reconnect; running runs get
 `shutdown_grace` seconds to finish, then the rest are released (a second signal releases
 at once); a maintenance leader hands its lease back; the registry row is marked stopped.
@@ -31,6 +33,7 @@ from .listen_probe import ListenUnavailable, prove_listen
 from .listener import Listener
 from .registry import Registry
 from .run_handle import RunHandle
+from .scan_mode import HOLDERS, USAGE, ScanMode
 from .supervisor import Supervisor
 
 # Seconds a stopping worker gives its registry row's last write (operators' view only).
@@ -52,9 +55,11 @@ class Worker:
         self.finisher = Finisher(config, self.database, self.timing, self._spawn)
         self.supervisor = Supervisor(config, self.database, self.finisher, self.timing,
                                      self._spawn, self.notify)
+        self.scan_mode = ScanMode(config, self.notify)
         self.dispatchers = {lane: LaneDispatcher(
             lane, config, self.database, self.admission, self.supervisor.start,
-            self.timing, self._spawn, self.supervisor.bound) for lane in config.lanes}
+            self.timing, self._spawn, self.supervisor.bound, self.scan_mode)
+            for lane in config.lanes}
         # What a notification sets: the lane's dispatcher makes one more pass.
         self.wake = {lane: d.wake for lane, d in self.dispatchers.items()}
         self.registry = Registry(config, self.database)
@@ -62,7 +67,8 @@ class Worker:
                                  self.notify, self.stop_hint, self._connection_lost,
                                  self.database.connection_back)
         self.maintenance = (Maintenance(config.dsn, config.maintenance,
-                                        config.application_name)
+                                        config.application_name,
+                                        connect_kwargs=self.database.conn_kwargs)
                             if config.maintenance else None)
 
     @property
@@ -93,10 +99,17 @@ class Worker:
         log.get().info("worker.started", **{
             "worker.id": self.config.worker_id, "worker.lanes": self.config.lanes,
             "worker.pid": os.getpid()})
+        if self.config.scan_only:
+            log.get().warning("worker.scan_only", **{
+                "worker.id": self.config.worker_id,
+                "dispatch.fast_scan_interval_s": self.config.fast_scan_interval})
         registry = asyncio.create_task(self.registry.run_forever(self.stopped),
                                        name="registry")
         listener = (asyncio.create_task(self.listener.run(), name="listener")
                     if self.config.listen else None)
+        queue_watch = (asyncio.create_task(self.scan_mode.watch(
+            self._queue_usage, self._queue_holders, self.stopped), name="queue-watch")
+                       if self.config.listen else None)
         lanes = [asyncio.create_task(d.run(), name=f"lane-{lane}")
                  for lane, d in self.dispatchers.items()]
         maintenance = (asyncio.create_task(self.maintenance.run_forever(self.stopped),
@@ -110,7 +123,7 @@ class Worker:
         await self.supervisor.drain(wait=self.signals < 2)
         if maintenance is not None:  # a leader hands its lease back (a few ms) before it ends
             await asyncio.wait([maintenance], timeout=5.0)
-        for task in (registry, listener, maintenance, metrics):
+        for task in (registry, listener, queue_watch, maintenance, metrics):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -165,6 +178,15 @@ class Worker:
         except ListenUnavailable:
             await self.database.close()
             raise
+
+    async def _queue_usage(self) -> float | None:
+        """runlane.notify_queue_usage(), read on the first lane's pool (no write)."""
+        row = await self.database.call(self.config.lanes[0], USAGE, retries=0)
+        return row["usage"] if row else None
+
+    async def _queue_holders(self) -> list[dict[str, Any]]:
+        """runlane.notify_queue_holders(): who most likely holds the NOTIFY queue."""
+        return await self.database.call(self.config.lanes[0], HOLDERS, fetch="all", retries=0)
 
     def request_stop(self) -> None:
         self.signals += 1

@@ -5,7 +5,8 @@
 -- one the maintenance leader logs as notify.queue_usage (from 0.25 on, by default), so
 -- both always see the same number. The queue fills only while some session LISTENs and
 -- keeps one transaction open for a long time: it cannot drop notifications older than
--- that transaction.
+-- that transaction. Granted to both roles: workers and readers of streams (runlane_api)
+-- poll at a short interval instead of waiting for notifications while it is high.
 create or replace function runlane.notify_queue_usage()
 returns double precision
 language plpgsql
@@ -23,3 +24,4 @@ comment on function runlane.notify_queue_usage() is
 
 revoke all on function runlane.notify_queue_usage() from public;
 grant execute on function runlane.notify_queue_usage() to runlane_worker;
+grant execute on function runlane.notify_queue_usage() to runlane_api;
