@@ -53,6 +53,8 @@ def login(conn, db_dsn):
         made.append(name)
         for role in roles:
             conn.execute(f'grant "{role}" to "{name}"')
+        if "runlane_api" in roles:  # an API login acts only where the database enters it
+            conn.execute("select runlane.scope_api_login(%s, null)", (name,))
         return name, make_conninfo(db_dsn, user=name)
 
     yield make
