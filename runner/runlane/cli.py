@@ -645,6 +645,10 @@ def follow_cmd(dsn: str, run_id: int, after: int) -> None:
 
     from .stream import FOLLOW_EXIT, stream
 
+    # stdout carries the run's text only: a log line (a forged notification ignored,
+    # hints.py) goes to stderr with the final state.
+    log.configure(stream="stderr")
+
     async def follow() -> str:
         state = "unknown"
         async with aclosing(stream(dsn, run_id, after=after, events=True)) as items:
