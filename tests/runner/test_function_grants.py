@@ -141,6 +141,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane._require_owner(bigint,bigint,bigint)": NOBODY,
     "runlane._require_owner(bigint,bigint,bigint,boolean)": NOBODY,
     "runlane._write_applied(runlane.runs,bigint,bigint)": NOBODY,
+    "runlane._resent_first_response(runlane.runs,bigint)": NOBODY,
     "runlane._agent_timezone(text,text)": NOBODY,
     "runlane._is_timezone(text)": NOBODY,
     "runlane._last_slot(jsonb,text,timestamp with time zone,timestamp with time zone)": NOBODY,

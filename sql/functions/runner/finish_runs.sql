@@ -43,7 +43,9 @@
 --   one subtransaction, all or nothing; null = not sequenced, and the contract form passes
 --   none): ownership is checked first (runlane._require_owner with the number), and a
 --   run whose numbered write was already applied (the reply was lost) writes nothing and
---   answers ok with its run.finished timing row again, never RL001. The number is
+--   answers ok with its run.finished timing row again, never RL001, and, when its outputs
+--   hold a visible one, with the run.first_response row the lost reply may have carried
+--   (runlane._resent_first_response). The number is
 --   recorded by the closing update itself (runlane._close_run_with), so a sequenced
 --   finish still updates its run once.
 create or replace function runlane.finish_runs(
@@ -170,6 +172,14 @@ begin
                 v_run := runlane._require_owner(p_run_ids[v_i], p_fences[v_i], p_seqs[v_i], false);
                 if runlane._write_applied(v_run, p_fences[v_i], p_seqs[v_i]) then
                     timing := runlane._timing_row(v_run.run_id, 'run.finished');
+                    -- the lost reply may have carried the first response of its outputs
+                    if exists (
+                        select 1
+                        from unnest(p_output_kinds[v_next:v_last]) as k (kind)
+                        where k.kind in ('text', 'final', 'message_tool', 'card')
+                    ) then
+                        first_response := runlane._resent_first_response(v_run, p_fences[v_i]);
+                    end if;
                     ok := true;
                     finish_runs.sqlstate := null;
                     return next;
