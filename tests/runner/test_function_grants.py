@@ -82,6 +82,11 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.queue_delay(interval,timestamp with time zone)": WORKER,
     "runlane.drain_legacy_deliveries(integer)": WORKER,
     "runlane.purge_finished(interval,integer)": WORKER,
+    # retention of the rows runs do not carry: emptied threads' lock rows, the claim
+    # receipts of workers long gone
+    "runlane.purge_empty_threads(text,text,integer)": WORKER,
+    "runlane.purge_stale_claim_receipts(interval,integer)": WORKER,
+    "runlane._thread_is_empty(text,text)": NOBODY,
     "runlane.upgrade_status()": WORKER,
     "runlane.register_worker(text,text[],boolean)": WORKER,
     "runlane.lead_maintenance(text,interval)": WORKER,
