@@ -10,7 +10,12 @@
 --   the work of a call is bounded however many threads exist, and a caller sweeps them
 --   all by passing back the key it returns.
 -- * Deletes those of them with nothing left: no run of the thread (any state, any lane)
---   and no held message. Their rows are locked `for update skip locked` (a row another
+--   and no held message (a message attached to a run is in its run's thread). One probe
+--   per index that holds a thread's runs (finished: runs_thread_history_idx; unfinished
+--   chat: runs_unfinished_thread_idx; the agent's unfinished background run:
+--   runs_unfinished_agent_idx) and one for held messages (messages_waiting_idx), written
+--   out in both statements: a helper function with a pinned search_path cannot be
+--   inlined and cost twice the time per thread. Their rows are locked `for update skip locked` (a row another
 --   transaction holds, i.e. a thread in use, is skipped) and checked again after the lock
 --   (a later statement: it sees whatever the last holder committed), so a thread that got
 --   a message meanwhile keeps its row.
@@ -82,7 +87,32 @@ begin
               > (coalesce(p_after_agent_id, ''), coalesce(p_after_thread_id, ''))
           and (t.agent_id, t.thread_id)
               <= (coalesce(v_last_agent, t.agent_id), coalesce(v_last_thread, t.thread_id))
-          and runlane._thread_is_empty(t.agent_id, t.thread_id)
+          and not exists (
+              select 1 from runlane.runs as r
+              where r.agent_id = t.agent_id
+                and r.thread_id = t.thread_id
+                and r.state not in ('queued', 'running')
+          )
+          and not exists (
+              select 1 from runlane.runs as r
+              where r.agent_id = t.agent_id
+                and r.thread_id = t.thread_id
+                and r.lane = 'interactive'
+                and r.state in ('queued', 'running')
+          )
+          and not exists (
+              select 1 from runlane.runs as r
+              where r.agent_id = t.agent_id
+                and r.lane = 'background'
+                and r.state in ('queued', 'running')
+                and r.thread_id = t.thread_id
+          )
+          and not exists (
+              select 1 from runlane.messages as m
+              where m.agent_id = t.agent_id
+                and m.thread_id = t.thread_id
+                and m.run_id is null
+          )
         order by t.agent_id, t.thread_id
         limit purge_empty_threads.p_limit
         for update of t skip locked
@@ -95,7 +125,32 @@ begin
         using unnest(v_agents, v_threads) as x (agent_id, thread_id)
         where t.agent_id = x.agent_id
           and t.thread_id = x.thread_id
-          and runlane._thread_is_empty(t.agent_id, t.thread_id)
+          and not exists (
+              select 1 from runlane.runs as r
+              where r.agent_id = t.agent_id
+                and r.thread_id = t.thread_id
+                and r.state not in ('queued', 'running')
+          )
+          and not exists (
+              select 1 from runlane.runs as r
+              where r.agent_id = t.agent_id
+                and r.thread_id = t.thread_id
+                and r.lane = 'interactive'
+                and r.state in ('queued', 'running')
+          )
+          and not exists (
+              select 1 from runlane.runs as r
+              where r.agent_id = t.agent_id
+                and r.lane = 'background'
+                and r.state in ('queued', 'running')
+                and r.thread_id = t.thread_id
+          )
+          and not exists (
+              select 1 from runlane.messages as m
+              where m.agent_id = t.agent_id
+                and m.thread_id = t.thread_id
+                and m.run_id is null
+          )
         returning 1
     )
 
