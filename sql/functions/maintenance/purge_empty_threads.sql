@@ -12,13 +12,14 @@
 -- * Deletes those of them with nothing left: no run of the thread (any state, any lane)
 --   and no held message (a message attached to a run is in its run's thread). One probe
 --   per index that holds a thread's runs (finished: runs_thread_history_idx; unfinished
---   chat: runs_unfinished_thread_idx; the agent's unfinished background run:
---   runs_unfinished_agent_idx) and one for held messages (messages_waiting_idx), written
---   out in both statements: a helper function with a pinned search_path cannot be
---   inlined and cost twice the time per thread. Their rows are locked `for update skip locked` (a row another
---   transaction holds, i.e. a thread in use, is skipped) and checked again after the lock
---   (a later statement: it sees whatever the last holder committed), so a thread that got
---   a message meanwhile keeps its row.
+--   chat: runs_unfinished_thread_idx; the agent's one unfinished background run: its
+--   unique index) and one for held messages (messages_waiting_idx), written out in both
+--   statements: a helper with a pinned search_path is never inlined, and its calls cost
+--   more than the probes.
+-- * Their rows are locked `for update skip locked` (a row another transaction holds, a
+--   thread in use, is skipped) and checked again after the lock (a later statement: it
+--   sees whatever the last holder committed), so a thread that got a message meanwhile
+--   keeps its row.
 -- * Deleting a lock row is harmless even when a run or message arrives right after:
 --   _thread_lock creates the row again, and a caller that was waiting for the deleted
 --   row creates it too (its loop), so the lock still serializes the thread.
@@ -85,8 +86,7 @@ begin
         from runlane.threads as t
         where (t.agent_id, t.thread_id)
               > (coalesce(p_after_agent_id, ''), coalesce(p_after_thread_id, ''))
-          and (t.agent_id, t.thread_id)
-              <= (coalesce(v_last_agent, t.agent_id), coalesce(v_last_thread, t.thread_id))
+          and (t.agent_id, t.thread_id) <= (v_last_agent, v_last_thread)
           and not exists (
               select 1 from runlane.runs as r
               where r.agent_id = t.agent_id
