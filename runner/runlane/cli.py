@@ -466,15 +466,16 @@ def demo_cmd() -> None:
 
 
 # -- operator views: the rules live in sql/functions/ops, these commands only render --
-def _query(dsn: str, sql: str, params: tuple = ()) -> list[dict]:
-    """The rows of one ops view; the views are runlane_api's (and runlane_worker's)."""
+def _query(dsn: str, sql: str, params: tuple = (), also: str | None = WORKER) -> list[dict]:
+    """The rows of one ops view; the views are runlane_api's (and runlane_worker's, but
+    for what shows a run's error or text: `also=None`)."""
     from psycopg.rows import dict_row
 
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
             return conn.cursor(row_factory=dict_row).execute(sql, params).fetchall()
     except psycopg.Error as exc:
-        fail(exc, API, dsn, also=WORKER)
+        fail(exc, API, dsn, also=also)
     raise AssertionError("unreachable")
 
 
@@ -560,7 +561,8 @@ def journal_cmd(dsn: str, agent_id: str, limit: int, as_json: bool) -> None:
                        "from runlane.agent_journal(p_agent_id => %s::text, "
                        "p_limit => %s::int) as j "
                        "cross join lateral runlane.run_detail(j.run_id) as d "
-                       "order by j.created_at desc, j.run_id desc", (agent_id, limit))
+                       "order by j.created_at desc, j.run_id desc", (agent_id, limit),
+                  also=None)  # the errors can quote user content: runlane_api only
     if as_json:
         _emit_json({"agent_id": agent_id, "runs": rows})
         return
@@ -594,7 +596,8 @@ def _short_error(row: dict, width: int = 80) -> str | None:
 def run_cmd(dsn: str, run_id: int, as_json: bool) -> None:
     """One run: its state, reason, attempts, timing, last error (class and message, as
     the failed attempt raised it) and how many outputs it wrote."""
-    rows = _query(dsn, "select * from runlane.run_detail(p_run_id => %s::bigint)", (run_id,))
+    rows = _query(dsn, "select * from runlane.run_detail(p_run_id => %s::bigint)", (run_id,),
+                  also=None)
     row = rows[0]
     if as_json:
         _emit_json(row)
@@ -664,6 +667,10 @@ def follow_cmd(dsn: str, run_id: int, after: int) -> None:
 
     from .stream import FOLLOW_EXIT, stream
 
+    # stdout carries the run's text only: a log line (a forged notification ignored,
+    # hints.py) goes to stderr with the final state.
+    log.configure(stream="stderr")
+
     async def follow() -> str:
         state = "unknown"
         async with aclosing(stream(dsn, run_id, after=after, events=True)) as items:
@@ -694,7 +701,7 @@ def follow_cmd(dsn: str, run_id: int, after: int) -> None:
         if exc.sqlstate == "RL008":
             click.echo(errors.describe(exc), err=True)
             sys.exit(FOLLOW_EXIT["unknown"])
-        fail(exc, API, dsn, also=WORKER)
+        fail(exc, API, dsn)
     except KeyboardInterrupt:
         sys.exit(130)
     sys.exit(FOLLOW_EXIT[state])

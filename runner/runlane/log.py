@@ -1,4 +1,5 @@
-"""Structured logs: one JSON object per line on stdout, `message` = the event name.
+"""Structured logs: one JSON object per line on stdout (stderr for a command whose stdout is
+its result, `runlane follow`), `message` = the event name.
 
 Fields are dotted names (`run.id`, `run.first_response_ms`, `queue.delayed_runs`), passed
 as `log.info("run.finished", **row)`. What goes in: ids, lanes, triggers, counts,
@@ -60,11 +61,13 @@ class _Clock:
 
 
 class _Output:
-    """Lines to stdout; within an event loop, flushed once at the end of the iteration."""
+    """Lines to stdout (or stderr: `configure(stream="stderr")`); within an event loop,
+    flushed once at the end of the iteration."""
 
     def __init__(self) -> None:
         self.pending: list[str] = []
         self.scheduled = False
+        self.stream = "stdout"
 
     def write(self, line: str) -> None:
         try:
@@ -84,9 +87,10 @@ class _Output:
             return
         text = "".join(self.pending)
         self.pending.clear()
-        with contextlib.suppress(Exception):  # a closed stdout never fails the caller
-            sys.stdout.write(text)
-            sys.stdout.flush()
+        with contextlib.suppress(Exception):  # a closed stream never fails the caller
+            out = sys.stderr if self.stream == "stderr" else sys.stdout
+            out.write(text)
+            out.flush()
 
 
 _output = _Output()
@@ -181,16 +185,22 @@ def parse_level(name: str | int) -> int:
 
 
 def configure(level: int | str = logging.INFO, *, fmt: str = "json",
-              log_errors: bool = False, capture_stdlib: bool = True) -> None:
+              log_errors: bool = False, capture_stdlib: bool = True,
+              stream: str = "stdout") -> None:
     """structlog with the shortest processor chain that gives our line: level, time,
     `message` = the event name, compact JSON (or `fmt="text"`). Re-configuring changes
     the level. `log_errors` adds exception messages to error lines; DEBUG adds their
     stacks. With `capture_stdlib` (runlane's own processes: the CLI) standard-library
     logging goes to the same output at the same level; a library user's process, which
-    reaches here through get(), keeps its own logging setup."""
+    reaches here through get(), keeps its own logging setup. `stream="stderr"` is for a
+    command whose stdout is its result (`runlane follow` prints the run's text there)."""
     level = parse_level(level)
     if fmt not in FORMATS:
         raise ValueError(f"log format is json or text, not {fmt!r}")
+    if stream not in ("stdout", "stderr"):
+        raise ValueError(f"log stream is stdout or stderr, not {stream!r}")
+    _output.flush()
+    _output.stream = stream
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,

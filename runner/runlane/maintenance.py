@@ -30,7 +30,11 @@ renewal, its lease, whether it lapsed) and takes the lease over once it lapsed. 
      `runlane.notify_queue_holders()`, never a query's text);
   5. retention, only when configured (`--retention`): `purge_finished(retention)` in
      batches of `purge_batch` runs while a batch comes back full (at most
-     `purge_batches` per pass, each its own transaction), logging `maintenance.purged`;
+     `purge_batches` per pass, each its own transaction), then the claim receipts of
+     workers silent for the whole window (`purge_stale_claim_receipts`, batched the same
+     way) and one window of `purge_batch` chat threads, swept in key order across passes,
+     whose lock rows are all that is left of them (`purge_empty_threads`); logging
+     `maintenance.purged` when anything was deleted;
 and every `queue_delay_interval` seconds `queue_delay()`: `run.queue_delayed` while
 interactive runs wait too long, one `run.queue_recovered` when they no longer do.
 None of this runs on a dispatcher's connection, so it never blocks dispatch. The
@@ -87,6 +91,15 @@ PURGE = """
 select runlane.purge_finished(p_older_than => %(window)s::interval, p_limit => %(limit)s::int)
     as purged
 """
+PURGE_RECEIPTS = """
+select runlane.purge_stale_claim_receipts(
+    p_older_than => %(window)s::interval, p_limit => %(limit)s::int) as purged
+"""
+PURGE_THREADS = """
+select purged, last_agent_id, last_thread_id from runlane.purge_empty_threads(
+    p_after_agent_id => %(agent)s::text, p_after_thread_id => %(thread)s::text,
+    p_limit => %(limit)s::int)
+"""
 
 
 @dataclass
@@ -138,6 +151,9 @@ class Maintenance:
         self.leading = False
         self.renewed_at = 0.0  # monotonic time the last successful renewal was sent
         self.silent_holder: str | None = None  # the holder whose silence was logged
+        # Where the sweep of empty chat threads goes on (purge_empty_threads' last key;
+        # None: from the first thread).
+        self.threads_after: tuple[str | None, str | None] = (None, None)
 
     async def renew(self, conn: psycopg.AsyncConnection) -> bool:
         """Win or renew the lease; logs maintenance.leader_acquired / leader_lost on change."""
@@ -294,22 +310,39 @@ class Maintenance:
                 "notify.queue_warn": self.config.notify_queue_warn,
                 "notify.holders": holders})
 
-    async def purge(self, conn: psycopg.AsyncConnection) -> None:
-        """Retention: full batches mean more may wait, so call again (bounded per pass,
-        re-checking the lease between calls); logs the runs purged in this pass."""
+    async def _purge_batches(self, conn: psycopg.AsyncConnection, sql: str) -> int:
+        """Full batches mean more may wait, so call again (bounded per pass, re-checking
+        the lease between calls); the rows deleted."""
         purged = 0
         for _ in range(self.config.purge_batches):
             if not await self.still_leading(conn):
                 break
-            rows = await self._rows(conn, PURGE, {"window": self.config.retention,
-                                                  "limit": self.config.purge_batch})
+            rows = await self._rows(conn, sql, {"window": self.config.retention,
+                                                "limit": self.config.purge_batch})
             count = rows[0]["purged"] if rows else 0
             purged += count
             if count < self.config.purge_batch:
                 break
-        if purged:
+        return purged
+
+    async def purge(self, conn: psycopg.AsyncConnection) -> None:
+        """Retention: finished runs, then the claim receipts of workers long gone, then
+        one window of the sweep over chat threads; logs what this pass deleted."""
+        runs = await self._purge_batches(conn, PURGE)
+        receipts = await self._purge_batches(conn, PURGE_RECEIPTS)
+        threads = 0
+        if await self.still_leading(conn):
+            agent, thread = self.threads_after
+            rows = await self._rows(conn, PURGE_THREADS, {
+                "agent": agent, "thread": thread, "limit": self.config.purge_batch})
+            if rows:
+                threads = rows[0]["purged"]
+                self.threads_after = (rows[0]["last_agent_id"], rows[0]["last_thread_id"])
+        if runs or receipts or threads:
             log.get().info("maintenance.purged", **{
-                "maintenance.purged_runs": purged,
+                "maintenance.purged_runs": runs,
+                "maintenance.purged_claim_receipts": receipts,
+                "maintenance.purged_threads": threads,
                 "maintenance.retention_s": int(self.config.retention.total_seconds())})
 
     async def pass_once(self, conn: psycopg.AsyncConnection, queue_check: bool) -> bool:

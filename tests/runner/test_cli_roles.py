@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import uuid
 
+import psycopg
 import pytest
 from click.testing import CliRunner
 from psycopg.conninfo import make_conninfo
@@ -122,11 +123,56 @@ def test_a_worker_login_may_not_submit_and_is_told_to_grant_runlane_api(conn, lo
     assert f"runlane grant-login {name} --api" in result.output
 
 
-@pytest.mark.parametrize("command", ["status", "timing", "journal", "follow"])
+@pytest.mark.parametrize("command", ["status", "timing"])
 def test_a_worker_login_reads_the_operator_views_too(login, finished_run, command):
     _name, dsn = login("runlane_worker")
     result = _invoke(dsn, *_commands(finished_run)[command])
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("command", ["journal", "follow", "run"])
+def test_a_worker_login_may_not_read_a_runs_text_or_error_and_is_told_to_grant_runlane_api(
+        login, finished_run, command):
+    name, dsn = login("runlane_worker")
+    args = ["run", str(finished_run)] if command == "run" else _commands(finished_run)[command]
+    result = _invoke(dsn, *args)
+    assert result.exit_code != 0
+    assert result.output.startswith("42501: permission denied for function ")
+    assert "it needs the runlane_api role. As the schema owner" in result.output
+    assert f"runlane grant-login {name} --api" in result.output
+    assert "done" not in result.output and "Traceback" not in result.output
+
+
+# A worker reads a run's messages and thread only while it owns the run (fenced).
+FENCED_READS = {"run_messages", "run_messages_many", "take_steering", "thread_history"}
+
+
+def test_a_worker_login_cannot_read_any_runs_outputs_or_error_text(conn, login, finished_run):
+    """What a worker never needs: another run's outputs and error text. Refused as a real
+    worker login (42501) through the tables and through every function that shows them,
+    and no other function the worker may execute returns a body or an error column."""
+    conn.execute("update runlane.runs set last_error = 'ValueError: secret' "
+                 "where run_id = %s", (finished_run,))
+    _name, dsn = login("runlane_worker")
+    with psycopg.connect(dsn, autocommit=True) as worker:
+        for sql in ("select body from runlane.run_outputs",
+                    "select last_error from runlane.runs",
+                    "select body from runlane.outputs_since(%(run)s)",
+                    "select error, error_class from runlane.run_detail(%(run)s)"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                worker.execute(sql, {"run": finished_run})
+        exposing = worker.execute("""
+            select p.proname
+            from pg_proc as p
+            where p.pronamespace = 'runlane'::regnamespace
+              and has_function_privilege(p.oid, 'execute')
+              and (coalesce(p.proargnames && array['body', 'error', 'last_error', 'error_class'],
+                            false)
+                   or p.prorettype in ('runlane.run_outputs'::regtype, 'runlane.runs'::regtype,
+                                       'runlane.messages'::regtype))
+              and p.proname <> all(%s)
+            order by 1""", (sorted(FENCED_READS),)).fetchall()
+        assert exposing == []
 
 
 def test_upgrade_status_names_runlane_worker_for_an_api_login(login):

@@ -141,7 +141,7 @@ def test_run_page_timing_outputs_hidden_unless_asked_and_escaped(conn, api_dsn):
     with client(api_dsn) as c:
         hidden = c.get(f"/runs/{run_id}").text
         assert c.get("/runs/999999").status_code == 404
-        assert c.get("/runs", params={"id": "abc"}).status_code == 404
+        assert c.get("/runs", params={"id": "abc"}).status_code == 400
         assert c.get("/runs", params={"id": str(run_id)}, follow_redirects=False
                      ).headers["location"] == f"/runs/{run_id}"
     with client(api_dsn, show_content=True) as c:
@@ -156,6 +156,35 @@ def test_run_page_timing_outputs_hidden_unless_asked_and_escaped(conn, api_dsn):
     assert "<script>alert(1)</script>" not in shown
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in shown
     assert 'id="stop"' not in shown  # no actions unless allowed
+
+
+def test_a_number_in_the_address_is_ascii_digits_or_a_400_never_a_500(conn, api_dsn):
+    """`²` is a digit to str.isdigit() and not to int(): every number the dashboard reads
+    from a request (the run lookup's id, a run stream's ?after= and Last-Event-ID) is
+    refused with 400 and a message when it is not a whole number in ASCII digits."""
+    run_id = seed(conn)["finished_run"]
+    events = f"/events/runs/{run_id}"
+    with client(api_dsn, allow_actions=True) as c:
+        for bad in ("²", "1²", "٣", "abc", "-1", "1.5", "0", "99999999999999999999"):
+            lookup = c.get("/runs", params={"id": bad})
+            assert lookup.status_code == 400, bad
+            assert "positive whole number (digits 0-9)" in lookup.text
+        for bad in ("²", "1²", "٣", "abc", "-1", "99999999999999999999"):
+            after = c.get(events, params={"after": bad})
+            assert after.status_code == 400, bad
+            assert "whole number (digits 0-9)" in after.text
+        # a header value is latin-1 on the wire: b"\xb2" is "²"
+        for raw in (b"\xb2", b"7\xb2", b"x"):
+            resumed = c.get(events, headers={"last-event-id": raw})
+            assert resumed.status_code == 400, raw
+        # good numbers still work: the finished run's stream ends with its end event
+        ok = c.get(events, params={"after": "0"})
+        assert ok.status_code == 200 and "event: end" in ok.text
+        assert c.get(events, headers={"last-event-id": b"999"}).status_code == 200
+        # ids beyond a bigint in the path are no run, not a database error
+        huge = "9" * 20
+        assert c.get(f"/events/runs/{huge}").status_code == 404
+        assert c.post(f"/runs/{huge}/stop", data={"key": "x"}).status_code == 404
 
 
 def test_stop_is_refused_without_actions_and_needs_the_page_key_with_them(conn, api_dsn):

@@ -7,7 +7,7 @@ classified here on purpose. DESIGN's split: the api role holds the client functi
 (submit_message, publish_run, create_run, run_now, outputs_since); the worker role holds
 claiming, the fenced worker writes and maintenance. Shared by both: publish_run and
 create_run (the worker publishes the runs tick fires and creates runs for scheduled and
-maintenance jobs and reactions), run_timing, outputs_since, and the read-only
+maintenance jobs and reactions), run_timing, and the read-only
 parse_schedule, next_slot and weekly_spend. Private helpers (`_name`) and trigger
 functions (`tg_…`) are executable by nobody but their owner, and PUBLIC holds nothing.
 """
@@ -38,7 +38,9 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     # a thread's earlier turns, for an agent that sends the conversation to a model
     "runlane.thread_history(bigint,bigint,integer)": WORKER,
     # outputs and timing
-    "runlane.outputs_since(bigint,bigint,integer)": BOTH,
+    # a run's text is the application's to read; a worker reads only the run it owns,
+    # fenced (run_messages, thread_history)
+    "runlane.outputs_since(bigint,bigint,integer)": API,
     "runlane.run_timing(bigint)": BOTH,
     "runlane.run_status(bigint)": BOTH,
     "runlane.superseded_through(bigint)": BOTH,  # the end-of-stream rule's superseded part
@@ -82,6 +84,10 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.purge_finished(interval,integer)": WORKER,
     "runlane._retention_cutoff(interval,timestamp with time zone)": NOBODY,
     "runlane._refuse_write_number(runlane.runs,bigint,bigint,text)": NOBODY,
+    # retention of the rows runs do not carry: emptied threads' lock rows, the claim
+    # receipts of workers long gone
+    "runlane.purge_empty_threads(text,text,integer)": WORKER,
+    "runlane.purge_stale_claim_receipts(interval,integer)": WORKER,
     "runlane.upgrade_status()": WORKER,
     "runlane.register_worker(text,text[],boolean)": WORKER,
     "runlane.lead_maintenance(text,interval)": WORKER,
@@ -95,8 +101,8 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     # them too, each limited to its organization when its login is scoped
     "runlane.agent_journal(text,integer)": BOTH,
     # one run with its last error (runlane run ID): the error can quote user content,
-    # so the roles that read the run's outputs anyway, the api limited when scoped
-    "runlane.run_detail(bigint)": BOTH,
+    # so the role that reads the run's outputs anyway, limited when scoped
+    "runlane.run_detail(bigint)": API,
     "runlane.agent_schedules()": BOTH,
     "runlane.lane_status(timestamp with time zone)": BOTH,
     "runlane.org_status()": BOTH,
@@ -146,6 +152,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane._require_owner(bigint,bigint,bigint)": NOBODY,
     "runlane._require_owner(bigint,bigint,bigint,boolean)": NOBODY,
     "runlane._write_applied(runlane.runs,bigint,bigint)": NOBODY,
+    "runlane._resent_first_response(runlane.runs,bigint)": NOBODY,
     "runlane._agent_timezone(text,text)": NOBODY,
     "runlane._is_timezone(text)": NOBODY,
     "runlane._last_slot(jsonb,text,timestamp with time zone,timestamp with time zone)": NOBODY,

@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import socket
+import subprocess
+import sys
+import threading
 
 import httpx
 import psycopg
 import worker_helpers
-from worker_helpers import claimed_chat_run, make_agent, run_state, wait_until
+from worker_helpers import DEADLINE, HERE, claimed_chat_run, make_agent, run_state, wait_until
 
 from runlane import hints
 from runlane.stream import stream
@@ -109,6 +113,61 @@ def test_a_forged_output_notification_does_not_kill_a_stream(conn, db_dsn):
     assert run_state(conn, run_id) == "succeeded"
     # Those the stream read before the real one (one transaction: delivered in order).
     assert hints.IGNORED[hints.OUTPUTS] - before == len(FORGED_OUTPUTS)
+
+
+class _Pipe(threading.Thread):
+    """Everything a pipe gave so far, read as it comes (no line needed)."""
+
+    def __init__(self, pipe):
+        super().__init__(daemon=True)
+        self.fd, self.data = pipe.fileno(), b""
+
+    def run(self) -> None:
+        while chunk := os.read(self.fd, 4096):
+            self.data += chunk
+
+    @property
+    def text(self) -> str:
+        return self.data.decode()
+
+
+def test_runlane_follow_logs_a_forged_payload_on_stderr_never_in_the_runs_text(conn, db_dsn):
+    """stdout of `runlane follow` is the run's text and nothing else (a script pipes it);
+    the line about an ignored payload goes to stderr, with the final state."""
+    make_agent(conn, "agent-follow")
+    run_id, fence = claimed_chat_run(conn, "agent-follow", text="follow me")
+    conn.execute("select runlane.append_output(%s, %s, 'text', 'first ')", (run_id, fence))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "runlane", "follow", str(run_id), "--dsn", db_dsn],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(
+            [str(HERE), os.environ.get("PYTHONPATH", "")])})
+    out, err = _Pipe(proc.stdout), _Pipe(proc.stderr)
+    out.start()
+    err.start()
+    try:
+        wait_until(lambda: out.text.startswith("first "), what="follow printed the first output")
+        # The follower listens (it printed a page, after its LISTEN): a forger's payloads.
+        with psycopg.connect(db_dsn, autocommit=True) as forger, forger.transaction():
+            for payload in FORGED_OUTPUTS:
+                forger.execute("select pg_notify('runlane_outputs', %s)", (payload,))
+        wait_until(lambda: "notify.payload_ignored" in out.text + err.text,
+                   what="the follower read the forged payloads")
+        conn.execute("select runlane.append_output(%s, %s, 'text', 'last')", (run_id, fence))
+        conn.execute("select runlane.finish_run(%s, %s, 'succeeded')", (run_id, fence))
+        assert proc.wait(timeout=DEADLINE) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    out.join(timeout=DEADLINE)
+    err.join(timeout=DEADLINE)
+    assert out.text == "first last\n"
+    lines = err.text.splitlines()
+    ignored = [json.loads(line) for line in lines if "notify.payload_ignored" in line]
+    assert len(ignored) == 1 and ignored[0]["notify.channel"] == "runlane_outputs"
+    assert f"[run {run_id} succeeded]" in lines
+    assert SECRET not in err.text
 
 
 def test_hint_parsers_never_raise_and_read_only_real_payloads():

@@ -63,6 +63,28 @@ def test_a_lost_step_write_reply_streams_each_chunk_exactly_once(conn, proxy, pr
     assert not worker.events("run.lease_lost")
 
 
+@pytest.mark.parametrize("lost", [0, 1])
+def test_a_lost_reply_of_the_first_visible_output_still_logs_the_first_response_once(
+        conn, proxy, proxied_workers, lost):
+    """Chunk 0's write is the run's first visible output: its resend brings the row the
+    lost reply carried. Chunk 1's resend brings it too (the attempt is what the database
+    can tell), and the worker, which logged it from chunk 0's reply, logs it once."""
+    make_agent(conn, "agent-first")
+    run_id = submit(conn, "agent-first", "thread-1", "stream me three chunks")
+    proxy.arm(chunk(lost).encode())  # that step's write (outputs and checkpoint)
+    worker = proxied_workers("--agent", "stream_agent:agent", "--lease", "30",
+                             env={"STREAM_AGENT_CHUNKS": "3", "STREAM_AGENT_DELAY": "0.01"})
+    wait_until(lambda: run_row(conn, run_id)["state"] == "succeeded", what="run succeeded")
+    assert proxy.dropped.is_set(), "the proxy dropped the first output's reply"
+    worker.wait_for("run.finished", where=lambda r: r.get("run.id") == run_id)
+    # The resend was answered as applied and brought the row the lost reply carried.
+    firsts = [r for r in worker.events("run.first_response") if r.get("run.id") == run_id]
+    assert len(firsts) == 1, firsts
+    timing = conn.execute("select runlane.run_timing(%s)", (run_id,)).fetchone()[0]
+    assert firsts[0]["run.first_response_ms"] == timing["run.first_response_ms"]
+    assert [r for r in worker.events("run.lease_lost") if r.get("run.id") == run_id] == []
+
+
 def test_a_lost_claim_reply_still_runs_the_claimed_run_at_once(conn, proxy, proxied_workers):
     make_agent(conn, "agent-claim")
     run_id = background_run(conn, "agent-claim")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 
 import psycopg
 import worker_helpers
@@ -94,3 +95,70 @@ def test_a_purge_skips_a_run_another_transaction_holds_and_never_waits(conn, db_
         holder.rollback()
     assert conn.execute("select runlane.purge_finished('8 days')").fetchone()[0] == 1
     assert conn.execute(ROWS_OF_RUN, (held,)).fetchone()[0] == 0
+
+
+def test_the_leader_purges_emptied_threads_and_receipts_of_workers_long_gone(conn, workers):
+    make_agent(conn, "agent-rows")
+    worker = workers("--retention", "8d", "--tick-interval", "0.2", "--leader-retry", "0.2",
+                     lanes=("interactive", "background"))
+    worker.wait_for("dispatch.ready")
+    live = submit(conn, "agent-rows", "thread-live", "hello")
+    wait_until(lambda: run_state(conn, live) == "succeeded", what="the live thread's run")
+    # A thread whose only run finished long ago (its lock row stays once the run is
+    # purged), and the receipts of a worker gone for a month.
+    conn.execute("select runlane_test.aged_run('agent-rows', interval '9 days', 0, 'thread-old')")
+    conn.execute("select runlane._thread_lock('agent-rows', 'thread-old')")
+    conn.execute("""
+        insert into runlane.workers (worker_id, generation, lanes, heartbeat_at, stopped_at)
+        values ('worker-gone', 2, array['interactive'], now() - interval '30 days',
+                now() - interval '30 days');
+        insert into runlane.claim_receipts (worker_id, lanes, claim_key, claimed_at)
+        values ('worker-gone', array['interactive'], gen_random_uuid(),
+                now() - interval '30 days')""")
+    threads = "select thread_id from runlane.threads where agent_id = 'agent-rows' order by 1"
+    assert [r[0] for r in conn.execute(threads)] == ["thread-live", "thread-old"]
+
+    wait_until(lambda: [r[0] for r in conn.execute(threads)] == ["thread-live"],
+               what="the emptied thread's lock row purged")
+    wait_until(lambda: conn.execute("select count(*) from runlane.claim_receipts "
+                                    "where worker_id = 'worker-gone'").fetchone()[0] == 0,
+               what="the gone worker's receipt purged")
+    purged = worker.wait_for("maintenance.purged",
+                             where=lambda r: r.get("maintenance.purged_threads", 0) > 0)
+    assert purged["maintenance.purged_threads"] == 1
+    # The live worker's own receipts stay, and it still claims and runs.
+    assert conn.execute("select count(*) from runlane.claim_receipts where worker_id <> "
+                        "'worker-gone'").fetchone()[0] >= 1
+    again = submit(conn, "agent-rows", "thread-old", "back again")
+    wait_until(lambda: run_state(conn, again) == "succeeded", what="a purged thread's new run")
+
+
+def test_a_thread_lock_that_waited_for_the_purge_of_its_row_creates_it_again(conn, db_dsn):
+    """purge_empty_threads locks an empty thread's row and deletes it; a submit_message
+    that meanwhile waited for that row finds it gone: it must create the row again and
+    hold it, not go on without the thread's lock."""
+    make_agent(conn, "agent-lock")
+    conn.execute("select runlane._thread_lock('agent-lock', 'thread-1')")  # an empty thread
+    with psycopg.connect(db_dsn) as purger:
+        purger.execute("select 1 from runlane.threads where agent_id = 'agent-lock' "
+                       "and thread_id = 'thread-1' for update")  # the purge's lock step
+        result: dict = {}
+
+        def submit_waiting() -> None:
+            with psycopg.connect(db_dsn, autocommit=True) as c:
+                c.execute("set application_name = 'lock-waiter'")
+                result["row"] = c.execute("select * from runlane.submit_message("
+                                          "'agent-lock', 'thread-1', 'hello')").fetchone()
+
+        waiter = threading.Thread(target=submit_waiting)
+        waiter.start()
+        wait_until(lambda: conn.execute(
+            "select count(*) from pg_stat_activity where application_name = 'lock-waiter' "
+            "and wait_event_type = 'Lock'").fetchone()[0] == 1, what="the submit waits")
+        purger.execute("delete from runlane.threads where agent_id = 'agent-lock' "
+                       "and thread_id = 'thread-1'")
+        purger.commit()
+        waiter.join(timeout=30)
+    assert result["row"][2] == "created"
+    assert conn.execute("select count(*) from runlane.threads where agent_id = 'agent-lock' "
+                        "and thread_id = 'thread-1'").fetchone()[0] == 1

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import json
+import re
 import secrets
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -91,6 +92,19 @@ def fmt_ms(ms: int | None) -> str:
 
 def fmt_time(value: datetime | None) -> str:
     return "–" if value is None else value.strftime("%Y-%m-%d %H:%M:%S %Z").strip()
+
+
+# A run or output id as the address gives it: ASCII digits only (str.isdigit() also takes
+# "²" and other digits that int() refuses), at most a bigint.
+_ID = re.compile(r"[0-9]{1,19}")
+
+
+def whole_number(raw: str) -> int | None:
+    """The non-negative bigint `raw` spells in ASCII digits, else None."""
+    if not _ID.fullmatch(raw):
+        return None
+    value = int(raw)
+    return value if value < 2**63 else None
 
 
 def agent_view(row: dict[str, Any]) -> dict[str, Any]:
@@ -249,11 +263,11 @@ def create_app(dsn: str, *, token: str | None = None, allow_actions: bool = Fals
                     agent_id=agent_id, schedule=schedule, journal=journal)
 
     async def run_lookup(request: Request) -> Response:
-        raw = request.query_params.get("id", "").strip()
-        if not raw.isdigit() or not 0 < int(raw) < 2**63:
-            return page(request, "error.html", 404, title="Not found",
-                        message="A run id is a positive whole number.")
-        return RedirectResponse(f"/runs/{int(raw)}", status_code=303)
+        run_id = whole_number(request.query_params.get("id", "").strip())
+        if not run_id:
+            return page(request, "error.html", 400, title="Bad run id",
+                        message="A run id is a positive whole number (digits 0-9).")
+        return RedirectResponse(f"/runs/{run_id}", status_code=303)
 
     def output_view(row: dict[str, Any]) -> dict[str, Any]:
         return {"output_id": row["output_id"], "attempt": row["attempt"], "kind": row["kind"],
@@ -282,6 +296,8 @@ def create_app(dsn: str, *, token: str | None = None, allow_actions: bool = Fals
 
     async def stop(request: Request) -> Response:
         run_id = request.path_params["run_id"]
+        if not 0 < run_id < 2**63:
+            return PlainTextResponse("no such run\n", status_code=404)
         if not allow_actions:
             return PlainTextResponse("actions are off (start with --allow-actions)\n",
                                      status_code=403)
@@ -321,8 +337,16 @@ def create_app(dsn: str, *, token: str | None = None, allow_actions: bool = Fals
 
     async def run_events(request: Request) -> Response:
         run_id = request.path_params["run_id"]
+        if not 0 < run_id < 2**63:
+            return PlainTextResponse("no such run\n", status_code=404)
+        # Where the stream resumes: the browser's Last-Event-ID (the last output id it got)
+        # or ?after=; anything but a whole number is refused, never read as 0.
         raw = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
-        after = int(raw) if raw.isdigit() and int(raw) < 2**63 else 0
+        after = whole_number(raw.strip())
+        if after is None:
+            return PlainTextResponse(
+                "Last-Event-ID and ?after= are an output id: a whole number (digits 0-9)\n",
+                status_code=400)
         try:
             first = (await hub.rows(queries.RUN_STATUS, {"run": run_id}))[0]
         except psycopg.Error as exc:

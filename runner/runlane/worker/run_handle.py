@@ -156,6 +156,7 @@ class RunHandle:
         # The agent's numbered writes go one at a time, in number order (_call).
         self._seq = 0
         self._write_lock = asyncio.Lock()
+        self._first_response_logged = False
 
     @property
     def _key(self) -> dict[str, Any]:
@@ -281,7 +282,11 @@ class RunHandle:
         self._log_first_response(row and row["first_response"])
 
     def _log_first_response(self, timing: Any) -> None:
-        if timing:
+        """Logs run.first_response once per attempt: the reply of the write that stamped it
+        carries the row, and so does a resend of a write of that attempt after a lost
+        reply (runlane._resent_first_response), which may come after the first was seen."""
+        if timing and not self._first_response_logged:
+            self._first_response_logged = True
             self._timing("run.first_response", timing)
 
     def charge(self, cost: float) -> None:

@@ -11,8 +11,9 @@
 -- other in a circle.
 --
 -- Guarantees:
--- * The lock is the thread's row in runlane.threads (created on first use), locked
---   `for no key update` until the caller's transaction ends. Only runlane's functions can
+-- * The lock is the thread's row in runlane.threads (created on first use, and again
+--   after retention deleted it), locked `for no key update` until the caller's
+--   transaction ends. Only runlane's functions can
 --   lock it: the table is closed to every other role (no advisory key anyone can squat).
 -- * It waits at most lock_timeout (5 s, set by every public function that calls it) for
 --   another transaction holding the same thread,
@@ -42,14 +43,19 @@ begin
     end if;
 
     begin
-        insert into runlane.threads (agent_id, thread_id)
-        values (p_agent_id, p_thread_id)
-        on conflict do nothing;
+        -- (retention deletes an empty thread's row, runlane.purge_empty_threads: a lock
+        -- that waited for that deletion finds no row and creates it again)
+        loop
+            insert into runlane.threads (agent_id, thread_id)
+            values (p_agent_id, p_thread_id)
+            on conflict do nothing;
 
-        perform 1
-        from runlane.threads as t
-        where t.agent_id = _thread_lock.p_agent_id and t.thread_id = _thread_lock.p_thread_id
-        for no key update;
+            perform 1
+            from runlane.threads as t
+            where t.agent_id = _thread_lock.p_agent_id and t.thread_id = _thread_lock.p_thread_id
+            for no key update;
+            exit when found;
+        end loop;
     exception when lock_not_available then
         raise exception 'a chat thread stayed locked by another transaction for longer than lock_timeout (%)',
             current_setting('lock_timeout')

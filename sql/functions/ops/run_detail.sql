@@ -13,8 +13,9 @@
 -- at most 1,000 characters as stored); the number of visible outputs (the kinds
 -- outputs_since pages) and of all outputs; and the cost charged so far. The error can
 -- quote user content (it is what the agent's exception said), so this is read by the
--- roles that may read the run's outputs anyway: runlane_api (its own organization when
--- scoped) and runlane_worker. No message text, prompt or thread id. Never writes.
+-- role that may read the run's outputs anyway: runlane_api (its own organization when
+-- scoped). A worker writes errors and never reads them back: runlane_worker may not
+-- execute it. No message text, prompt or thread id. Never writes.
 create or replace function runlane.run_detail(p_run_id bigint)
 returns table (
     run_id bigint,
@@ -113,4 +114,5 @@ comment on function runlane.run_detail(bigint) is
 'error (class and message), visible and all output counts, cost. RL008 unknown run.';
 
 revoke all on function runlane.run_detail(bigint) from public;
-grant execute on function runlane.run_detail(bigint) to runlane_api, runlane_worker;
+revoke all on function runlane.run_detail(bigint) from runlane_worker;
+grant execute on function runlane.run_detail(bigint) to runlane_api;

@@ -54,5 +54,8 @@ comment on function runlane.outputs_since(bigint, bigint, int) is
 'Visible outputs of a run with output_id > p_after_output_id, in order, at most p_limit '
 '(1..10000). RL008 unknown run.';
 
+-- The application's read, not the worker's: a worker reads a run it owns through the
+-- fenced functions (run_messages, thread_history), never another run's output.
 revoke all on function runlane.outputs_since(bigint, bigint, int) from public;
-grant execute on function runlane.outputs_since(bigint, bigint, int) to runlane_api, runlane_worker;
+revoke all on function runlane.outputs_since(bigint, bigint, int) from runlane_worker;
+grant execute on function runlane.outputs_since(bigint, bigint, int) to runlane_api;

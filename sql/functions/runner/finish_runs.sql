@@ -44,8 +44,10 @@
 --   none): ownership is checked first (runlane._require_owner with the number), and a
 --   run whose numbered write was already applied (the reply was lost) writes nothing and
 --   answers ok with its run.finished timing row again, never RL001, when the run ended
---   (else that run is refused with 22023: another write took its number); a number above
---   the run's last applied + 1 is refused (22023, runlane._require_owner). The number is
+--   (else that run is refused with 22023: another write took its number), and, when its
+--   outputs hold a visible one, with the run.first_response row the lost reply may have
+--   carried (runlane._resent_first_response); a number above the run's last applied + 1
+--   is refused (22023, runlane._require_owner). The number is
 --   recorded by the closing update itself (runlane._close_run_with), so a sequenced
 --   finish still updates its run once.
 create or replace function runlane.finish_runs(
@@ -177,6 +179,14 @@ begin
                             v_run, p_fences[v_i], p_seqs[v_i], 'finish');
                     end if;
                     timing := runlane._timing_row(v_run.run_id, 'run.finished');
+                    -- the lost reply may have carried the first response of its outputs
+                    if exists (
+                        select 1
+                        from unnest(p_output_kinds[v_next:v_last]) as k (kind)
+                        where k.kind in ('text', 'final', 'message_tool', 'card')
+                    ) then
+                        first_response := runlane._resent_first_response(v_run, p_fences[v_i]);
+                    end if;
                     ok := true;
                     finish_runs.sqlstate := null;
                     return next;

@@ -35,7 +35,8 @@ begin
     if not runlane._is_timezone(p_timezone) then
         raise exception 'invalid time zone %', runlane._quote_for_error(p_timezone)
             using errcode = 'RL007',
-                  hint = 'Use an IANA zone name such as Europe/Berlin (see pg_timezone_names).';
+                  hint = 'Use an IANA zone name such as Europe/Berlin (see pg_timezone_names; localtime, '
+                      || 'posixrules, Factory and posix/ or right/ names are not zones).';
     end if;
     if v_spec ->> 'kind' = 'weekly' then  -- "weekly at HH:MM": p_after's weekday in the zone
         v_spec := runlane._parse_schedule(p_schedule, p_timezone, p_after);

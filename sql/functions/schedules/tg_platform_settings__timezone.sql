@@ -1,7 +1,8 @@
 -- tg_platform_settings__timezone: an organization's time zone is a real zone name, and
 -- the calendar schedules that fall back to it follow it.
 --
--- Guarantees: a timezone not in pg_timezone_names raises RL007 and nothing is written.
+-- Guarantees: a timezone that is not a zone name (runlane._is_timezone) raises RL007 and
+-- nothing is written.
 -- When it changes, every scheduled, gate-open calendar agent of the organization whose
 -- owner has no timezone of their own gets next_run_at = its first slot after now() in
 -- the new zone.
@@ -14,7 +15,8 @@ begin
     if not runlane._is_timezone(new.timezone) then
         raise exception 'invalid time zone %', quote_literal(left(coalesce(new.timezone, 'null'), 60))
             using errcode = 'RL007',
-                  hint = 'Use an IANA zone name such as Europe/Berlin or UTC (see pg_timezone_names).';
+                  hint = 'Use an IANA zone name such as Europe/Berlin or UTC (see pg_timezone_names; '
+                      || 'localtime, posixrules, Factory and posix/ or right/ names are not zones).';
     end if;
 
     if tg_op = 'UPDATE' and new.timezone is distinct from old.timezone then

@@ -1,9 +1,9 @@
 -- tg_users__timezone: an owner's time zone is a real zone name, and their agents'
 -- calendar schedules follow it.
 --
--- Guarantees: a timezone that is not null and not in pg_timezone_names raises RL007 and
--- nothing is written. When it changes (including to null, which falls back to the
--- organization's zone), every scheduled, gate-open calendar agent of the owner gets
+-- Guarantees: a timezone that is not null and not a zone name (runlane._is_timezone)
+-- raises RL007 and nothing is written. When it changes (including to null, which falls
+-- back to the organization's zone), every scheduled, gate-open calendar agent of the owner gets
 -- next_run_at = its first slot after now() in the new zone. Interval schedules do not
 -- depend on a zone and keep their pending slot.
 create or replace function runlane.tg_users__timezone()
@@ -15,7 +15,8 @@ begin
     if new.timezone is not null and not runlane._is_timezone(new.timezone) then
         raise exception 'invalid time zone %', quote_literal(left(new.timezone, 60))
             using errcode = 'RL007',
-                  hint = 'Use an IANA zone name such as Europe/Berlin (see pg_timezone_names), '
+                  hint = 'Use an IANA zone name such as Europe/Berlin (see pg_timezone_names; localtime, '
+                      || 'posixrules, Factory and posix/ or right/ names are not zones), '
                       || 'or null for the organization''s zone.';
     end if;
 

@@ -19,9 +19,12 @@
 --   notification cannot fail the COMMIT either (see its header).
 -- * Resends (p_seq, the attempt's write sequence number; the four-argument form passes
 --   none): the write is recorded as the run's last applied one (write_fence, write_seq);
---   a resend of an applied write (its reply was lost) writes nothing and returns NULL,
---   even once the run has finished (runlane._require_owner, runlane._write_applied); a
---   number above the last applied + 1 is refused with 22023, nothing written.
+--   a resend of an applied write (its reply was lost) writes nothing, even once the run
+--   has finished (runlane._require_owner, runlane._write_applied), and returns NULL, or,
+--   for a visible output of the attempt that wrote the run's first visible output, the
+--   run.first_response row again (runlane._resent_first_response: the lost reply may
+--   have carried it); a number above the last applied + 1 is refused with 22023,
+--   nothing written.
 create or replace function runlane.append_output(
     p_run_id bigint, p_fence bigint, p_kind text, p_body text, p_seq bigint
 )
@@ -56,7 +59,11 @@ begin
 
     v_run := runlane._require_owner(p_run_id, p_fence, p_seq);
     if p_seq is not null and runlane._write_applied(v_run, p_fence, p_seq) then
-        return null;  -- a resend: applied once already
+        -- A resend: applied once already. Its lost reply may have carried the first response.
+        if v_visible then
+            return runlane._resent_first_response(v_run, p_fence);
+        end if;
+        return null;
     end if;
     perform runlane._refuse_stopped(v_run);  -- GUARD: nothing more after a Stop
 
@@ -91,7 +98,8 @@ comment on function runlane.append_output(bigint, bigint, text, text, bigint) is
 'Persists an output for the run''s current owner; the first visible one sets first_response_at '
 'and returns the run.first_response timing row (else NULL). Notifies runlane_outputs '
 '{run_id, output_id}. RL001 fenced out, RL008 unknown run, 22023 unknown kind. '
-'A resend of an applied p_seq writes nothing and returns NULL.';
+'A resend of an applied p_seq writes nothing; it returns the run.first_response row when '
+'its attempt wrote the first visible output, else NULL.';
 
 revoke all on function runlane.append_output(bigint, bigint, text, text, bigint) from public;
 grant execute on function runlane.append_output(bigint, bigint, text, text, bigint) to runlane_worker;

@@ -140,10 +140,14 @@ select is(
         where
             p.pronamespace = 'runlane'::regnamespace
             and has_function_privilege('runlane_worker', p.oid, 'execute')
-            and p.proname in ('submit_message', 'run_now', 'cancel_run', 'put_org', 'put_user', 'put_agent')
+            and p.proname in (
+                'submit_message', 'run_now', 'cancel_run', 'put_org', 'put_user', 'put_agent',
+                'outputs_since', 'run_detail'
+            )
     ),
     null,
-    'the worker role cannot submit a message as a user, press Run now or Stop, nor manage agents'
+    'the worker role cannot submit a message as a user, press Run now or Stop, manage agents, '
+    || 'nor read a run''s outputs or error text'
 );
 
 select is(

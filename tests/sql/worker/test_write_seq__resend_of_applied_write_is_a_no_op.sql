@@ -18,9 +18,9 @@ select isnt(
     'the first visible output (seq 1) returns its first-response timing row'
 );
 select is(
-    runlane.append_output(runlane_test.last_run('agent-seq'), 1, 'text', 'A', 1),
-    null,
-    'its resend returns null'
+    runlane.append_output(runlane_test.last_run('agent-seq'), 1, 'text', 'A', 1) ->> 'event',
+    'run.first_response',
+    'its resend returns the first-response row again (the lost reply carried it)'
 );
 select lives_ok(
     format('select runlane.append_output(%s, 1, ''text'', ''B'', 2)', runlane_test.last_run('agent-seq')),
