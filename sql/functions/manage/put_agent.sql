@@ -23,6 +23,8 @@
 --   message whichever organization holds the id and whoever asks, and says nothing else
 --   (not the organization, nor anything of the agent).
 -- * Concurrent creations of one id: one inserts, the others patch the row it wrote.
+-- * The row is locked `for no key update`: a call left open in a slow request blocks only
+--   other patches of the same row, never new runs of the agent (their foreign-key checks) nor a claim.
 create or replace function runlane.put_agent(p_agent_id text, p_patch jsonb)
 returns runlane.agents
 language plpgsql
@@ -65,7 +67,7 @@ begin
 
     select * into v_row from runlane.agents as a
     where a.agent_id = p_agent_id and (v_scope is null or a.org_id = v_scope)
-    for update;
+    for no key update;
     v_new := not found;
     if v_new then
         if not (p_patch ? 'org_id' and p_patch ? 'owner_id') then

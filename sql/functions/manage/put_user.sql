@@ -11,6 +11,8 @@
 --   the same message whichever organization holds it and whoever asks, nothing else.
 --   22023 for an unknown key or a value of the wrong type, naming the key and the
 --   accepted ones; 22004/22023 for a null or blank id.
+-- * The row is locked `for no key update`: a call left open in a slow request blocks only
+--   other patches of the same row, never foreign-key checks of the organization's other writes.
 create or replace function runlane.put_user(p_user_id text, p_org_id text, p_patch jsonb default '{}')
 returns runlane.users
 language plpgsql
@@ -46,7 +48,7 @@ begin
     -- only the named organization's user is read and locked: the taken answer reads nothing
     select * into v_row from runlane.users as u
     where u.user_id = p_user_id and u.org_id = p_org_id
-    for update;
+    for no key update;
     if not found then
         raise exception 'user id % is taken', runlane._quote_for_error(p_user_id)
             using errcode = '23505',
