@@ -1975,15 +1975,15 @@ class Checks:
 
     def chat_first_response(self) -> None:
         """Chat first response (the message's created_at -> the run's first_response_at,
-        as runlane.run_timing measures it), p99 over every chat run and over those whose
-        message came while each kind of fault was acting (planted orphans left out), and
-        over the runs without a computer: reported figures. A violation only when the p99
-        of the runs without a computer whose message came while no fault was acting
-        exceeds chat_p99_bound (10 s by default, a generous bound: the soak's scan
-        interval is 1 s). Under a fault the p99 is that fault's cost, not a failure, and a
-        computer's queue is its own: one run at a time, and while notifications are off
-        the next one starts on a scan, so a backlog a fault left on a computer outlives
-        the fault."""
+        as runlane.run_timing measures it), p99 over every chat run, over those whose wait
+        (message -> first response) overlapped each kind of fault (planted orphans left
+        out), over those whose wait overlapped none, and over the runs without a
+        computer: reported figures. A violation only when the p99 of the runs without a
+        computer whose wait overlapped no fault exceeds chat_p99_bound (10 s by default,
+        a generous bound: the soak's scan interval is 1 s). Under a fault the p99 is that
+        fault's cost, not a failure, and a computer's queue is its own: one run at a time,
+        and while notifications are off the next one starts on a scan, so a backlog a
+        fault left on a computer outlives the fault."""
         orphans = {f.detail["orphan"]["run_id"] for f in self.chaos.faults
                    if f.detail.get("orphan")}
         rows = [(origin, took, computer) for run_id, origin, took, computer in self.conn.execute(
@@ -2001,7 +2001,7 @@ class Checks:
         for origin, took, computer in rows:
             inside = False
             for kind, windows in spans.items():
-                if any(a <= origin <= b for a, b in windows):
+                if any(origin <= b and origin + took >= a for a, b in windows):
                     groups.setdefault(kind, []).append(took)
                     inside = True
             names = ["all"] + ([] if inside else ["outside_faults"])
