@@ -329,8 +329,8 @@ class Report:
         if not o.get("holds"):
             return "organization lock held open (org_lock): no hold"
         own = ", ".join(f"{k} {v}" for k, v in sorted(o.get("own_submissions", {}).items()))
-        return (f"organization lock held open (org_lock): {o['holds']} holds "
-                f"({o['hold_s_min']:.1f}-{o['hold_s_max']:.1f} s); other organizations' "
+        return (f"organization lock held open (org_lock): {o['holds']} holds ("
+                + ", ".join(f"{h:.1f}" for h in o["hold_s"]) + " s); other organizations' "
                 f"background runs claimed during holds {o['other_claims']} (fewest in one "
                 f"hold {o['other_claims_min']}); longest wait of another organization's "
                 f"queued run inside a hold {o['longest_other_wait_s']:.2f} s (runs that "
@@ -1173,6 +1173,7 @@ class Chaos:
         replaced = False
         try:
             holder.execute("listen soak_half")
+            fault.detail["holder_pid"] = holder.info.backend_pid
             holder.autocommit = False
             holder.execute("select 1")        # idle in transaction from here on
             if cfg.notify_half == "real":
@@ -1609,7 +1610,7 @@ class Checks:
         self.lease_lost: Counter[tuple[int, int]] = Counter()
         self.log_sqlstates: Counter[str] = Counter()
         self.log_55p03: Counter[str] = Counter()
-        self.queue_usage_lines: list[tuple[float, bool]] = []   # (time, names the holder)
+        self.queue_usage_lines: list[tuple[float, dict]] = []   # (time, the log record)
         for slot in self.chaos.slots:
             for path in slot.logs:
                 lines = path.read_text(errors="replace").splitlines()
@@ -1636,7 +1637,7 @@ class Checks:
                     if record.get("message") == "notify.queue_usage":
                         self.queue_usage_lines.append((
                             datetime.fromisoformat(str(record.get("time"))).timestamp(),
-                            SQUATTER in line or "soak-notify-half-holder" in line))
+                            record))
             for path in slot.stderr_logs:
                 text = path.read_text(errors="replace") if path.exists() else ""
                 if MARKER in text:
@@ -1949,7 +1950,7 @@ class Checks:
             self.v.append(f"... {whole} runs of other organizations waited through a hold")
         spans = [f.detail["hold_end"] - f.detail["hold_start"] for f in holds]
         self.report.org_lock = {
-            "holds": len(holds), "hold_s_min": min(spans), "hold_s_max": max(spans),
+            "holds": len(holds), "hold_s": spans,
             "other_claims": sum(per_hold), "other_claims_min": min(per_hold),
             "longest_other_wait_s": longest, "whole_hold_waiters": whole,
             "own_submissions": dict(own), "own_submission_max_s": own_max,
@@ -2028,13 +2029,29 @@ class Checks:
                    and "past_half_end" in f.detail]
         if not windows:
             return
-        spans = [(f.detail["past_half_at"], f.detail["past_half_end"]) for f in windows]
-        during = [named for ts, named in self.queue_usage_lines
-                  if any(a <= ts <= b + 1.0 for a, b in spans)]
+        def names(value: Any, pid: int) -> bool:
+            """The record names the holder: its login, its application_name or its pid."""
+            if isinstance(value, dict):
+                return any(names(v, pid) for v in value.values())
+            if isinstance(value, list):
+                return any(names(v, pid) for v in value)
+            if isinstance(value, str):
+                return (SQUATTER in value or "soak-notify-half-holder" in value
+                        or value == str(pid))
+            return value == pid and not isinstance(value, bool)
+
+        spans = [(f.detail["past_half_at"], f.detail["past_half_end"],
+                  f.detail.get("holder_pid", -1)) for f in windows]
+        during = []
+        for ts, record in self.queue_usage_lines:
+            window = next((w for w in spans if w[0] <= ts <= w[1] + 1.0), None)
+            if window is not None:
+                during.append(names({k: v for k, v in record.items() if k != "time"},
+                                    window[2]))
         fill = [f.detail for f in windows if f.detail.get("filled_mb")]
         self.report.notify_half = {
             "mode": self.chaos.config.notify_half, "windows": len(windows),
-            "past_half_s": sum(b - a for a, b in spans), "warnings": len(during),
+            "past_half_s": sum(b - a for a, b, _pid in spans), "warnings": len(during),
             "warnings_naming_holder": sum(during),
             **({"filled_mb": fill[0]["filled_mb"], "fill_s": fill[0]["fill_s"],
                 "usage_max": fill[0]["usage_max"]} if fill else {})}
