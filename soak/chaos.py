@@ -42,7 +42,15 @@ others (the fault thread moves on; each ends on its own):
                              threads, every agent) and, after cutting the leader's
                              maintenance session, the maintenance key; an orphan is planted;
   forged_notify              that login sends malformed and hostile payloads on
-                             runlane_runs and runlane_outputs.
+                             runlane_runs and runlane_outputs;
+  org_lock                   an API login limited to one organization holds put_org on
+                             its own organization in an open transaction for 6-9 s (past
+                             the 5 s lock_timeout), sending one message of its own from a
+                             second session meanwhile;
+  notify_half                a login with no runlane grant LISTENs in an open transaction
+                             while the NOTIFY queue reads past half: simulated (a fixed
+                             runlane.notify_queue_usage(), restored afterwards) or, with
+                             --notify-half real, a real 4 GB fill once.
 
 Stream readers (`runlane.stream`) follow fresh chat runs throughout, as a chat client.
 
@@ -63,7 +71,9 @@ planted orphans were reaped before their window ended (maintenance_continues); n
 submission hung past the driver's statement_timeout or failed on a lock or a full queue
 (submissions); no worker write failed with 54000 (notify_queue); chat start under forged
 notifications stays near its median without them (forged_start); no Python traceback on
-a worker's stderr (worker_tracebacks).
+a worker's stderr (worker_tracebacks); no other organization's background run waits a
+whole hold of an organization lock (org_lock); chat first response p99 outside faults
+under 10 s, and reported over all and per fault kind (chat_first_response).
 """
 
 from __future__ import annotations
@@ -87,7 +97,7 @@ import time
 import uuid
 from collections import Counter, defaultdict, deque
 from dataclasses import asdict, dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -112,23 +122,38 @@ DURABLE_SETTINGS = {
 
 FAULT_KINDS = ("kill9", "sigterm", "terminate_backend", "restart_fast", "restart_immediate",
                "suppress_notify", "sigstop_worker", "sigstop_worker_computer", "sigstop_leader",
-               "lost_ack", "notify_queue", "squat_locks", "forged_notify")
+               "lost_ack", "notify_queue", "squat_locks", "forged_notify", "org_lock",
+               "notify_half")
 # Faults that run as a window beside the others (the fault thread moves on at once).
 WINDOW_KINDS = {"sigstop_worker", "sigstop_worker_computer", "sigstop_leader", "lost_ack",
-                "notify_queue", "squat_locks", "forged_notify"}
-# Windows that judge maintenance, and the faults that may not overlap them.
+                "notify_queue", "squat_locks", "forged_notify", "org_lock", "notify_half"}
+# Windows that judge maintenance, and the faults that may not overlap them (an open
+# organization lock holds up the leader's tick: 5 s per due agent of that organization).
 JUDGED_KINDS = {"sigstop_leader", "squat_locks"}
 DISTURBING_KINDS = {"kill9", "sigterm", "terminate_backend", "restart_fast",
                     "restart_immediate", "sigstop_worker", "sigstop_worker_computer",
-                    "sigstop_leader", "squat_locks"}
+                    "sigstop_leader", "squat_locks", "org_lock"}
+# Windows a judged window does not start beside (they stall maintenance themselves).
+STALLING_KINDS = {"org_lock"}
 # Every check by name; `attempts` and `logs` always run (the others read what they find).
 CHECKS = ("outputs_within_attempts", "first_response", "org_caps", "computers", "schedules",
           "interactive_started", "messages", "computer_fencing", "duplicate_outputs",
           "streams", "lost_acks", "maintenance_continues", "submissions", "notify_queue",
-          "forged_start", "worker_tracebacks")
+          "forged_start", "worker_tracebacks", "org_lock", "chat_first_response")
 # A login with no runlane grant at all: it squats locks, forges notifications, fills the
 # NOTIFY queue. Nothing it does may stop or mislead runlane.
 SQUATTER = "soak_squatter"
+# API logins limited to one organization each (runlane.scope_api_login): soak_tenant_<o>
+# for org-<o>. One of them holds its organization's settings row open (org_lock).
+TENANT = "soak_tenant_{}"
+# The real reading, restored after a simulated half-full NOTIFY queue (notify_half).
+NOTIFY_USAGE_SQL = (Path(__file__).resolve().parents[1] / "sql" / "functions" / "notify"
+                    / "notify_queue_usage.sql")
+SIMULATED_USAGE = """
+create or replace function runlane.notify_queue_usage() returns double precision
+language sql stable security definer set search_path = pg_catalog, pg_temp
+as $$ select {}::float8 $$
+"""
 MAINTENANCE_LOCK = 7_317_002   # the advisory key runlane's maintenance leader used to take
 FORGED_PAYLOADS = ('{"lane":[]}', '{"lane":{"a":1}}', '{"run_id":1e400}', "not json",
                    '{"run_id":' + "9" * 400 + "}", '{"lane":5}', '{"run_id":"x"}', "[]",
@@ -173,6 +198,15 @@ class SoakConfig:
     notify_window: tuple[float, float] = (3.0, 5.0)
     squat_window: tuple[float, float] = (8.0, 10.0)
     forge_window: tuple[float, float] = (3.0, 5.0)
+    org_lock_hold: tuple[float, float] = (6.0, 9.0)   # longer than the 5 s lock_timeout
+    org_lock_bound: float = 5.0        # org_lock: no other organization's run waits a
+                                       # whole hold longer than this with a worker serving
+    notify_half: str = "simulated"     # or "real": 4 GB of junk, once (about 45 s to fill)
+    notify_half_window: tuple[float, float] = (3.0, 5.0)   # the queue held past half
+    notify_half_usage: float = 0.6     # the simulated reading
+    notify_half_fill_timeout: float = 600.0   # real: give up filling after this long
+    chat_p99_bound: float = 10.0       # chat_first_response: a generous bound on the p99
+                                       # of the messages no fault was acting on
     submit_timeout: float = 3.0        # statement_timeout of the driver's submissions
     stream_readers: int = 3            # runlane.stream followers of chat runs
     proxied_workers: int = 1           # worker slots whose DSN is the reply dropper's
@@ -223,8 +257,14 @@ class Report:
     maintenance_reap_s: dict[str, float] = field(default_factory=dict)
     max_submit_s: float = 0.0
     driver_errors: dict[str, int] = field(default_factory=dict)
+    failed_submissions: list[dict[str, Any]] = field(default_factory=list)   # JSON only
     notify_queue_usage_max: float = 0.0
     forged_start_s: dict[str, float] = field(default_factory=dict)
+    org_lock: dict[str, Any] = field(default_factory=dict)          # holds and their effect
+    notify_half: dict[str, Any] = field(default_factory=dict)       # the queue past half
+    log_55p03: dict[str, int] = field(default_factory=dict)         # worker log event -> lines
+    chat_first_response_p99_s: dict[str, float] = field(default_factory=dict)
+    chat_first_response_runs: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     violations_by_check: dict[str, int] = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
@@ -269,6 +309,13 @@ class Report:
             f"{self.notify_queue_usage_max:.6f}",
             "chat start (created -> first start) under forged notifications, s: " + ", ".join(
                 f"{k} {v:.3f}" for k, v in self.forged_start_s.items()),
+            self._org_lock_text(),
+            self._notify_half_text(),
+            "worker log lines with 55P03 (lock timeout): " + (", ".join(
+                f"{k} {v}" for k, v in sorted(self.log_55p03.items())) or "none"),
+            "chat first response p99 (message -> first output), s: " + ", ".join(
+                f"{k} {v:.2f} ({self.chat_first_response_runs.get(k, 0)} runs)"
+                for k, v in self.chat_first_response_p99_s.items()),
             "phases, s: " + ", ".join(f"{k} {v:.1f}" for k, v in self.seconds.items()),
             f"violations: {len(self.violations)}" + (" (" + ", ".join(
                 f"{k} {v}" for k, v in sorted(self.violations_by_check.items()) if v) + ")"
@@ -276,6 +323,34 @@ class Report:
         ]
         lines += [f"  - {v}" for v in self.violations[:50]]
         return "\n".join(lines)
+
+    def _org_lock_text(self) -> str:
+        o = self.org_lock
+        if not o.get("holds"):
+            return "organization lock held open (org_lock): no hold"
+        own = ", ".join(f"{k} {v}" for k, v in sorted(o.get("own_submissions", {}).items()))
+        return (f"organization lock held open (org_lock): {o['holds']} holds ("
+                + ", ".join(f"{h:.1f}" for h in o["hold_s"]) + " s); other organizations' "
+                f"background runs claimed during holds {o['other_claims']} (fewest in one "
+                f"hold {o['other_claims_min']}); longest wait of another organization's "
+                f"queued run inside a hold {o['longest_other_wait_s']:.2f} s (runs that "
+                f"waited a whole hold: {o['whole_hold_waiters']}); the held organization's "
+                f"own submissions: {own or 'none'}, slowest {o['own_submission_max_s']:.2f} "
+                f"s; longest gap in tick journal rows across a hold "
+                f"{o['tick_gap_max_s']:.2f} s")
+
+    def _notify_half_text(self) -> str:
+        n = self.notify_half
+        if not n.get("windows"):
+            return "NOTIFY queue held past half (notify_half): no window"
+        text = (f"NOTIFY queue held past half (notify_half, {n['mode']}): {n['windows']} "
+                f"windows ({n['past_half_s']:.1f} s past half in all); notify.queue_usage "
+                f"warnings during them {n['warnings']} (naming the holder: "
+                f"{n['warnings_naming_holder']})")
+        if n.get("filled_mb"):
+            text += (f"; filled {n['filled_mb']} MB in {n['fill_s']:.1f} s, usage max "
+                     f"{n['usage_max']:.3f}")
+        return text
 
 
 def _leader_worker_id(db: Db) -> str | None:
@@ -477,6 +552,11 @@ class Chaos:
         self.notify_usage_max = 0.0
         self.worker_help = ""                        # `runlane worker --help`: its options
         self.load_seconds = 0.0
+        self.tenant_dsn: dict[str, str] = {}        # org -> its scoped API login's DSN
+        self.held_orgs: frozenset[str] = frozenset()  # organizations held open (org_lock)
+        self.notify_half_done = False                # real notify_half: once per soak
+        self.submitting: tuple[str, str] = ("", "")  # the driver's call in flight, its agent
+        self.failed_submissions: list[dict[str, Any]] = []
 
     # -- setup -----------------------------------------------------------------------
     def setup(self) -> None:
@@ -490,6 +570,13 @@ class Chaos:
             migrate(conn)
             self._populate(conn)
             conn.execute(f"create role {SQUATTER} login")   # and no grant of any kind
+            for o in range(len(self.config.caps)):
+                login = TENANT.format(o)
+                conn.execute(f"create role {login} login")
+                conn.execute(f"grant runlane_api to {login}")
+                conn.execute("select runlane.scope_api_login(%s, %s)", (login, f"org-{o}"))
+                self.tenant_dsn[f"org-{o}"] = (
+                    f"postgresql://{login}@127.0.0.1:{self.cluster.port}/soak")
         self.squat_dsn = f"postgresql://{SQUATTER}@127.0.0.1:{self.cluster.port}/soak"
         self.worker_help = subprocess.run(
             [sys.executable, "-m", "runlane", "worker", "--help"], capture_output=True,
@@ -565,10 +652,12 @@ class Chaos:
                     self.max_submit_s = max(self.max_submit_s, time.monotonic() - began)
                 except psycopg.errors.QueryCanceled:
                     self.errors["load.57014"] += 1      # statement_timeout: a hang
+                    self._failed_submission("57014", began)
                 except psycopg.OperationalError:
                     self.errors["load.connection"] += 1
                 except psycopg.Error as exc:
                     self.errors[f"load.{exc.sqlstate}"] += 1
+                    self._failed_submission(exc.sqlstate, began)
                 if n % 200 == 0:
                     row = db.execute("select count(*) from runlane.runs", fetch="one")
                     self.created = row[0]
@@ -576,6 +665,14 @@ class Chaos:
             db.close()
             self.load_seconds = time.monotonic() - load_started
             self.load_done.set()
+
+    def _failed_submission(self, sqlstate: str | None, began: float) -> None:
+        """What failed, for the report's JSON (the first 50)."""
+        if len(self.failed_submissions) < 50:
+            what, agent = self.submitting
+            self.failed_submissions.append({
+                "at": time.time() - (time.monotonic() - began), "sqlstate": sqlstate,
+                "call": what, "agent": agent, "held_orgs": sorted(self.held_orgs)})
 
     def _publish(self, db: Db, run_id: int) -> None:
         if time.time() < self.suppress_until:
@@ -587,13 +684,29 @@ class Chaos:
         except psycopg.OperationalError:
             self.errors["publish.connection"] += 1  # harmless: the scan recovers the run
 
+    @staticmethod
+    def _org_of(agent: str) -> str:
+        return "org-" + agent.split("-")[1]     # chat-<o>-<i>, bg-<o>-<i>
+
+    def _pick(self, rng: random.Random, agents: list[str]) -> str:
+        """An agent of an organization nobody holds open: while its tenant holds its
+        settings row (org_lock) that organization sends nothing; its own submission
+        during the hold is the fault's, measured there."""
+        held = self.held_orgs
+        choices = [a for a in agents if self._org_of(a) not in held] if held else agents
+        return rng.choice(choices or agents)
+
     def _chat(self, db: Db, rng: random.Random, threads: list[tuple[str, str]]) -> None:
-        if threads and rng.random() < self.config.thread_reuse:
-            agent, thread = rng.choice(threads[-50:])
+        reuse = threads[-50:]
+        if self.held_orgs:
+            reuse = [t for t in reuse if self._org_of(t[0]) not in self.held_orgs]
+        if reuse and rng.random() < self.config.thread_reuse:
+            agent, thread = rng.choice(reuse)
         else:
-            agent, thread = rng.choice(self.chat_agents), f"th-{uuid.uuid4().hex[:12]}"
+            agent, thread = self._pick(rng, self.chat_agents), f"th-{uuid.uuid4().hex[:12]}"
             threads.append((agent, thread))
         body = f"hello {rng.randint(0, 10**6)} {MARKER}"
+        self.submitting = ("submit_message", agent)
         # Not resent on a broken connection: the outcome of that commit is unknown.
         row = db.execute("select * from runlane.submit_message(%s, %s, %s)",
                          (agent, thread, body), fetch="one", retry=False)
@@ -606,8 +719,9 @@ class Chaos:
             self.stream_queue.append(run_id)
 
     def _background(self, db: Db, rng: random.Random) -> None:
-        agent = rng.choice(self.background_agents)
-        if rng.random() < 0.5:
+        agent = self._pick(rng, self.background_agents)
+        self.submitting = ("create_run" if rng.random() < 0.5 else "run_now", agent)
+        if self.submitting[0] == "create_run":
             run_id = db.execute("select runlane.create_run(%s, 'reaction')", (agent,),
                                 fetch="one", retry=False)[0]
             state = None
@@ -735,6 +849,10 @@ class Chaos:
             return False
         if kind == "lost_ack" and not any(s.proxied for s in self._victims()):
             return False                  # nobody behind the proxy is running now
+        if kind == "notify_half" and self.notify_half_done:
+            return False                  # a real fill: once per soak
+        if kind in JUDGED_KINDS and self.active & STALLING_KINDS:
+            return False
         return not (self.active & JUDGED_KINDS and kind in DISTURBING_KINDS)
 
     def _victims(self) -> list[WorkerSlot]:
@@ -981,6 +1099,127 @@ class Chaos:
             fault.detail["sent"] = sent
             conn.close()
 
+    def _hold_org(self, fault: Fault) -> None:
+        """An API login limited to one organization (soak_tenant_<o>) opens a transaction,
+        calls put_org on its own organization (which locks the organization's settings
+        row) and keeps the transaction open past the 5 s lock_timeout, then rolls back.
+        From a second session it sends one chat message of its own meanwhile (what its
+        own organization's writes meet); the driver sends nothing for that organization
+        during the hold. Other organizations' runs must go on (checked: org_lock)."""
+        cfg = self.config
+        org = self.rng.choice(sorted(self.tenant_dsn))
+        hold = self.rng.uniform(*cfg.org_lock_hold)
+        fault.target = fault.detail["org"] = org
+        self.held_orgs = self.held_orgs | {org}
+        time.sleep(0.2)                   # the driver's submission in flight ends first
+        holder = psycopg.connect(self.tenant_dsn[org], connect_timeout=3,
+                                 application_name="soak-org-holder")
+        own = psycopg.connect(self.tenant_dsn[org], autocommit=True, connect_timeout=3,
+                              application_name="soak-org-own",
+                              options="-c statement_timeout=15000")
+        try:
+            holder.execute("select runlane.put_org(%s, '{}'::jsonb)", (org,))
+            start = fault.at = time.time()   # held from here: the transaction is open
+            fault.detail["hold_start"] = start
+            time.sleep(0.5)
+            agent = self.rng.choice([a for a in self.plain_chat_agents
+                                     if self._org_of(a) == org])
+            began = time.monotonic()
+            try:
+                message_id, run_id, disposition = own.execute(
+                    "select * from runlane.submit_message(%s, %s, %s)",
+                    (agent, f"th-held-{uuid.uuid4().hex[:8]}", f"held {MARKER}")).fetchone()
+                outcome = "ok"
+                with self.lock:
+                    self.acknowledged.append(message_id)
+                if disposition == "created":
+                    own.execute("select runlane.publish_run(%s)", (run_id,))
+            except psycopg.Error as exc:
+                outcome = exc.sqlstate or type(exc).__name__
+            fault.detail["own_submission"] = {"outcome": outcome,
+                                              "s": round(time.monotonic() - began, 3)}
+            while time.time() < start + hold:
+                try:
+                    holder.execute("select 1")    # notice a lost session (a restart)
+                except psycopg.OperationalError:
+                    fault.detail["broken"] = True
+                    break
+                time.sleep(0.2)
+        finally:
+            with contextlib.suppress(psycopg.Error):
+                holder.rollback()
+            if "hold_start" in fault.detail:
+                fault.detail["hold_end"] = time.time()
+                fault.detail["hold_s"] = round(
+                    fault.detail["hold_end"] - fault.detail["hold_start"], 2)
+            self.held_orgs = self.held_orgs - {org}
+            for conn in (holder, own):
+                conn.close()
+
+    def _notify_half(self, fault: Fault) -> None:
+        """The NOTIFY queue held past half by a stranger: a login with no runlane grant
+        LISTENs and stays idle in a transaction for the window. "simulated" (the default)
+        replaces runlane.notify_queue_usage() in the soak's database by a fixed reading
+        (notify_half_usage) and restores the real function afterwards; "real" (once per
+        soak) pushes 7,999-byte junk notifications until pg_notification_queue_usage()
+        reaches 0.5 (4 GB on PostgreSQL 15, about 45 s on a quiet 2-core machine). Either
+        way runlane stops notifying and its workers start runs on their scan."""
+        cfg = self.config
+        window = self.rng.uniform(*cfg.notify_half_window)
+        fault.detail["mode"] = cfg.notify_half
+        holder = psycopg.connect(self.squat_dsn, autocommit=True,
+                                 application_name="soak-notify-half-holder")
+        db = Db(self.dsn, "notify-half")
+        replaced = False
+        try:
+            holder.execute("listen soak_half")
+            fault.detail["holder_pid"] = holder.info.backend_pid
+            holder.autocommit = False
+            holder.execute("select 1")        # idle in transaction from here on
+            if cfg.notify_half == "real":
+                self.notify_half_done = True
+                self._fill_past_half(fault)
+            else:
+                replaced = True
+                db.execute(SIMULATED_USAGE.format(float(cfg.notify_half_usage)), fetch="none")
+            fault.detail["past_half_at"] = time.time()
+            readings = []
+            while time.time() < fault.detail["past_half_at"] + window:
+                readings.append(db.execute("select runlane.notify_queue_usage()",
+                                           fetch="one")[0])
+                time.sleep(0.25)
+            fault.detail["reading_min"] = min(readings, default=None)
+        finally:
+            if "past_half_at" in fault.detail:
+                fault.detail["past_half_end"] = time.time()
+            if replaced:        # the real reading again, whatever happened meanwhile
+                db.execute(NOTIFY_USAGE_SQL.read_text(), fetch="none", timeout=120)
+            holder.close()      # its LISTEN goes with the session: the queue drains
+            db.close()
+
+    def _fill_past_half(self, fault: Fault) -> None:
+        filler = psycopg.connect(self.squat_dsn, autocommit=True,
+                                 application_name="soak-notify-half-filler")
+        began = time.monotonic()
+        batches = 0
+        usage = 0.0
+        try:
+            while usage < 0.5:
+                if time.monotonic() - began > self.config.notify_half_fill_timeout:
+                    raise TimeoutError("the NOTIFY queue did not reach half")
+                # 1,000 distinct notifications of 7,999 bytes (a payload stays under 8,000)
+                filler.execute("select count(pg_notify('soak_half', lpad(%s || ':' || g, "
+                               "7999, 'x'))) from generate_series(1, 1000) as g",
+                               (str(batches),))
+                batches += 1
+                usage = filler.execute("select pg_notification_queue_usage()").fetchone()[0]
+        finally:
+            fault.detail["filled_mb"] = batches * 8
+            fault.detail["fill_s"] = round(time.monotonic() - began, 1)
+            fault.detail["usage_max"] = usage
+            self.notify_usage_max = max(self.notify_usage_max, usage)
+            filler.close()
+
     def _held(self, db: Db, worker_id: str) -> list[int]:
         rows = db.execute("select run_id from runlane.runs where state = 'running' "
                           "and lease_owner = %s", (worker_id,))
@@ -1034,7 +1273,9 @@ class Chaos:
                     "lost_ack": self._lose_acks,
                     "notify_queue": self._fill_notify_queue,
                     "squat_locks": self._squat_locks,
-                    "forged_notify": self._forge}[kind]
+                    "forged_notify": self._forge,
+                    "org_lock": self._hold_org,
+                    "notify_half": self._notify_half}[kind]
             self._window(Fault(kind, time.time()), body)
         elif kind == "suppress_notify":
             window = self.rng.uniform(*cfg.suppress_window)
@@ -1184,6 +1425,7 @@ class Checks:
         rep.lost_acks = dict(Counter(d.kind for d in self._drops()))
         rep.lost_ack_log = [asdict(d) for d in self._drops()]
         rep.driver_errors = dict(self.chaos.errors)
+        rep.failed_submissions = list(self.chaos.failed_submissions)
         rep.max_submit_s = self.chaos.max_submit_s
         rep.notify_queue_usage_max = self.chaos.notify_usage_max
         self.attempts()
@@ -1194,6 +1436,7 @@ class Checks:
                 getattr(self, name)()
                 rep.violations_by_check[name] = len(self.v) - before
         self.recovery_times()
+        self.notify_half_figures()
         rep.violations = list(self.v)
 
     def _drops(self) -> list[Any]:
@@ -1366,6 +1609,8 @@ class Checks:
         started: Counter[tuple[int, int, int | None]] = Counter()
         self.lease_lost: Counter[tuple[int, int]] = Counter()
         self.log_sqlstates: Counter[str] = Counter()
+        self.log_55p03: Counter[str] = Counter()
+        self.queue_usage_lines: list[tuple[float, dict]] = []   # (time, the log record)
         for slot in self.chaos.slots:
             for path in slot.logs:
                 lines = path.read_text(errors="replace").splitlines()
@@ -1387,11 +1632,18 @@ class Checks:
                         self.lease_lost[(record.get("run.id"), record.get("run.attempt"))] += 1
                     if record.get("error.sqlstate"):
                         self.log_sqlstates[record["error.sqlstate"]] += 1
+                        if record["error.sqlstate"] == "55P03":
+                            self.log_55p03[str(record.get("message"))] += 1
+                    if record.get("message") == "notify.queue_usage":
+                        self.queue_usage_lines.append((
+                            datetime.fromisoformat(str(record.get("time"))).timestamp(),
+                            record))
             for path in slot.stderr_logs:
                 text = path.read_text(errors="replace") if path.exists() else ""
                 if MARKER in text:
                     self.v.append(f"message text on the stderr of {path.name}")
                 self.report.worker_tracebacks += text.count("Traceback (most recent call last)")
+        self.report.log_55p03 = dict(self.log_55p03)
         for (run_id, attempt, fence), n in started.items():
             if n > 1:
                 self.v.append(f"run {run_id} attempt {attempt} started {n} times in the logs"
@@ -1616,6 +1868,194 @@ class Checks:
             self.v.append(f"chat start under forged notifications: median {p50:.3f} s "
                           f"against {base:.3f} s without them")
 
+    def _room(self, org: str, a: float, b: float) -> float:
+        """Seconds within [a, b] in which `org` ran fewer background runs than its cap
+        (its attempts' commit-time intervals)."""
+        if b <= a:
+            return 0.0
+        if not hasattr(self, "_org_points"):
+            self._org_points = self._sweep(lambda r: r[1] if r[2] == "background" else None)
+        cap, running, t, room = self.caps[org], 0, a, 0.0
+        for ts, delta, _who in self._org_points.get(org, []):
+            if ts > t:
+                if ts >= b:
+                    break
+                if running < cap:
+                    room += ts - t
+                t = ts
+            running += 1 if delta else -1
+        return room + (b - t if running < cap else 0.0)
+
+    def org_lock(self) -> None:
+        """While a tenant holds its organization's settings row open (put_org in an open
+        transaction), other organizations' background runs are still claimed. A
+        violation: a hold longer than org_lock_bound in which some run of another
+        organization could have been claimed for longer than org_lock_bound and was not.
+        Such a run is a background run without a computer (a computer's wait is its
+        own), counted from its creation (from a scan interval + 0.5 s later when it was
+        committed unannounced) to its first claim, inside the hold, only while its
+        organization was below its cap. Workers take runs without a slot limit (memory
+        admission only) and at most one is stopped or restarting at a time, so a serving
+        worker was idle for it; holds that overlap a server restart are not judged."""
+        cfg = self.chaos.config
+        holds = [f for f in self.chaos.faults if f.kind == "org_lock" and "hold_end" in f.detail]
+        if not holds:
+            return
+        restarts = [(f.at, f.ready_at or f.at + 60) for f in self.chaos.faults
+                    if f.kind.startswith("restart")]
+        unpublished = set(self.chaos.unpublished)
+        taken: dict[int, float] = {}
+        ticks = []
+        for run_id, events in self.events.items():
+            for ts, _eid, ev, _d in events:
+                if ev in ("run.claimed", "run.skipped") and run_id not in taken:
+                    taken[run_id] = ts
+                if ev in ("routine.fired", "routine.coalesced"):
+                    ticks.append(ts)
+        ticks.sort()
+        claims = sorted((ts, self.runs[run_id][1]) for (run_id, _a), (ts, _e, _h)
+                        in self.intervals.items() if self.runs[run_id][2] == "background")
+        per_hold, longest, whole, tick_gap = [], 0.0, 0, 0.0
+        own: Counter[str] = Counter()
+        own_max = 0.0
+        for fault in holds:
+            hs, he, org = fault.detail["hold_start"], fault.detail["hold_end"], fault.detail["org"]
+            sub = fault.detail.get("own_submission")
+            if sub:
+                own[sub["outcome"]] += 1
+                own_max = max(own_max, sub["s"])
+            per_hold.append(sum(1 for ts, o in claims if hs <= ts <= he and o != org))
+            for a, b in zip(ticks, ticks[1:], strict=False):
+                if b > hs and a < he:
+                    tick_gap = max(tick_gap, b - a)
+            judged = he - hs > cfg.org_lock_bound and not any(
+                a <= he and b >= hs for a, b in restarts)
+            for r in self.runs.values():
+                if r[2] != "background" or r[1] == org or r[6] is not None:
+                    continue
+                ready = float(r[11]) + ((cfg.scan_interval + 0.5) if r[0] in unpublished else 0)
+                end = min(taken.get(r[0], float("inf")), he)
+                if end <= hs or ready >= end:
+                    continue
+                waited = self._room(r[1], max(ready, hs), end)
+                longest = max(longest, waited)
+                if judged and waited > cfg.org_lock_bound:
+                    whole += 1
+                    if whole <= 5:
+                        self.v.append(
+                            f"org_lock: run {r[0]} of {r[1]} waited {waited:.1f} s unclaimed "
+                            f"with room under its cap while {org} was held open "
+                            f"({he - hs:.1f} s hold)")
+        if whole > 5:
+            self.v.append(f"... {whole} runs of other organizations waited through a hold")
+        spans = [f.detail["hold_end"] - f.detail["hold_start"] for f in holds]
+        self.report.org_lock = {
+            "holds": len(holds), "hold_s": spans,
+            "other_claims": sum(per_hold), "other_claims_min": min(per_hold),
+            "longest_other_wait_s": longest, "whole_hold_waiters": whole,
+            "own_submissions": dict(own), "own_submission_max_s": own_max,
+            "tick_gap_max_s": tick_gap}
+
+    def _fault_spans(self) -> dict[str, list[tuple[float, float]]]:
+        """When each fault was acting: a window from its start to its end (the queue
+        past half: from the moment it was; a hold: while held), a suppressed-notify
+        window for its length, a point fault (kill, restart, terminated sessions) to the
+        later of its recovery and one second after it."""
+        spans = defaultdict(list)
+        for f in self.chaos.faults:
+            d = f.detail
+            if f.kind == "notify_half" and "past_half_end" in d:
+                spans[f.kind].append((d["past_half_at"], d["past_half_end"]))
+            elif f.kind == "org_lock" and "hold_end" in d:
+                spans[f.kind].append((d["hold_start"], d["hold_end"]))
+            elif f.kind == "suppress_notify":
+                spans[f.kind].append((f.at, f.at + d.get("window_s", 0.0)))
+            elif f.kind not in ("notify_half", "org_lock"):
+                spans[f.kind].append((f.at, max(f.ready_at or f.at, f.at + 1.0)))
+        return spans
+
+    def chat_first_response(self) -> None:
+        """Chat first response (the message's created_at -> the run's first_response_at,
+        as runlane.run_timing measures it), p99 over every chat run, over those whose wait
+        (message -> first response) overlapped each kind of fault (planted orphans left
+        out), over those whose wait overlapped none, and over the runs without a
+        computer: reported figures. A violation only when the p99 of the runs without a
+        computer whose wait overlapped no fault exceeds chat_p99_bound (10 s by default,
+        a generous bound: the soak's scan interval is 1 s). Under a fault the p99 is that
+        fault's cost, not a failure, and a computer's queue is its own: one run at a time,
+        and while notifications are off the next one starts on a scan, so a backlog a
+        fault left on a computer outlives the fault."""
+        orphans = {f.detail["orphan"]["run_id"] for f in self.chaos.faults
+                   if f.detail.get("orphan")}
+        rows = [(origin, took, computer) for run_id, origin, took, computer in self.conn.execute(
+            "select r.run_id, extract(epoch from coalesce(m.created_at, r.created_at))::float8, "
+            "extract(epoch from r.first_response_at - coalesce(m.created_at, r.created_at))"
+            "::float8, r.computer_id from runlane.runs as r "
+            "left join runlane.messages as m on m.message_id = r.source_message_id "
+            "where r.lane = 'interactive' and r.source_message_id is not null "
+            "and r.first_response_at is not null") if run_id not in orphans]
+        if not rows:
+            return
+        spans = self._fault_spans()
+        head = ("all", "outside_faults", "no_computer", "no_computer_outside_faults")
+        groups: dict[str, list[float]] = {k: [] for k in head}
+        for origin, took, computer in rows:
+            inside = False
+            for kind, windows in spans.items():
+                if any(origin <= b and origin + took >= a for a, b in windows):
+                    groups.setdefault(kind, []).append(took)
+                    inside = True
+            names = ["all"] + ([] if inside else ["outside_faults"])
+            if computer is None:
+                names += ["no_computer"] + ([] if inside else ["no_computer_outside_faults"])
+            for name in names:
+                groups[name].append(took)
+        rep = self.report
+        for name in [*head, *sorted(k for k in groups if k not in head)]:
+            values = sorted(groups[name])
+            if values:
+                rep.chat_first_response_p99_s[name] = values[
+                    max(0, -(-99 * len(values) // 100) - 1)]
+                rep.chat_first_response_runs[name] = len(values)
+        p99 = rep.chat_first_response_p99_s.get("no_computer_outside_faults", 0.0)
+        if p99 > self.chaos.config.chat_p99_bound:
+            self.v.append(f"chat first response p99 outside faults (runs without a computer) "
+                          f"{p99:.2f} s, over {self.chaos.config.chat_p99_bound:.0f} s")
+
+    def notify_half_figures(self) -> None:
+        """What the queue held past half looked like: its windows, and the leader's
+        notify.queue_usage warnings during them (and whether they named the holder)."""
+        windows = [f for f in self.chaos.faults if f.kind == "notify_half"
+                   and "past_half_end" in f.detail]
+        if not windows:
+            return
+        def names(value: Any, pid: int) -> bool:
+            """The record names the holder: its login, its application_name or its pid."""
+            if isinstance(value, dict):
+                return any(names(v, pid) for v in value.values())
+            if isinstance(value, list):
+                return any(names(v, pid) for v in value)
+            if isinstance(value, str):
+                return (SQUATTER in value or "soak-notify-half-holder" in value
+                        or value == str(pid))
+            return value == pid and not isinstance(value, bool)
+
+        spans = [(f.detail["past_half_at"], f.detail["past_half_end"],
+                  f.detail.get("holder_pid", -1)) for f in windows]
+        during = []
+        for ts, record in self.queue_usage_lines:
+            window = next((w for w in spans if w[0] <= ts <= w[1] + 1.0), None)
+            if window is not None:
+                during.append(names({k: v for k, v in record.items() if k != "time"},
+                                    window[2]))
+        fill = [f.detail for f in windows if f.detail.get("filled_mb")]
+        self.report.notify_half = {
+            "mode": self.chaos.config.notify_half, "windows": len(windows),
+            "past_half_s": sum(b - a for a, b, _pid in spans), "warnings": len(during),
+            "warnings_naming_holder": sum(during),
+            **({"filled_mb": fill[0]["filled_mb"], "fill_s": fill[0]["fill_s"],
+                "usage_max": fill[0]["usage_max"]} if fill else {})}
+
     def worker_tracebacks(self) -> None:
         """A worker never lets an exception escape to its stderr (a forged payload that
         raises in the listener's callback shows up here)."""
@@ -1667,6 +2107,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checks", default=",".join(CHECKS),
                         help="comma-separated checks to run (default: all; attempts and "
                         "logs always run): " + ", ".join(CHECKS))
+    parser.add_argument("--notify-half", choices=("simulated", "real"),
+                        default=defaults.notify_half,
+                        help="the NOTIFY queue past half (notify_half): a replaced reading "
+                        "(default), or a real 4 GB fill, once per soak (about 45 s on a "
+                        "quiet 2-core machine)")
     args = parser.parse_args(argv)
     faults = tuple(k for k in args.faults.split(",") if k)
     checks = tuple(k for k in args.checks.split(",") if k)
@@ -1674,7 +2119,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown fault kinds or checks: {', '.join(unknown)}")
     config = SoakConfig(runs=args.runs, workers=args.workers, duration=args.duration,
-                        seed=args.seed, keep=args.keep, faults=faults, checks=checks)
+                        seed=args.seed, keep=args.keep, faults=faults, checks=checks,
+                        notify_half=args.notify_half)
     chaos = Chaos(config)
     print(f"soak: {config.runs} runs, {config.workers} workers, >= {config.duration:.0f} s of "
           f"faults, seed {config.seed}, work dir {chaos.workdir}", flush=True)
