@@ -32,8 +32,9 @@ renewal, its lease, whether it lapsed) and takes the lease over once it lapsed. 
      batches of `purge_batch` runs while a batch comes back full (at most
      `purge_batches` per pass, each its own transaction), then the claim receipts of
      workers silent for the whole window (`purge_stale_claim_receipts`, batched the same
-     way) and one window of `purge_batch` chat threads, swept in key order across passes,
-     whose lock rows are all that is left of them (`purge_empty_threads`); logging
+     way), those workers' registry rows (`purge_gone_workers`) and one window of
+     `purge_batch` chat threads, swept in key order across passes, whose lock rows are
+     all that is left of them (`purge_empty_threads`); logging
      `maintenance.purged` when anything was deleted;
 and every `queue_delay_interval` seconds `queue_delay()`: `run.queue_delayed` while
 interactive runs wait too long, one `run.queue_recovered` when they no longer do.
@@ -93,6 +94,10 @@ select runlane.purge_finished(p_older_than => %(window)s::interval, p_limit => %
 """
 PURGE_RECEIPTS = """
 select runlane.purge_stale_claim_receipts(
+    p_older_than => %(window)s::interval, p_limit => %(limit)s::int) as purged
+"""
+PURGE_WORKERS = """
+select runlane.purge_gone_workers(
     p_older_than => %(window)s::interval, p_limit => %(limit)s::int) as purged
 """
 PURGE_THREADS = """
@@ -326,10 +331,11 @@ class Maintenance:
         return purged
 
     async def purge(self, conn: psycopg.AsyncConnection) -> None:
-        """Retention: finished runs, then the claim receipts of workers long gone, then
-        one window of the sweep over chat threads; logs what this pass deleted."""
+        """Retention: finished runs, then the claim receipts and registry rows of workers
+        long gone, then one window of the sweep over chat threads; logs what this pass deleted."""
         runs = await self._purge_batches(conn, PURGE)
         receipts = await self._purge_batches(conn, PURGE_RECEIPTS)
+        workers = await self._purge_batches(conn, PURGE_WORKERS)
         threads = 0
         if await self.still_leading(conn):
             agent, thread = self.threads_after
@@ -338,10 +344,11 @@ class Maintenance:
             if rows:
                 threads = rows[0]["purged"]
                 self.threads_after = (rows[0]["last_agent_id"], rows[0]["last_thread_id"])
-        if runs or receipts or threads:
+        if runs or receipts or workers or threads:
             log.get().info("maintenance.purged", **{
                 "maintenance.purged_runs": runs,
                 "maintenance.purged_claim_receipts": receipts,
+                "maintenance.purged_workers": workers,
                 "maintenance.purged_threads": threads,
                 "maintenance.retention_s": int(self.config.retention.total_seconds())})
 

@@ -88,6 +88,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     # receipts of workers long gone
     "runlane.purge_empty_threads(text,text,integer)": WORKER,
     "runlane.purge_stale_claim_receipts(interval,integer)": WORKER,
+    "runlane.purge_gone_workers(interval,integer)": WORKER,
     "runlane.upgrade_status()": WORKER,
     "runlane.register_worker(text,text[],boolean)": WORKER,
     "runlane.lead_maintenance(text,interval)": WORKER,

@@ -890,7 +890,7 @@ def _sample_values(conn, api, worker) -> dict[str, object]:
         "p_delay": timedelta(seconds=1),
         "p_now": datetime.now(UTC),
         "p_threshold": timedelta(seconds=30),
-        "p_older_than": timedelta(days=30),  # purge_finished, purge_stale_claim_receipts
+        "p_older_than": timedelta(days=30),  # purge_finished and the other retention calls
         "p_after_agent_id": "agent-null",  # purge_empty_threads: the sweep's key
         "p_after_thread_id": "thread-null",
         "p_owner_id": owner,

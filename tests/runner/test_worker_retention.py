@@ -39,6 +39,9 @@ def test_the_leader_purges_runs_finished_before_the_window_and_keeps_the_rest(co
                                 "'thread-charged-week')").fetchone()[0]
     kept_rows = {r: conn.execute(ROWS_OF_RUN, (r,)).fetchone()[0] for r in (recent, charged_week)}
     assert conn.execute(ROWS_OF_RUN, (old,)).fetchone()[0] > 1  # its message, outputs, journal
+    # A worker process gone for 30 days: its registry row goes; the live worker's stays.
+    conn.execute("insert into runlane.workers (worker_id, generation, lanes, heartbeat_at) "
+                 "values ('worker-gone', 2, '{interactive}', now() - interval '30 days')")
     aged(conn, old, 9)
 
     wait_until(lambda: conn.execute(ROWS_OF_RUN, (old,)).fetchone()[0] == 0
@@ -46,6 +49,10 @@ def test_the_leader_purges_runs_finished_before_the_window_and_keeps_the_rest(co
                what="the old runs purged")
     purged = worker.wait_for("maintenance.purged")
     assert purged["maintenance.purged_runs"] >= 1
+    wait_until(lambda: conn.execute("select count(*) from runlane.workers "
+                                    "where worker_id = 'worker-gone'").fetchone()[0] == 0,
+               what="the gone worker's registry row purged")
+    assert conn.execute("select count(*) from runlane.workers").fetchone()[0] >= 1
     assert {r: conn.execute(ROWS_OF_RUN, (r,)).fetchone()[0] for r in kept_rows} == kept_rows
     # The purged charge (5) left the buckets; the one of 7 days ago (3) is still counted.
     assert conn.execute("select sum(amount) from runlane.charge_buckets").fetchone()[0] == 3
