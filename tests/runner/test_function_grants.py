@@ -167,6 +167,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane._check_instant(text,timestamp with time zone)": NOBODY,
     "runlane._tick_failed(runlane.agents,timestamp with time zone,text)": NOBODY,
     "runlane.tg_agents__schedule()": NOBODY,
+    "runlane.tg_platform_settings__claim_lock()": NOBODY,
     "runlane.tg_platform_settings__timezone()": NOBODY,
     "runlane.tg_users__timezone()": NOBODY,
 }

@@ -6,9 +6,18 @@
 -- * A run whose computer has a live lease held by another run is not touched: no lock
 --   kept, no attempt counted; unrelated runs behind it are claimed.
 -- * An organization never has more running background runs than its
---   agent_max_concurrency, however many workers claim at once: the organization's
---   settings row is locked before its running runs are counted, so the count is taken
---   in a snapshot that already sees every concurrent claim that committed before us.
+--   agent_max_concurrency, however many workers claim at once: the organization's claim
+--   lock (its row in runlane.org_claim_locks) is locked before its running runs are
+--   counted, so the count is taken in a snapshot that already sees every concurrent
+--   claim that committed before us.
+-- * A claim never waits for a lock an API login can hold. The claim lock is a row only
+--   claim_runs locks (no role has a privilege on its table): claimers of one organization
+--   wait for each other, briefly, never for a transaction left open after put_org (which
+--   locks the platform_settings row), put_agent or run_now. Every other row the claim
+--   reads that such a transaction can lock (platform_settings, agents, users, messages)
+--   is read without a lock; runs are locked SKIP LOCKED (a run an open transaction
+--   holds stays queued for a later claim; the others are claimed now); the rest it locks
+--   or writes (claim_receipts, computer_leases, run_events) is written by workers only.
 --   An organization that reaches its cap within the claim leaves no hole in the page:
 --   its runs beyond its room are left queued (locks only) and the claim locks other
 --   candidates in their places.
@@ -227,6 +236,7 @@ declare
     v_skipped bigint[] := '{}';
     v_skip_window boolean;
     v_eligible boolean;
+    v_lock_rows int;
 begin
     -- GUARD: arguments a person can get wrong. One test on the usual path (every PL/pgSQL
     -- expression costs its set-up once per transaction, that is once per claim); the
@@ -1134,13 +1144,45 @@ begin
             v_accepted := v_locked;
         else
             -- GUARD: serialize background claims per organization, in a fixed order (no
-            -- deadlocks). FOR NO KEY UPDATE leaves foreign-key checks of new runs unblocked.
+            -- deadlocks), on the organization's row in runlane.org_claim_locks: a row only
+            -- claim_runs locks (no role has a privilege on the table, no other function
+            -- locks it). So claimers of one organization wait for each other, briefly, and
+            -- the count below is exact, while an API transaction left open on the
+            -- organization (put_org locks its platform_settings row, put_agent its agent
+            -- rows, run_now its agent) never holds up a claim: the claim reads those rows
+            -- without a lock. Not SKIP LOCKED: a claim that skipped an organization another
+            -- claimer holds would leave its runs queued until the next scan or notification
+            -- (a short page ends the worker's pass), a background latency cost among
+            -- claimers for nothing. A row missing (an organization created before its
+            -- trigger was in place) is added first, in the same order, then locked.
             if cardinality(v_orgs) > 0 then
-                perform 1
-                from runlane.platform_settings as s
-                where s.org_id = any(v_orgs)
-                order by s.org_id
-                for no key update;
+                if to_regclass('runlane.org_claim_locks') is null then
+                    -- (a schema before 0019: the organization's settings row, as then)
+                    perform 1
+                    from runlane.platform_settings as s
+                    where s.org_id = any(v_orgs)
+                    order by s.org_id
+                    for no key update;
+                else
+                    perform 1
+                    from runlane.org_claim_locks as l
+                    where l.org_id = any(v_orgs)
+                    order by l.org_id
+                    for update;
+                    get diagnostics v_lock_rows = row_count;
+                    if v_lock_rows < (select count(distinct o.org_id) from unnest(v_orgs) as o (org_id)) then
+                        insert into runlane.org_claim_locks as l (org_id)
+                        select distinct o.org_id
+                        from unnest(v_orgs) as o (org_id)
+                        order by o.org_id
+                        on conflict (org_id) do nothing;
+                        perform 1
+                        from runlane.org_claim_locks as l
+                        where l.org_id = any(v_orgs)
+                        order by l.org_id
+                        for update;
+                    end if;
+                end if;
             end if;
 
             -- A new statement, a new snapshot: running counts now include every claim that

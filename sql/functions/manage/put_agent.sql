@@ -60,8 +60,10 @@ begin
                       || 'manages only that organization.';
     end if;
 
+    -- (FOR NO KEY UPDATE: agent_id never changes, and a stronger lock would hold up the
+    -- foreign-key checks of the agent's runs' writes until this transaction ends)
     select * into v_row from runlane.agents as a
-    where a.agent_id = p_agent_id for update;
+    where a.agent_id = p_agent_id for no key update;
     v_new := not found;
     if v_new then
         if not (p_patch ? 'org_id' and p_patch ? 'owner_id') then

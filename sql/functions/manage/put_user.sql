@@ -40,8 +40,9 @@ begin
         return v_row;
     end if;
 
+    -- (FOR NO KEY UPDATE: user_id never changes; the agents' foreign-key checks need it)
     select * into strict v_row from runlane.users as u
-    where u.user_id = p_user_id for update;
+    where u.user_id = p_user_id for no key update;
     if v_row.org_id <> p_org_id then
         raise exception 'unknown user % in organization %',
             runlane._quote_for_error(p_user_id), runlane._quote_for_error(p_org_id)
