@@ -70,6 +70,16 @@
 --   A keyed claim under the bound first locks the worker's bound row (claim_receipts,
 --   lanes '{}'), so a worker's lanes, each on its own connection, claim one at a time and
 --   together hold the bound too (unkeyed claims, for schemas before 0004, do not).
+-- * The bound is strict unless the session says runlane.max_per_org_mode =
+--   work_conserving (the worker's default). Work-conserving, it binds only while an
+--   organization within its room on this worker has runs waiting in the claim's lanes:
+--   the claim takes those first, as above, and when the page still has room and the
+--   bound held runs back, reads on without the bound for the rest of the page (round
+--   robin, organizations over their bound among themselves). A lone organization is then
+--   limited by the page sizes the worker's memory admission lets it ask for, never by
+--   the bound; one that bursts while others wait still leaves them the first places. An
+--   idle claim (every eligible run fits) applies no work-conserving bound at all (no run
+--   waits after it) and does not lock the bound row.
 -- * Each claimed run gets fence + 1, attempts + 1, a lease of p_lease, its computer lease
 --   in the same transaction, and first_started_at once, after computer ownership. After
 --   a failover the fence is at least the promoted server's floor (runlane._fence_floor):
@@ -237,6 +247,12 @@ declare
     v_skip_window boolean;
     v_eligible boolean;
     v_lock_rows int;
+    v_mode text;
+    v_work_conserving boolean := false;
+    v_idle_bound int;
+    v_bound_cut boolean := false;
+    v_pass_two boolean := false;
+    v_last_attempt int := 4;
 begin
     -- GUARD: arguments a person can get wrong. One test on the usual path (every PL/pgSQL
     -- expression costs its set-up once per transaction, that is once per claim); the
@@ -393,6 +409,20 @@ begin
         when coalesce(current_setting('runlane.max_per_org', true), '') <> ''
             then runlane._max_per_org()
     end;
+    -- How it binds (runlane.max_per_org_mode): strict (unset) or work_conserving (the
+    -- worker's: see the fair path below). A plain value is read here, anything else by
+    -- the function.
+    if v_max_per_org is not null then
+        v_mode := current_setting('runlane.max_per_org_mode', true);
+        v_work_conserving := case
+            when v_mode = 'work_conserving' then true
+            when coalesce(v_mode, '') in ('', 'strict') then false
+            else runlane._max_per_org_work_conserving()
+        end;
+    end if;
+    -- (the idle statement below takes every eligible run: a work-conserving bound binds
+    -- only while runs wait after the claim, and after an idle claim none does)
+    v_idle_bound := case when not v_work_conserving then v_max_per_org end;
 
     -- GUARD: the bound holds across the worker's lanes. Each lane claims on its own
     -- connection, and a claim counts the worker's running runs without another lane's
@@ -401,24 +431,10 @@ begin
     -- claim_receipts (lanes '{}', after its own lane's row: one order for every lane), and
     -- the counts below, later statements, see whatever claim of the worker committed while
     -- it waited. The worker's bounded claims take turns; other workers never wait on it.
-    if v_max_per_org is not null and p_claim_key is not null then
-        perform 1
-        from runlane.claim_receipts as c
-        where c.worker_id = p_worker and c.lanes = '{}'
-        for update;
-        if not found then
-            -- (the first bounded claim of this worker; a concurrent first claim inserting
-            -- the same row makes this insert wait for it, then do nothing)
-            insert into runlane.claim_receipts as c (worker_id, lanes, claim_key)
-            values (p_worker, '{}', gen_random_uuid())
-            on conflict (worker_id, lanes) do nothing;
-            if not found then
-                perform 1
-                from runlane.claim_receipts as c
-                where c.worker_id = p_worker and c.lanes = '{}'
-                for update;
-            end if;
-        end if;
+    -- A work-conserving bound needs the row only on the fair path (the idle statement
+    -- applies no bound): it is locked there, and an idle chat claim never waits for it.
+    if v_idle_bound is not null and p_claim_key is not null then
+        perform runlane._lock_worker_bound(p_worker);
     end if;
 
     -- GUARD: an idle queue, the chat latency that matters most. When every eligible run of
@@ -500,7 +516,7 @@ begin
             -- (only with a bound; runs_worker_running_idx, once per claim)
             select mine.org_id, count(*) as running
             from runlane.runs as mine
-            where v_max_per_org is not null
+            where v_idle_bound is not null
               and mine.lease_owner = p_worker
               and mine.state = 'running'
             group by mine.org_id
@@ -511,8 +527,8 @@ begin
                 select array_agg(o.run_id order by o.claim_class, o.round, o.run_id)
                 from ordered as o
                 left join held as h on h.org_id = o.org_id
-                where v_max_per_org is null
-                   or o.org_rank <= v_max_per_org - coalesce(h.running, 0)
+                where v_idle_bound is null
+                   or o.org_rank <= v_idle_bound - coalesce(h.running, 0)
             ), '{}'),
             lk.run_ids,
             lk.fences
@@ -545,6 +561,9 @@ begin
         v_orgs := '{}';
         v_computers := '{}';
         v_computers_taken := '{}';
+        if v_work_conserving and p_claim_key is not null then
+            perform runlane._lock_worker_bound(p_worker);  -- (the bound row: see above)
+        end if;
 
         -- GUARD: organizations already at their cap (a hint to skip their rows cheaply; the
         -- exact check comes after the organization locks below). Cost follows running rows.
@@ -597,7 +616,28 @@ begin
             ) as mine;
         end if;
         v_skip_window := coalesce(current_setting('runlane.claim_skip_window', true), '') = 'on';
-        for v_attempt in 1..4 loop
+        -- (up to 4 reads per pass; a work-conserving bound may add a second pass, below)
+        for v_attempt in 1..8 loop
+            if v_pass_two then
+                -- GUARD: the work-conserving bound (runlane.max_per_org_mode =
+                -- work_conserving, the worker's). The bound exists for fairness: it binds
+                -- only while an organization within its room has runs waiting. The pass
+                -- above applied it: every eligible run of an organization within its room
+                -- on this worker came first (as far as the page and the other claimers'
+                -- locks allowed). The page still has room and the bound held runs back:
+                -- nothing within its room waits any more, so this pass reads and locks
+                -- for the rest of the page without the bound, round robin as always
+                -- (organizations at their bound among themselves). A lone organization's
+                -- backlog is then claimed as far as the page (and the worker's memory
+                -- admission, which sizes the claims) allows, never held at the bound.
+                v_pass_two := false;
+                v_max_per_org := null;
+                v_last_attempt := v_attempt + 3;
+                v_tried := v_tried || v_lock_candidates || v_locked;
+                v_target := 2 * (p_limit - cardinality(v_locked)) + 8;
+                v_scanned_orgs_0 := null;
+                v_scanned_orgs_1 := null;
+            end if;
             v_candidates := '{}';
             v_candidate_orgs := '{}';
             v_bounded_orgs := '{}';
@@ -621,6 +661,7 @@ begin
                     ) as o
                     group by o.org_id
                 ) as u;
+                v_bound_cut := v_bound_cut or cardinality(v_bounded_orgs) > 0;
             end if;
             v_later_known := false;
             foreach v_class in array array[0, 1]::smallint[] loop
@@ -898,7 +939,14 @@ begin
                 v_candidate_orgs := v_candidate_orgs || v_class_orgs[1:v_need];
             end loop;
 
-            exit when cardinality(v_candidates) = 0;
+            if cardinality(v_candidates) = 0 then
+                -- (nothing more to read in this pass; a work-conserving bound that held
+                -- runs back reads on without it, for the rest of the page)
+                v_pass_two := v_work_conserving and v_max_per_org is not null and v_bound_cut
+                    and cardinality(v_locked) < p_limit;
+                exit when not v_pass_two;
+                continue;
+            end if;
 
             -- GUARD: with the bound, only each organization's first candidates up to its room
             -- on this worker are locked (the rest wait, untried, for a later read of this
@@ -920,6 +968,8 @@ begin
                         row_number() over (partition by u.org_id order by u.position) as org_rank
                     from unnest(v_candidates, v_candidate_orgs) with ordinality as u (run_id, org_id, position)
                 ) as c;
+                v_bound_cut := v_bound_cut or v_read_cut
+                    or cardinality(v_lock_candidates) < cardinality(v_candidates);
             end if;
             v_taken := 0;
 
@@ -1113,10 +1163,16 @@ begin
             -- (short candidates are the whole queue for this worker, unless the bound held
             -- some of them back, or cut an organization's read at its room, and rows other
             -- claimers hold left room for them)
-            exit when cardinality(v_locked) >= p_limit
-                or cardinality(v_candidates) < v_target
-                   and (cardinality(v_lock_candidates) = cardinality(v_candidates) and not v_read_cut
-                        or v_taken >= cardinality(v_lock_candidates));
+            if cardinality(v_locked) >= p_limit
+               or cardinality(v_candidates) < v_target
+                  and (cardinality(v_lock_candidates) = cardinality(v_candidates) and not v_read_cut
+                       or v_taken >= cardinality(v_lock_candidates))
+               or v_attempt >= v_last_attempt then
+                v_pass_two := v_work_conserving and v_max_per_org is not null and v_bound_cut
+                    and cardinality(v_locked) < p_limit;
+                exit when not v_pass_two;
+                continue;
+            end if;
             v_tried := v_tried || v_lock_candidates;
             -- Concurrent claimers took more than the margin: read twice as far next time.
             -- (Workers starting together on one backlog race for its oldest runs; with a
