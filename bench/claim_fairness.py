@@ -22,8 +22,9 @@ N chat runs at once (each on its own thread; the echo agent writes ECHO_CHUNKS c
 waiting ECHO_DELAY s before each), and while the worker works through them organization
 org2 sends TRICKLE messages, one every TRICKLE_GAP s (submit_message, publish_run). Each
 trickle run's first response (first_response_at - the message's created_at) is measured
-with the worker's --max-per-org 0 (no bound: it takes the whole burst at once) and with
-the default bound, on fresh databases, alternating, REPEAT times each.
+with the worker's --max-per-org 0 (no bound: it takes the whole burst at once), with the
+default bound (work-conserving: the burst's organization is alone when it arrives) and
+with the default bound made strict, on fresh databases, alternating, REPEAT times each.
 
     python -m bench claim_fairness [--quick] [--runs N] [--orgs N] [--calls N] [--explain]
                                    [--burst N] [--burst-only]
@@ -57,8 +58,10 @@ BURST_TEMPLATE = "bench_fairness_burst_template"
 ECHO_CHUNKS, ECHO_DELAY = 3, 0.2
 TRICKLE, TRICKLE_GAP, REPEAT = 20, 0.1, 2
 DEFAULT_BOUND = str(WorkerConfig.max_per_org)
-BOUNDS = {"no bound (--max-per-org 0)": "0",
-          f"default bound (--max-per-org {DEFAULT_BOUND})": DEFAULT_BOUND}
+BOUNDS = {"no bound (--max-per-org 0)": ["--max-per-org", "0"],
+          f"default bound (--max-per-org {DEFAULT_BOUND})": ["--max-per-org", DEFAULT_BOUND],
+          "strict bound (--max-per-org-strict)": ["--max-per-org", DEFAULT_BOUND,
+                                                  "--max-per-org-strict"]}
 
 LANES = {"both lanes": ["interactive", "background"], "interactive lane": ["interactive"]}
 
@@ -118,13 +121,13 @@ def explain(dsn: str, lanes: list[str]) -> list[str]:
     return [f"      {ms:8.3f} ms  {q[:100]}" for ms, q in sorted(found, key=lambda f: -f[0])[:6]]
 
 
-def burst_case(pg, burst: int, bound: str) -> list[float]:
+def burst_case(pg, burst: int, bound: list[str]) -> list[float]:
     """First responses (ms) of org2's trickle while one worker serves org1's burst."""
     from bench.runner_latency import Worker  # a real `runlane worker` process
 
     name = f"bench_fairness_burst_{uuid.uuid4().hex[:6]}"
     dsn = _common.create_database(pg, name, template=BURST_TEMPLATE)
-    worker = Worker(dsn, ECHO_CHUNKS, ECHO_DELAY, "--max-per-org", bound)
+    worker = Worker(dsn, ECHO_CHUNKS, ECHO_DELAY, *bound)
     try:
         worker.wait_ready()
         with psycopg.connect(dsn, autocommit=True) as conn:

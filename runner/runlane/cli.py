@@ -216,10 +216,15 @@ def migrate_cmd(dsn: str, to: int | None, lock_timeout: float) -> None:
 @click.option("--pool-size", type=int, default=10, show_default=True,
               help="Database connections per lane for run work (not a run cap).")
 @click.option("--max-per-org", type=click.IntRange(0, 1_000_000), default=200, show_default=True,
-              help="At most this many runs of one organization in flight on this worker, so "
-                   "one organization's burst leaves room for the others' (0: no bound). "
-                   "Keep it at least twice the largest claim page (10 x --claim-batch), "
-                   "or one organization's backlog is claimed in part pages.")
+              help="At most this many runs of one organization in flight on this worker "
+                   "while another organization within its bound has runs waiting, so one "
+                   "organization's burst leaves the others the first places; a lone "
+                   "organization is limited by memory admission alone (0: no bound).")
+@click.option("--max-per-org-strict", is_flag=True, default=False,
+              help="The --max-per-org bound binds always, a lone organization included "
+                   "(for a worker whose limit is not memory). Keep it at least twice the "
+                   "largest claim page (10 x --claim-batch), or one organization's backlog "
+                   "is claimed in part pages.")
 @click.option("--maintenance/--no-maintenance", default=True, show_default=True,
               help="Take part in the maintenance leader election.")
 @click.option("--tick-interval", type=float, default=5.0, show_default=True)
@@ -253,7 +258,8 @@ def worker_cmd(dsn: str, lanes: tuple[str, ...], agent_spec: str, worker_id: str
                shutdown_grace: float, memory_buffer_mb: int, memory_probe: str | None,
                lease: float, scan_interval: float, fast_scan_interval: float,
                scan_only: bool, claim_batch: int, pool_size: int,
-               max_per_org: int, maintenance: bool, tick_interval: float,
+               max_per_org: int, max_per_org_strict: bool, maintenance: bool,
+               tick_interval: float,
                queue_delay_interval: float, queue_delay_threshold: float, leader_retry: float,
                leader_ttl: float | None, notify_queue_warn: float, retention: str | None,
                deliveries: str,
@@ -288,7 +294,7 @@ def worker_cmd(dsn: str, lanes: tuple[str, ...], agent_spec: str, worker_id: str
         memory_probe=memory_probe, lease=lease, scan_interval=scan_interval,
         fast_scan_interval=fast_scan_interval, fast_scan_from=notify_queue_warn,
         scan_only=scan_only, claim_batch=claim_batch, pool_size=pool_size,
-        max_per_org=max_per_org,
+        max_per_org=max_per_org, max_per_org_strict=max_per_org_strict,
         maintenance=maintenance_config if maintenance else None)
     if metrics_port is not None:
         from .metrics import Metrics

@@ -164,10 +164,10 @@ def test_a_crash_that_loses_the_losers_commit_loses_nothing():
             loser.execute("begin")
             assert loser.execute(CLAIM, worker_claim("w-loser", key=loser_key)
                                  ).fetchall() == []
-            # the loser's first claim created its receipt and its bound's row: the writes
-            # the crash will take
+            # the loser's first claim created its receipt: the write the crash will take (an
+            # idle claim under the worker's work-conserving bound locks no bound row)
             assert loser.execute("select count(*) from runlane.claim_receipts "
-                                 "where worker_id = 'w-loser'").fetchone()[0] == 2
+                                 "where worker_id = 'w-loser'").fetchone()[0] == 1
             winner.execute("commit")  # flushed
             loser.execute("commit")  # not flushed: WAL buffers only
             unwritten = loser.execute(

@@ -134,7 +134,9 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane._queue_delay(interval,timestamp with time zone,text)": NOBODY,
     "runlane._claim_idempotency_key(text,text,text,bytea)": NOBODY,
     "runlane._stream_token(bigint)": NOBODY,
+    "runlane._lock_worker_bound(text)": NOBODY,
     "runlane._max_per_org()": NOBODY,
+    "runlane._max_per_org_work_conserving()": NOBODY,
     "runlane._commit_empty_claim_without_flush()": NOBODY,
     "runlane._budget_exhausted(text,text,timestamp with time zone)": NOBODY,
     "runlane._record_charge(runlane.runs,numeric,timestamp with time zone)": NOBODY,
@@ -182,6 +184,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane._check_instant(text,timestamp with time zone)": NOBODY,
     "runlane._tick_failed(runlane.agents,timestamp with time zone,text)": NOBODY,
     "runlane.tg_agents__schedule()": NOBODY,
+    "runlane.tg_platform_settings__claim_lock()": NOBODY,
     "runlane.tg_platform_settings__timezone()": NOBODY,
     "runlane.tg_users__timezone()": NOBODY,
 }

@@ -1,6 +1,6 @@
 """The table locks `runlane migrate` takes up front for each migration (issue 17).
 
-Every released migration (0001-0018) is classified (none falls back to taking its locks as its
+Every released migration (0001-0020) is classified (none falls back to taking its locks as its
 statements come), and on a real database at the version before it, each one locks exactly
 the existing tables it touches, in sorted order, in the strongest mode it needs there.
 A lock held by another session is waited for in short attempts until --lock-timeout,
@@ -56,6 +56,7 @@ EXPECTED = {
     16: [("runlane.messages", AE), ("runlane.runs", AE)],   # a key between them, DROP INDEX
     17: [("runlane.runs", AE)],   # CREATE INDEX (SHARE) then DROP INDEX
     18: [("runlane.runs", AE)],   # CREATE INDEX (SHARE) then DROP INDEX runs_claim_order_idx
+    19: [],   # a new table, filled from platform_settings (read, not locked)
     20: [("runlane.api_scopes", AE), ("runlane.platform_settings", SRE)],  # its key; DROP TABLE
 }
 

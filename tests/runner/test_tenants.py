@@ -5,7 +5,8 @@ A login limited to organization A (`runlane.scope_api_login`, `runlane grant-log
 object gets for organization B's agents, runs and owners, and works as before on its
 own; run_now returns no prompt; a login with no runlane grant that LISTENs on
 runlane_outputs learns no run id; claim_runs holds one worker to runlane.max_per_org
-running runs of one organization, and a real worker with --max-per-org stays within it.
+running runs of one organization, and a real worker with --max-per-org-strict stays within
+it.
 """
 
 from __future__ import annotations
@@ -423,11 +424,12 @@ def test_claim_runs_holds_a_worker_to_its_bound_per_organization(conn, tenants):
     assert err.value.sqlstate == "22023"
 
 
-def test_a_worker_with_max_per_org_keeps_that_many_of_one_organization_in_flight(
+def test_a_worker_with_a_strict_max_per_org_keeps_that_many_of_one_organization_in_flight(
         conn, workers):
     conn.execute("select runlane_test.agent('agent-a', 'org-a')")
     runs = _queue_chat(conn, "agent-a", 24)
-    worker = workers("--agent", "stream_agent:agent", "--max-per-org", "3", "--no-maintenance",
+    worker = workers("--agent", "stream_agent:agent", "--max-per-org", "3", "--max-per-org-strict",
+                     "--no-maintenance",
                      env={"STREAM_AGENT_CHUNKS": "3", "STREAM_AGENT_DELAY": "0.05"})
     most = 0
 

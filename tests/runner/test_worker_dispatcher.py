@@ -1,7 +1,7 @@
 """runlane.worker.dispatcher against a real PostgreSQL: one lane's passes and pages. A
 wake-up during a pass marks exactly one more pass; a full page doubles the next; the
-page budget running out marks one more pass; the worker's max_per_org bound holds, and a
-run ending while a claim the bound cut is on the wire marks one more pass; a broken claim
+page budget running out marks one more pass; the worker's strict max_per_org bound holds,
+and a run ending while a claim the bound cut is on the wire marks one more pass; a broken claim
 connection is replaced."""
 
 from __future__ import annotations
@@ -99,7 +99,8 @@ def test_a_page_the_bound_cut_ends_the_pass_and_keeps_its_size(conn, db_dsn):
     _queue(conn, 10)
 
     async def scenario() -> tuple[int, int, int]:
-        options = {"claim_batch": 2, "claim_batch_max": 20, "max_per_org": 3}
+        options = {"claim_batch": 2, "claim_batch_max": 20, "max_per_org": 3,
+                   "max_per_org_strict": True}
         async with dispatcher(db_dsn, **options) as (lane, started):
             await lane.pass_once()
             return lane.claim_queries, len(started), lane.claim_size
@@ -123,7 +124,7 @@ def test_the_worker_holds_at_most_max_per_org_runs_of_one_organization(conn, db_
     quiet = _queue(conn, 2, "org-quiet")
 
     async def scenario() -> list[str]:
-        async with dispatcher(db_dsn, max_per_org=2) as (lane, started):
+        async with dispatcher(db_dsn, max_per_org=2, max_per_org_strict=True) as (lane, started):
             await lane.pass_once()
             await lane.pass_once()  # the bound still holds on the next pass
             return sorted(run.org_id for run in started)
@@ -189,7 +190,8 @@ def test_a_run_ending_while_a_claim_cut_by_the_bound_is_sent_marks_one_more_pass
     agent = Gated()
 
     async def scenario() -> tuple[list[bool], list[int], dict[str, int]]:
-        options = {"worker_id": "w-bound", "scan_interval": 3600, "max_per_org": 2}
+        options = {"worker_id": "w-bound", "scan_interval": 3600, "max_per_org": 2,
+                   "max_per_org_strict": True}
         async with database(db_dsn, **options) as db:
             supervisor, lane = _one_pass(db_dsn, db, agent, Timings(), **options)
             marked = []

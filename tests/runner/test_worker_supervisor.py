@@ -98,7 +98,8 @@ def test_a_run_of_an_organization_a_claim_cut_at_the_bound_wakes_every_lane(conn
     async def cut(run: RunHandle, supervisor: Supervisor, spawned: list) -> None:
         # The claim that brought this run brought its organization to the bound (1).
         assert supervisor.bound.after_claim({}, [run.org_id]) == (True, False)
-    _, _, _, woken = _supervise(db_dsn, row, agent, cut, max_per_org=1)
+    _, _, _, woken = _supervise(db_dsn, row, agent, cut, max_per_org=1,
+                                max_per_org_strict=True)
     assert woken == 1
 
 
@@ -109,7 +110,8 @@ def test_a_run_ending_under_its_organizations_bound_wakes_no_lane(conn, db_dsn):
 
     async def under(run: RunHandle, supervisor: Supervisor, spawned: list) -> None:
         assert supervisor.bound.after_claim({}, [run.org_id]) == (False, False)
-    _, _, _, woken = _supervise(db_dsn, row, agent, under, max_per_org=2)
+    _, _, _, woken = _supervise(db_dsn, row, agent, under, max_per_org=2,
+                                max_per_org_strict=True)
     assert woken == 0  # nothing was left queued by the bound: a notification announces more
 
 

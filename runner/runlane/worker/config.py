@@ -41,14 +41,19 @@ class WorkerConfig:
     claim_batch_max: int = 0  # 0: 10 x claim_batch; pages grow while they come back full
     max_pages: int = 50
     pool_size: int = 10
-    # At most this many runs of one organization in flight on this worker (claim_runs
-    # reads it as the session setting runlane.max_per_org of the claim connections):
-    # one organization's burst leaves room for the others'. 0: no bound. Twice the
-    # largest claim page by default, so a one-organization backlog is claimed in full
-    # pages while the last page still runs or finishes: a bound of one page cut every
-    # claim to what the last finish had freed, about half a page, and each run paid
-    # twice the claim's fixed cost (durable_compare, session 13).
+    # At most this many runs of one organization in flight on this worker while another
+    # organization within its room has runs waiting (claim_runs reads it as the session
+    # setting runlane.max_per_org of the claim connections, work-conserving): one
+    # organization's burst leaves the others the first places, and a lone organization is
+    # limited by memory admission alone. 0: no bound. Twice the largest claim page by
+    # default, so with a strict bound a one-organization backlog is still claimed in full
+    # pages while the last page runs or finishes (a bound of one page cut every claim to
+    # what the last finish had freed, about half a page: durable_compare, session 13).
     max_per_org: int = 200
+    # The bound binds always (runlane.max_per_org_mode = strict), a lone organization
+    # included: for a worker whose limit is not memory (a shared connection pool, a
+    # CPU-bound agent), at the cost of runs left queued while the worker has room.
+    max_per_org_strict: bool = False
     admission_retry: float = 0.5
     maintenance: MaintenanceConfig | None = field(default_factory=MaintenanceConfig)
     # False in embedded mode: no LISTEN connection; whoever commits a run in the same

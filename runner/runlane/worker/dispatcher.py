@@ -18,9 +18,12 @@ Guarantees:
   in flight ends: other claimers may have held the rest of a backlog);
   after max_pages full pages the lane is marked for one more pass;
 - the claim connection carries this worker's max_per_org bound (runlane.max_per_org,
-  read by claim_runs): the database decides which runs may start; each claim is reported
-  to the worker's OrgBound (supervisor.py), which marks the lane for one more pass when a
-  run of an organization the claim may have cut ended while it was on the wire;
+  read by claim_runs; work-conserving unless max_per_org_strict): the database decides
+  which runs may start; under a strict bound each claim is reported to the worker's
+  OrgBound (supervisor.py), which marks the lane for one more pass when a run of an
+  organization the claim may have cut ended while it was on the wire (a work-conserving
+  claim fills its page past the bound when nothing within its room waits: a short page
+  is a drained queue);
 - a claim whose connection broke is resent with the SAME claim key on a fresh connection
   (for up to half a lease), so a lost reply returns the runs it claimed instead of
   leaving them to their lease;
@@ -71,11 +74,15 @@ select * from runlane.claim_runs(
 """
 RUN_TIMING = "select runlane.run_timing(p_run_id => %(run_id)s::bigint) as timing"
 # The claim connection's session: the per-worker organization bound claim_runs reads
-# (runlane._max_per_org), and that each claim on it is a transaction of its own (the
+# (runlane._max_per_org), work-conserving (it binds only while an organization within its
+# room has runs waiting), and that each claim on it is a transaction of its own (the
 # connection is in autocommit), so a claim that took nothing, holding row locks only,
 # commits without waiting for its WAL flush (runlane._commit_empty_claim_without_flush).
 CLAIM_SESSION = ("select set_config('runlane.max_per_org', %(bound)s::text, false), "
+                 "set_config('runlane.max_per_org_mode', 'work_conserving', false), "
                  "set_config('runlane.autocommit_claims', 'on', false)")
+# --max-per-org-strict: the bound binds always, a lone organization included.
+STRICT_BOUND = "select set_config('runlane.max_per_org_mode', 'strict', false)"
 # The batched read (sql/functions/runner): a claimed page's messages in one call.
 RUN_MESSAGES_MANY = """
 select run_id, message_id, body, created_at from runlane.run_messages_many(
@@ -304,6 +311,8 @@ class LaneDispatcher:
                     configure_connection(conn)
                     await conn.execute(
                         CLAIM_SESSION, {"bound": str(max(0, self.config.max_per_org))})
+                    if self.config.max_per_org_strict:
+                        await conn.execute(STRICT_BOUND)
                 cur = await conn.execute(CLAIM, params)
                 return await cur.fetchall()
             except psycopg.Error as exc:

@@ -6,9 +6,18 @@
 -- * A run whose computer has a live lease held by another run is not touched: no lock
 --   kept, no attempt counted; unrelated runs behind it are claimed.
 -- * An organization never has more running background runs than its
---   agent_max_concurrency, however many workers claim at once: the organization's
---   settings row is locked before its running runs are counted, so the count is taken
---   in a snapshot that already sees every concurrent claim that committed before us.
+--   agent_max_concurrency, however many workers claim at once: the organization's claim
+--   lock (its row in runlane.org_claim_locks) is locked before its running runs are
+--   counted, so the count is taken in a snapshot that already sees every concurrent
+--   claim that committed before us.
+-- * A claim never waits for a lock an API login can hold. The claim lock is a row only
+--   claim_runs locks (no role has a privilege on its table): claimers of one organization
+--   wait for each other, briefly, never for a transaction left open after put_org (which
+--   locks the platform_settings row), put_agent or run_now. Every other row the claim
+--   reads that such a transaction can lock (platform_settings, agents, users, messages)
+--   is read without a lock; runs are locked SKIP LOCKED (a run an open transaction
+--   holds stays queued for a later claim; the others are claimed now); the rest it locks
+--   or writes (claim_receipts, computer_leases, run_events) is written by workers only.
 --   An organization that reaches its cap within the claim leaves no hole in the page:
 --   its runs beyond its room are left queued (locks only) and the claim locks other
 --   candidates in their places.
@@ -61,6 +70,16 @@
 --   A keyed claim under the bound first locks the worker's bound row (claim_receipts,
 --   lanes '{}'), so a worker's lanes, each on its own connection, claim one at a time and
 --   together hold the bound too (unkeyed claims, for schemas before 0004, do not).
+-- * The bound is strict unless the session says runlane.max_per_org_mode =
+--   work_conserving (the worker's default). Work-conserving, it binds only while an
+--   organization within its room on this worker has runs waiting in the claim's lanes:
+--   the claim takes those first, as above, and when the page still has room and the
+--   bound held runs back, reads on without the bound for the rest of the page (round
+--   robin, organizations over their bound among themselves). A lone organization is then
+--   limited by the page sizes the worker's memory admission lets it ask for, never by
+--   the bound; one that bursts while others wait still leaves them the first places. An
+--   idle claim (every eligible run fits) applies no work-conserving bound at all (no run
+--   waits after it) and does not lock the bound row.
 -- * Each claimed run gets fence + 1, attempts + 1, a lease of p_lease, its computer lease
 --   in the same transaction, and first_started_at once, after computer ownership. After
 --   a failover the fence is at least the promoted server's floor (runlane._fence_floor):
@@ -229,6 +248,13 @@ declare
     v_skipped bigint[] := '{}';
     v_skip_window boolean;
     v_eligible boolean;
+    v_lock_rows int;
+    v_mode text;
+    v_work_conserving boolean := false;
+    v_idle_bound int;
+    v_bound_cut boolean := false;
+    v_pass_two boolean := false;
+    v_last_attempt int := 4;
 begin
     -- GUARD: a login limited to one organization never claims (runlane.api_logins).
     perform runlane._refuse_scoped_worker();
@@ -387,6 +413,20 @@ begin
         when coalesce(current_setting('runlane.max_per_org', true), '') <> ''
             then runlane._max_per_org()
     end;
+    -- How it binds (runlane.max_per_org_mode): strict (unset) or work_conserving (the
+    -- worker's: see the fair path below). A plain value is read here, anything else by
+    -- the function.
+    if v_max_per_org is not null then
+        v_mode := current_setting('runlane.max_per_org_mode', true);
+        v_work_conserving := case
+            when v_mode = 'work_conserving' then true
+            when coalesce(v_mode, '') in ('', 'strict') then false
+            else runlane._max_per_org_work_conserving()
+        end;
+    end if;
+    -- (the idle statement below takes every eligible run: a work-conserving bound binds
+    -- only while runs wait after the claim, and after an idle claim none does)
+    v_idle_bound := case when not v_work_conserving then v_max_per_org end;
 
     -- GUARD: the bound holds across the worker's lanes. Each lane claims on its own
     -- connection, and a claim counts the worker's running runs without another lane's
@@ -395,24 +435,10 @@ begin
     -- claim_receipts (lanes '{}', after its own lane's row: one order for every lane), and
     -- the counts below, later statements, see whatever claim of the worker committed while
     -- it waited. The worker's bounded claims take turns; other workers never wait on it.
-    if v_max_per_org is not null and p_claim_key is not null then
-        perform 1
-        from runlane.claim_receipts as c
-        where c.worker_id = p_worker and c.lanes = '{}'
-        for update;
-        if not found then
-            -- (the first bounded claim of this worker; a concurrent first claim inserting
-            -- the same row makes this insert wait for it, then do nothing)
-            insert into runlane.claim_receipts as c (worker_id, lanes, claim_key)
-            values (p_worker, '{}', gen_random_uuid())
-            on conflict (worker_id, lanes) do nothing;
-            if not found then
-                perform 1
-                from runlane.claim_receipts as c
-                where c.worker_id = p_worker and c.lanes = '{}'
-                for update;
-            end if;
-        end if;
+    -- A work-conserving bound needs the row only on the fair path (the idle statement
+    -- applies no bound): it is locked there, and an idle chat claim never waits for it.
+    if v_idle_bound is not null and p_claim_key is not null then
+        perform runlane._lock_worker_bound(p_worker);
     end if;
 
     -- GUARD: an idle queue, the chat latency that matters most. When every eligible run of
@@ -494,7 +520,7 @@ begin
             -- (only with a bound; runs_worker_running_idx, once per claim)
             select mine.org_id, count(*) as running
             from runlane.runs as mine
-            where v_max_per_org is not null
+            where v_idle_bound is not null
               and mine.lease_owner = p_worker
               and mine.state = 'running'
             group by mine.org_id
@@ -505,8 +531,8 @@ begin
                 select array_agg(o.run_id order by o.claim_class, o.round, o.run_id)
                 from ordered as o
                 left join held as h on h.org_id = o.org_id
-                where v_max_per_org is null
-                   or o.org_rank <= v_max_per_org - coalesce(h.running, 0)
+                where v_idle_bound is null
+                   or o.org_rank <= v_idle_bound - coalesce(h.running, 0)
             ), '{}'),
             lk.run_ids,
             lk.fences
@@ -539,6 +565,9 @@ begin
         v_orgs := '{}';
         v_computers := '{}';
         v_computers_taken := '{}';
+        if v_work_conserving and p_claim_key is not null then
+            perform runlane._lock_worker_bound(p_worker);  -- (the bound row: see above)
+        end if;
 
         -- GUARD: organizations already at their cap (a hint to skip their rows cheaply; the
         -- exact check comes after the organization locks below). Cost follows running rows.
@@ -591,7 +620,28 @@ begin
             ) as mine;
         end if;
         v_skip_window := coalesce(current_setting('runlane.claim_skip_window', true), '') = 'on';
-        for v_attempt in 1..4 loop
+        -- (up to 4 reads per pass; a work-conserving bound may add a second pass, below)
+        for v_attempt in 1..8 loop
+            if v_pass_two then
+                -- GUARD: the work-conserving bound (runlane.max_per_org_mode =
+                -- work_conserving, the worker's). The bound exists for fairness: it binds
+                -- only while an organization within its room has runs waiting. The pass
+                -- above applied it: every eligible run of an organization within its room
+                -- on this worker came first (as far as the page and the other claimers'
+                -- locks allowed). The page still has room and the bound held runs back:
+                -- nothing within its room waits any more, so this pass reads and locks
+                -- for the rest of the page without the bound, round robin as always
+                -- (organizations at their bound among themselves). A lone organization's
+                -- backlog is then claimed as far as the page (and the worker's memory
+                -- admission, which sizes the claims) allows, never held at the bound.
+                v_pass_two := false;
+                v_max_per_org := null;
+                v_last_attempt := v_attempt + 3;
+                v_tried := v_tried || v_lock_candidates || v_locked;
+                v_target := 2 * (p_limit - cardinality(v_locked)) + 8;
+                v_scanned_orgs_0 := null;
+                v_scanned_orgs_1 := null;
+            end if;
             v_candidates := '{}';
             v_candidate_orgs := '{}';
             v_bounded_orgs := '{}';
@@ -615,6 +665,7 @@ begin
                     ) as o
                     group by o.org_id
                 ) as u;
+                v_bound_cut := v_bound_cut or cardinality(v_bounded_orgs) > 0;
             end if;
             v_later_known := false;
             foreach v_class in array array[0, 1]::smallint[] loop
@@ -892,7 +943,14 @@ begin
                 v_candidate_orgs := v_candidate_orgs || v_class_orgs[1:v_need];
             end loop;
 
-            exit when cardinality(v_candidates) = 0;
+            if cardinality(v_candidates) = 0 then
+                -- (nothing more to read in this pass; a work-conserving bound that held
+                -- runs back reads on without it, for the rest of the page)
+                v_pass_two := v_work_conserving and v_max_per_org is not null and v_bound_cut
+                    and cardinality(v_locked) < p_limit;
+                exit when not v_pass_two;
+                continue;
+            end if;
 
             -- GUARD: with the bound, only each organization's first candidates up to its room
             -- on this worker are locked (the rest wait, untried, for a later read of this
@@ -914,6 +972,8 @@ begin
                         row_number() over (partition by u.org_id order by u.position) as org_rank
                     from unnest(v_candidates, v_candidate_orgs) with ordinality as u (run_id, org_id, position)
                 ) as c;
+                v_bound_cut := v_bound_cut or v_read_cut
+                    or cardinality(v_lock_candidates) < cardinality(v_candidates);
             end if;
             v_taken := 0;
 
@@ -1107,10 +1167,16 @@ begin
             -- (short candidates are the whole queue for this worker, unless the bound held
             -- some of them back, or cut an organization's read at its room, and rows other
             -- claimers hold left room for them)
-            exit when cardinality(v_locked) >= p_limit
-                or cardinality(v_candidates) < v_target
-                   and (cardinality(v_lock_candidates) = cardinality(v_candidates) and not v_read_cut
-                        or v_taken >= cardinality(v_lock_candidates));
+            if cardinality(v_locked) >= p_limit
+               or cardinality(v_candidates) < v_target
+                  and (cardinality(v_lock_candidates) = cardinality(v_candidates) and not v_read_cut
+                       or v_taken >= cardinality(v_lock_candidates))
+               or v_attempt >= v_last_attempt then
+                v_pass_two := v_work_conserving and v_max_per_org is not null and v_bound_cut
+                    and cardinality(v_locked) < p_limit;
+                exit when not v_pass_two;
+                continue;
+            end if;
             v_tried := v_tried || v_lock_candidates;
             -- Concurrent claimers took more than the margin: read twice as far next time.
             -- (Workers starting together on one backlog race for its oldest runs; with a
@@ -1138,13 +1204,45 @@ begin
             v_accepted := v_locked;
         else
             -- GUARD: serialize background claims per organization, in a fixed order (no
-            -- deadlocks). FOR NO KEY UPDATE leaves foreign-key checks of new runs unblocked.
+            -- deadlocks), on the organization's row in runlane.org_claim_locks: a row only
+            -- claim_runs locks (no role has a privilege on the table, no other function
+            -- locks it). So claimers of one organization wait for each other, briefly, and
+            -- the count below is exact, while an API transaction left open on the
+            -- organization (put_org locks its platform_settings row, put_agent its agent
+            -- rows, run_now its agent) never holds up a claim: the claim reads those rows
+            -- without a lock. Not SKIP LOCKED: a claim that skipped an organization another
+            -- claimer holds would leave its runs queued until the next scan or notification
+            -- (a short page ends the worker's pass), a background latency cost among
+            -- claimers for nothing. A row missing (an organization created before its
+            -- trigger was in place) is added first, in the same order, then locked.
             if cardinality(v_orgs) > 0 then
-                perform 1
-                from runlane.platform_settings as s
-                where s.org_id = any(v_orgs)
-                order by s.org_id
-                for no key update;
+                if to_regclass('runlane.org_claim_locks') is null then
+                    -- (a schema before 0019: the organization's settings row, as then)
+                    perform 1
+                    from runlane.platform_settings as s
+                    where s.org_id = any(v_orgs)
+                    order by s.org_id
+                    for no key update;
+                else
+                    perform 1
+                    from runlane.org_claim_locks as l
+                    where l.org_id = any(v_orgs)
+                    order by l.org_id
+                    for update;
+                    get diagnostics v_lock_rows = row_count;
+                    if v_lock_rows < (select count(distinct o.org_id) from unnest(v_orgs) as o (org_id)) then
+                        insert into runlane.org_claim_locks as l (org_id)
+                        select distinct o.org_id
+                        from unnest(v_orgs) as o (org_id)
+                        order by o.org_id
+                        on conflict (org_id) do nothing;
+                        perform 1
+                        from runlane.org_claim_locks as l
+                        where l.org_id = any(v_orgs)
+                        order by l.org_id
+                        for update;
+                    end if;
+                end if;
             end if;
 
             -- A new statement, a new snapshot: running counts now include every claim that

@@ -65,6 +65,8 @@ begin
                       || 'manages only that organization.';
     end if;
 
+    -- (FOR NO KEY UPDATE: agent_id never changes, and a stronger lock would hold up the
+    -- foreign-key checks of the agent's runs' writes until this transaction ends)
     select * into v_row from runlane.agents as a
     where a.agent_id = p_agent_id and (v_scope is null or a.org_id = v_scope)
     for no key update;

@@ -11,10 +11,10 @@
 --   other organization id, existing or not, answers RL008 with one message, before any
 --   organization is read, so nothing leaks by existence.
 -- * Concurrent calls for a new id: one creates, the others patch (insert … on conflict).
--- * The row is locked `for no key update`, never `for update`: a call left open in a slow
---   request blocks only other patches of the organization, never the foreign-key checks
---   of new runs and messages (the scheduler's tick, another organization's run_now) nor
---   a claim (claims serialize on runlane.org_claim_locks, which no API function locks).
+-- * Its transaction, left open, holds up only other put_org calls of the organization:
+--   the row is locked FOR NO KEY UPDATE, so the organization's runs and messages are
+--   still written, and claims never lock it (claim_runs serializes on
+--   runlane.org_claim_locks).
 create or replace function runlane.put_org(p_org_id text, p_patch jsonb default '{}')
 returns runlane.platform_settings
 language plpgsql
@@ -46,6 +46,9 @@ begin
 
     insert into runlane.platform_settings (org_id) values (p_org_id)
     on conflict (org_id) do nothing;
+    -- (FOR NO KEY UPDATE: the key never changes, and a stronger lock would hold up, until
+    -- this transaction ends, every write whose foreign-key check reads the row: a run's
+    -- update that checks its keys, a new run or message of the organization)
     select * into strict v_row from runlane.platform_settings as s
     where s.org_id = p_org_id for no key update;
 

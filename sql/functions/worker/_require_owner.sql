@@ -96,9 +96,12 @@ begin
     end if;
 
     -- GUARD: a number above the last applied one + 1 skips ahead: refused, nothing written.
-    if p_seq is not null
-        and p_seq > coalesce(case when v_run.write_fence = p_fence then v_run.write_seq end, 0) + 1 then
-        perform runlane._refuse_write_number(v_run, p_fence, p_seq);
+    -- (Nested: an unnumbered write on a schema before 0004, which has no write_fence
+    -- column, never reads it.)
+    if p_seq is not null then
+        if p_seq > coalesce(case when v_run.write_fence = p_fence then v_run.write_seq end, 0) + 1 then
+            perform runlane._refuse_write_number(v_run, p_fence, p_seq);
+        end if;
     end if;
 
     -- A sequenced write is recorded as applied here, in the write's own transaction (a
