@@ -137,6 +137,6 @@ def test_an_open_put_org_of_one_organization_never_stalls_another_organizations_
     finally:
         open_request.rollback()
         open_request.close()
-        conn.execute("delete from runlane.api_scopes")
+        conn.execute("delete from runlane.api_logins")
         conn.execute(f'drop role "{login}"')
         conn.commit()
