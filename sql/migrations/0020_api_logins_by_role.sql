@@ -9,8 +9,13 @@
 -- * Carried over without changing anyone's access: every scope keeps its organization
 --   (for the role that has its name now), and every login that holds runlane_api today,
 --   directly or through another role, and has no scope gets an unscoped row. Superusers
---   get none (they act unscoped anyway). Scopes of names no role has are dropped: they
---   limited nobody.
+--   get none (they act unscoped anyway). Scopes of names no role has are not carried:
+--   they limited nobody.
+-- * runlane.api_scopes stays, unread by the functions installed with this migration:
+--   sessions still running the functions of the schema before (between this commit and
+--   the functions' reinstall, or a rolling upgrade's older processes) keep reading their
+--   scopes there instead of failing or, if it were gone, acting unscoped. A later
+--   contract step drops it.
 create table runlane.api_logins (
     role_oid oid primary key,
     org_id text references runlane.platform_settings (org_id),
@@ -43,4 +48,6 @@ where
         where l.role_oid = r.oid
     );
 
-drop table runlane.api_scopes;
+comment on table runlane.api_scopes is
+'Superseded by runlane.api_logins (0020); kept for the functions of schemas before it, '
+'which read it during an upgrade. Written by nothing.';

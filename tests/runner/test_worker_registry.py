@@ -8,6 +8,7 @@ import asyncio
 from worker_helpers import wait_until
 from worker_parts import config
 
+from runlane import log
 from runlane.worker.db import Database
 from runlane.worker.registry import Registry
 
@@ -41,6 +42,8 @@ def test_a_worker_registers_with_its_lanes_and_is_marked_stopped_at_the_end(db_d
 
 
 def test_a_refused_registration_is_logged_and_never_raised(db_dsn, conn, capsys):
+    log.configure()  # a worker's own set-up: lines to stdout (another test may have moved them)
+
     async def scenario() -> None:
         cfg = config(db_dsn, worker_id="w-bad", lanes=["no-such-lane"])
         db = Database(cfg)

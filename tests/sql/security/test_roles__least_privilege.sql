@@ -111,7 +111,9 @@ select set_eq(
         'lane_status', 'org_status', 'agent_schedules', 'timing_summary', 'agent_journal',
         'superseded_through', 'run_detail',
         'lane_minutes', 'queue_delay_status', 'owner_spend', 'agent_last_runs',
-        'lane_overview', 'agent_page'
+        'lane_overview', 'agent_page',
+        -- a stream follower reads it to poll fast while notifications cannot be trusted
+        'notify_queue_usage'
     ],
     'the api role executes exactly the client functions'
 );
