@@ -57,7 +57,8 @@ EXPECTED = {
     17: [("runlane.runs", AE)],   # CREATE INDEX (SHARE) then DROP INDEX
     18: [("runlane.runs", AE)],   # CREATE INDEX (SHARE) then DROP INDEX runs_claim_order_idx
     19: [],   # a new table, filled from platform_settings (read, not locked)
-    20: [("runlane.api_scopes", SHARE_UPDATE_EXCLUSIVE), ("runlane.platform_settings", SRE)],  # a key; COMMENT
+    # COMMENT ON the superseded table; a foreign key to the organizations
+    20: [("runlane.api_scopes", SHARE_UPDATE_EXCLUSIVE), ("runlane.platform_settings", SRE)],
 }
 
 
