@@ -1,6 +1,6 @@
 """runlane: durable, Postgres-native dispatch for AI-agent runs."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 from .stream import stream  # noqa: E402 - after the version, which submodules may read
 
