@@ -1,4 +1,4 @@
-"""docs/sql-reference.md against the database (issue 14 item 7): the reference stays true.
+"""docs/sql-reference.md against the database: the reference stays true.
 
 Every public function of schema runlane (pg_proc: not `_…`, not `tg_…`, every overload)
 must be in the reference's "Function reference" with its signature: the same argument
