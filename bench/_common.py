@@ -145,9 +145,9 @@ def vacuum_analyze(dsn: str) -> None:
     The cluster commits asynchronously, and VACUUM marks a page all-visible only once it
     may set the committed hint bit of each tuple, which it may not while the commit LSN
     the clog keeps for a group of 32 transactions is unflushed. ANALYZE's own
-    asynchronous commits landed in the load's group, so a table could keep no
-    all-visible page (relallvisible 0) and every index-only scan of it read the heap: a
-    race that moved the dashboard figures by half (session 12). Hence: flush what the
+    asynchronous commits can land in the load's group, so a table can keep no
+    all-visible page (relallvisible 0) and every index-only scan of it reads the heap: a
+    race that moves the dashboard figures by half. Hence: flush what the
     load committed, then commit ANALYZE's transactions synchronously."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("set synchronous_commit = on")

@@ -1,6 +1,6 @@
 """Claim latency after retention: 1,000,000 finished runs purged, then 1,000,000 new ones.
 
-Goal (issue 13, item 6): claim latency with 1,000,000 purged-and-refilled rows stays
+Goal: claim latency with 1,000,000 purged-and-refilled rows stays
 within claim_history's goal: its p50 over the p50 of a database with 10,000 finished runs
 stays under 1.3. Also reported: the purge rate (runs per second through
 runlane.purge_finished, in the maintenance leader's batches) and p99.

@@ -1,7 +1,7 @@
 """Claim latency with 100,000 queued runs over 1,000 organizations vs all in one.
 
 Goal: the p50 of the spread case within 2x of the one-organization case — fair claim order
-(round robin across organizations, issue 8) costs one index descent per organization with
+(round robin across organizations) costs one index descent per organization with
 queued runs, never a pass over the queued rows.
 
 Three databases cloned from one migrated template get the SAME 100,000 queued runs (half
@@ -17,7 +17,7 @@ alternate between the databases in rounds, so load from elsewhere on the machine
 alike. --explain prints the statements inside one claim of each.
 
 Then, with --burst N (or --burst-only), what one organization's chat burst does to
-another's first response on ONE real worker (issue 11, item 12): organization org1 commits
+another's first response on ONE real worker: organization org1 commits
 N chat runs at once (each on its own thread; the echo agent writes ECHO_CHUNKS chunks,
 waiting ECHO_DELAY s before each), and while the worker works through them organization
 org2 sends TRICKLE messages, one every TRICKLE_GAP s (submit_message, publish_run). Each

@@ -1,6 +1,6 @@
-"""What the gates at claim time cost (issue 12): p50 of claim_runs(p_limit => 10).
+"""What the gates at claim time cost: p50 of claim_runs(p_limit => 10).
 
-A claim checks seed 001's gates for every background run it would start: the agent row
+A claim checks the start gates for every background run it would start: the agent row
 (switched on, not locked, a model) with the lock, and, for organizations that set
 agent_weekly_budget, the owner's weekly_spend once per owner. Two databases cloned from
 one template get the SAME queued runs (bench/_common.seed_queued_runs: half background

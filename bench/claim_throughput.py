@@ -7,8 +7,8 @@ Every process count gets a fresh database cloned from one migrated template, see
 the same queued runs (half background manual runs, one per agent, half interactive runs,
 each on its own thread; 100 organizations whose cap never binds), then VACUUM ANALYZE.
 With --weekly-budget X every organization sets agent_weekly_budget = X (never reached:
-nothing is charged), so every background claim also pays the budget gate (issue 12:
-weekly_spend once per owner of the locked background runs).
+nothing is charged), so every background claim also pays the budget gate
+(weekly_spend once per owner of the locked background runs).
 Each process first does WARMUP runs (not measured); the clock runs from the barrier that
 releases all processes to the last process seeing an empty queue.
 

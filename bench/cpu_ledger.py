@@ -7,7 +7,7 @@ what a worker does in a drain: the dispatcher's keyed claim of `page` runs (the 
 organization bound at the worker's default), then the finisher's finish_runs of them
 as succeeded (a no-op agent), round after round. The variants take turns round by round,
 so a slow minute of this shared machine slows every one of them alike: measured one after
-the other, the same code read 118-184 us per run within minutes here (session 13), while
+the other, the same code can read 118-184 us per run within minutes here, while
 within a rep the variants' differences repeat to about 1 us. CPU is each variant's
 backend's time on a CPU (/proc/PID/schedstat), the first round left out (plans, caches).
 
@@ -24,7 +24,7 @@ median CPU per run and the median of its differences to the base within a rep.
 
     python -m bench cpu_ledger [--quick] [--rounds N] [--reps N] [--sql FILE ...]
 
-A diagnostic for issue 15 (where runlane's database CPU per run goes, against PgQueuer's
+A diagnostic of where runlane's database CPU per run goes (against PgQueuer's
 in durable_compare), never a test: it asserts nothing about time.
 """
 

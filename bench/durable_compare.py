@@ -48,7 +48,7 @@ pg_stat_statements loaded (track = all: nested statements too) and track_functio
   any claim that keeps runlane's guarantees, the second for a claim on runlane's schema,
   the third for a claim that also keeps its rules.
 
-Goals (issue 15): runlane >= 1.0x PgQueuer's jobs/s at 2 and 4 workers; runlane's idle
+Goals: runlane >= 1.0x PgQueuer's jobs/s at 2 and 4 workers; runlane's idle
 p50 <= 1.25x the floor's and p99 <= 1.5x. The load average is printed with the figures:
 on a shared machine compare only figures taken back to back.
 
@@ -333,7 +333,7 @@ def runlane_drain(pg: LocalCluster, workers: int, runs: int, profile: bool) -> d
             procs = [runlane_worker(dsn) for _ in range(workers)]
             # The poll is charged to the drain's server CPU: it stops at the first
             # unfinished run, where a count read every run (7.4 ms a poll, 4 % of the
-            # drain's statement time, session 12). PgQueuer's is polled the same way.
+            # drain's statement time). PgQueuer's is polled the same way.
             done_sql = ("select exists (select from runlane.runs "
                         "where state in ('queued', 'running'))")
             wait_until(lambda: not conn.execute(done_sql).fetchone()[0],

@@ -1,4 +1,4 @@
-"""Would a claim whose update of runs is HOT close the wake-latency goal? (issue 15)
+"""Would a claim whose update of runs is HOT close the wake-latency goal?
 
 A design study, not a measure of runlane as it is. durable_compare's durable cluster; in
 every round, in turn, one worker each after 20 ms of idleness (publish -> handler start):

@@ -33,7 +33,7 @@ turn in every round, their order alternating:
   7. a hand-off: the run was claimed for this worker before the wait (by claim_runs, as
      publish_run would if it handed a chat run to an idle worker in its own transaction),
      and the worker only reads what it was handed: a read by primary key, no write, no
-     flush. Not how runlane works: the figure for deciding whether it should (issue 15).
+     flush. Not how runlane works: the figure for deciding whether it should.
 Rungs 2 to 4 write tables directly (the bench's superuser): they measure what the
 writes cost, they are not a claim anyone should use (no fairness, bound, gates, computer
 leases, resend). For the rungs on runlane's runs the publisher's call is timed too
@@ -53,7 +53,7 @@ whole time (a schedule storm): the chat wake-up beside a background backlog.
     python -m bench wake_hops [--quick] [--idle N] [--gap S] [--ladder N] [--parts N]
                               [--storm N]
 
-A diagnostic for issue 15's latency goal, never a test: it asserts nothing about time.
+A diagnostic for the wake-latency goal, never a test: it asserts nothing about time.
 """
 
 from __future__ import annotations

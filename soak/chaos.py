@@ -154,7 +154,7 @@ create or replace function runlane.notify_queue_usage() returns double precision
 language sql stable security definer set search_path = pg_catalog, pg_temp
 as $$ select {}::float8 $$
 """
-MAINTENANCE_LOCK = 7_317_002   # the advisory key runlane's maintenance leader used to take
+MAINTENANCE_LOCK = 7_317_002   # the advisory key a leader takes on a schema before migration 0005
 FORGED_PAYLOADS = ('{"lane":[]}', '{"lane":{"a":1}}', '{"run_id":1e400}', "not json",
                    '{"run_id":' + "9" * 400 + "}", '{"lane":5}', '{"run_id":"x"}', "[]",
                    "null", '{"run_id":-1e400,"lane":null}')

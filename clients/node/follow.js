@@ -118,7 +118,7 @@ async function follow(client, hints, runId, after) {
         const usage = (await one(client, 'select runlane.notify_queue_usage() as u')).u;
         untrusted = usage !== null && usage >= UNTRUSTED_FROM;
       } catch (e) {
-        untrusted = false; // not readable here: wait for hints and the poll as before
+        untrusted = false; // not readable here: wait for hints and the poll as usual
       }
     }
     await hints.next(untrusted ? FAST_POLL_MS : POLL_MS);

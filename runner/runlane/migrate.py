@@ -306,7 +306,7 @@ def _found(mode: str, kind: str, match: re.Match,
 def migration_locks(sql: str) -> dict[tuple[str, str], set[str]] | None:
     """What `sql` locks: {("table" | "index", name in runlane): {modes}}, an index standing
     for its table (DROP INDEX). None when a statement cannot be classified: such a
-    migration keeps the old behaviour, taking its locks as its statements come.
+    migration takes its locks as its statements come.
     Statements reached through function calls (a `select f()`, a DO block's PERFORM) are
     not followed; a DO block that runs dynamic SQL (EXECUTE) is not classified."""
     locks: dict[tuple[str, str], set[str]] = {}

@@ -99,7 +99,7 @@ def _for_stream(payload: str, token: str | None) -> bool:
 async def _queue_untrusted(reader: psycopg.AsyncConnection) -> bool:
     """Whether the NOTIFY queue is at least UNTRUSTED_FROM full; False when it cannot be
     read (a schema or a login without notify_queue_usage: notifications are then waited
-    for as before)."""
+    for as usual)."""
     try:
         row = await (await reader.execute(USAGE)).fetchone()
     except psycopg.Error as exc:

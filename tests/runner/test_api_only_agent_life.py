@@ -1,10 +1,10 @@
-"""The whole life of an agent through a login that is ONLY in runlane_api (issue 13, item 2
-and its required test): create an organization, a user and agents; schedule one, switch
-it off and on, lock and unlock it; chat with it (a real worker process answers), press
-Run now (also with an idempotency key), Stop a slow agent's run, read its status and
-timing, and see the finished runs purged: by a login in runlane_worker, since
-purge_finished is the worker's and the api login is refused it. Everything the api login
-does goes through functions: it may neither read nor write the tables themselves.
+"""The whole life of an agent through a login that is ONLY in runlane_api: create an
+organization, a user and agents; schedule one, switch it off and on, lock and unlock it;
+chat with it (a real worker process answers), press Run now (also with an idempotency
+key), Stop a slow agent's run, read its status and timing, and see the finished runs
+purged: by a login in runlane_worker, since purge_finished is the worker's and the api
+login is refused it. Everything the api login does goes through functions: it may
+neither read nor write the tables themselves.
 
 The worker runs as a login that is only in runlane_worker, so the test also shows the
 two roles together are enough to run runlane without a superuser. The superuser

@@ -2,8 +2,8 @@
 
 A worker near its bound for an organization claims only the room it has left, and locks
 only those rows: the organization's other queued runs stay free for the other workers
-meanwhile (locking a full page and keeping what the bound allowed used to hold about
-twice the rows a worker claimed in a one-tenant drain). Rows another claimer holds do not
+meanwhile (locking a full page and keeping what the bound allows would hold about
+twice the rows a worker claims in a one-tenant drain). Rows another claimer holds do not
 shorten the page: the claim reads on past them for the rest of its room.
 """
 

@@ -2,9 +2,9 @@
 
 One notification wakes every idle worker of a lane. The claims that arrive while the
 winner's claim is still open see its run queued, lock their receipt (a resend racing its
-original must wait for it), find the run taken and commit: each used to wait for a flush
-of its own, beside the winner's (issue 15: with 8 idle workers, 4.7 flushes per message
-instead of the 2.8 of one worker). Such a claim holds row
+original must wait for it), find the run taken and commit. Waiting for a flush of its
+own, beside the winner's, each would cost the disk a flush (with 8 idle workers, 4.7
+flushes per message instead of the 2.8 of one worker). Such a claim holds row
 locks only, so on a session that says each of its claims is a transaction of its own
 (runlane.autocommit_claims = on, as the worker's claim connections do) claim_runs turns
 synchronous_commit off for that transaction. Checked where it shows: the setting inside

@@ -1,11 +1,11 @@
 """A claim that finds no run writes nothing, and a resend still returns what it claimed.
 
 Every idle worker scans each lane every few seconds, and every notification wakes every
-idle worker while one of them takes the run. Such a claim used to lock the worker's
-receipt row (and its bound row) before it looked at the queue: a transaction id, 96-152
-bytes of WAL and a flushed commit each time (issue 15). Now claim_runs reads the queue
-and the receipt in one statement first and, with no eligible run and a key that is not
-the recorded one, returns without a lock. "Writes nothing" is checked where it shows:
+idle worker while one of them takes the run. Locking the worker's receipt row (and its
+bound row) before looking at the queue would cost a transaction id, 96-152 bytes of WAL
+and a flushed commit each time, so claim_runs reads the queue and the receipt in one
+statement first and, with no eligible run and a key that is not the recorded one,
+returns without a lock. "Writes nothing" is checked where it shows:
 the claim's transaction was never given a transaction id (txid_current_if_assigned).
 """
 

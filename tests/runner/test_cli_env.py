@@ -132,8 +132,8 @@ def test_every_option_variable_is_documented_in_operations():
 
 
 def test_the_old_derived_names_are_gone(clean_env):
-    """RUNLANE_WORKER_AGENT_SPEC and RUNLANE_WORKER_LANES were the names click derived
-    from the Python parameters; they set nothing now (one rule: the option's name)."""
+    """RUNLANE_WORKER_AGENT_SPEC and RUNLANE_WORKER_LANES, the names click would derive
+    from the Python parameters, set nothing (one rule: the option's name)."""
     assert "RUNLANE_WORKER_AGENT_SPEC" not in option_variables()
     assert "RUNLANE_WORKER_LANES" not in option_variables()
     clean_env.setenv("RUNLANE_WORKER_AGENT_SPEC", "runlane.agents.echo:agent")
@@ -174,7 +174,7 @@ def test_a_database_url_alone_reaches_the_database(db_dsn, conn):
 
 
 def test_a_worker_without_an_agent_refuses_to_start_and_says_how_to_give_one(db_dsn, conn):
-    # the old derived name is no way to give one either
+    # the name click would derive from the parameter is no way to give one either
     result = run_cli("worker", "--lane", "interactive",
                      env={"RUNLANE_DSN": db_dsn,
                           "RUNLANE_WORKER_AGENT_SPEC": "runlane.agents.echo:agent"})

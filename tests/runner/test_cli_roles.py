@@ -1,4 +1,4 @@
-"""The CLI commands with real logins (issue 13, item 2): `status`, `timing`, `journal`,
+"""The CLI commands with real logins: `status`, `timing`, `journal`,
 `follow`, `submit` and `run-now` work for a login that is only in runlane_api; a login
 in neither role is refused with one line naming the role it needs and the
 `runlane grant-login` command that gives it, and a non-zero exit code."""

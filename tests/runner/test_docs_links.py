@@ -1,4 +1,4 @@
-"""Every relative link of README.md and docs/*.md leads somewhere (issue 14 item 7).
+"""Every relative link of README.md and docs/*.md leads somewhere.
 
 The README is the front door and docs/ holds one page per reader: a link from one page to
 another, or to a heading (`page.md#heading`), must name a file of the repository and a

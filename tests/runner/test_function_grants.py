@@ -46,7 +46,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.superseded_through(bigint)": BOTH,  # the end-of-stream rule's superseded part
     # the user's Stop
     "runlane.cancel_run(bigint)": API,
-    # management: organizations, users, agents (issue 13, item 1)
+    # management: organizations, users, agents
     "runlane.put_org(text,jsonb)": API,
     "runlane.put_user(text,text,jsonb)": API,
     "runlane.put_agent(text,jsonb)": API,
@@ -108,12 +108,12 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.lane_status(timestamp with time zone)": BOTH,
     "runlane.org_status()": BOTH,
     "runlane.timing_summary(interval,text,timestamp with time zone)": BOTH,
-    # the dashboard's charts and queue-delay warning (issue 16), scoped the same way
+    # the dashboard's charts and queue-delay warning, scoped the same way
     "runlane.lane_minutes(interval,timestamp with time zone)": BOTH,
     "runlane.queue_delay_status(interval,timestamp with time zone)": BOTH,
     "runlane.owner_spend(timestamp with time zone)": BOTH,
     "runlane.agent_last_runs()": BOTH,
-    # the overview's counts and warning in one read, and a page of agents (issue 16)
+    # the overview's counts and warning in one read, and a page of agents
     "runlane.lane_overview(interval,timestamp with time zone)": BOTH,
     "runlane.agent_page(text,integer,text,text)": BOTH,
     # the journal's event counts across every organization, for the worker's /metrics
@@ -175,7 +175,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane._require_owner(bigint,bigint)": NOBODY,
     "runlane._refuse_stopped(runlane.runs)": NOBODY,
     "runlane._agent_runs_newest_first(text,integer)": NOBODY,
-    # input validation (issue 11: hostile and malformed input)
+    # input validation: hostile and malformed input
     "runlane._quote_for_error(text)": NOBODY,
     "runlane._check_id(text,text)": NOBODY,
     "runlane._check_wake_at(timestamp with time zone)": NOBODY,

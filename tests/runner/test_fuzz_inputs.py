@@ -610,7 +610,7 @@ def test_limits_and_intervals_are_validated(conn, roles):
             worker,
             "select * from runlane.queue_delay(%(interval)s::interval, %(now)s::timestamptz)",
         ),
-        # the dashboard's views (issue 16): a window and an instant
+        # the dashboard's views: a window and an instant
         "lane_minutes": (
             api,
             "select * from runlane.lane_minutes(%(interval)s::interval, %(now)s::timestamptz)",
@@ -975,7 +975,7 @@ def test_a_null_in_any_argument_of_any_public_function_is_refused_clearly_or_har
     assert_consistent(conn)
 
 
-# --- management, run ids, idempotency keys and the operator views (issue 13) ---------
+# --- management, run ids, idempotency keys and the operator views --------------------
 
 AGENT_KEYS = ["org_id", "owner_id", "model", "prompt", "thread_id", "computer_id", "schedule",
               "enabled", "admin_locked"]

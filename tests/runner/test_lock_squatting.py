@@ -1,10 +1,10 @@
-"""Nobody outside runlane can hold what runlane waits for (issue 11, item 3).
+"""Nobody outside runlane can hold what runlane waits for.
 
-Until 0005 the thread and agent locks and the maintenance leadership were advisory
-locks on well-known keys, which any login could take: then a thread's submit_message
-waited for ever, run_now and tick hung on the agent, and no worker ever led maintenance.
-Now they are rows in the runlane schema, which a login without a runlane grant cannot
-even name; and every runlane function that can wait on a lock gives up after its
+Advisory locks on well-known keys could be taken by any login: a thread's submit_message
+would wait for ever, run_now and tick would hang on the agent, and no worker would lead
+maintenance. So the thread and agent locks and the maintenance leadership are rows in the
+runlane schema (from migration 0005), which a login without a runlane grant cannot even
+name; and every runlane function that can wait on a lock gives up after its
 lock_timeout with 55P03 instead of hanging."""
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def test_a_squatted_migration_lock_fails_naming_the_holder(conn, outsider_dsn):
 
 def _waits(db_dsn: str, sql: str, params: tuple, results: dict, name: str) -> None:
     with psycopg.connect(db_dsn, autocommit=True) as mine:
-        # The session itself would wait for ever; a hang before the fix ends as 57014.
+        # The session itself would wait for ever; a function that hangs ends as 57014.
         mine.execute("set lock_timeout = 0")
         mine.execute("set statement_timeout = '30s'")
         try:

@@ -1,4 +1,4 @@
-"""Management through a real login that holds only runlane_api (issue 13, item 1).
+"""Management through a real login that holds only runlane_api.
 
 An application creates an organization, a user and a scheduled agent, switches the agent
 off and on and locks it, with put_org, put_user and put_agent alone: the tables stay

@@ -1,4 +1,4 @@
-"""The table locks `runlane migrate` takes up front for each migration (issue 17).
+"""The table locks `runlane migrate` takes up front for each migration.
 
 Every released migration (0001-0020) is classified (none falls back to taking its locks as its
 statements come), and on a real database at the version before it, each one locks exactly
@@ -150,11 +150,11 @@ def _migrate_in_background(dsn: str, outcome: dict, **kwargs) -> threading.Threa
 
 def test_a_transaction_that_read_runs_and_then_writes_it_does_not_deadlock_with_0012(
         empty_db_dsn):
-    """The cycle of issue 17, made deterministic: a worker-like transaction reads runs
+    """The lock-upgrade cycle, made deterministic: a worker-like transaction reads runs
     (ACCESS SHARE) and, while migrate waits for its lock on runs, writes runs (ROW
-    EXCLUSIVE). Before, migrate held SHARE (0012's CREATE INDEX) and waited for ACCESS
-    EXCLUSIVE (DROP INDEX): PostgreSQL ended one of the two with 40P01. Now migrate holds
-    nothing on runs while it waits, the writer goes first, and both succeed."""
+    EXCLUSIVE). A migrate holding SHARE (0012's CREATE INDEX) while waiting for ACCESS
+    EXCLUSIVE (DROP INDEX) would close a cycle that PostgreSQL ends with 40P01; migrate
+    holds nothing on runs while it waits, so the writer goes first and both succeed."""
     with psycopg.connect(empty_db_dsn, autocommit=True) as conn:
         migrate(conn, to=11)
     outcome: dict[str, object] = {}

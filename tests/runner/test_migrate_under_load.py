@@ -1,5 +1,5 @@
 """`runlane migrate` during a live write load: a staged upgrade's migrate step does not
-deadlock with the workers (issue 17, found by soak/failover.py's failover_upgrade).
+deadlock with the workers (soak/failover.py's failover_upgrade exercises the same).
 
 The database starts at migration 0011; two real `runlane worker` processes drain chat runs
 while a thread keeps submitting and publishing messages; then `runlane migrate` (the CLI)

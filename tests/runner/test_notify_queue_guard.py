@@ -1,4 +1,4 @@
-"""No runlane write waits on, or fails for, the server's NOTIFY queue (issue 11, item 2).
+"""No runlane write waits on, or fails for, the server's NOTIFY queue.
 
 A full queue (8 GB in PostgreSQL 15) fails every COMMIT that queued a notification with
 54000. runlane queues none once runlane.notify_queue_usage() reaches 0.5 (the guard in

@@ -1,4 +1,4 @@
-"""PgBouncer in front of runlane (issue 17, part 2), with Debian's pgbouncer started by
+"""PgBouncer in front of runlane, with Debian's pgbouncer started by
 the tests (tests/runner/bouncer_helpers.py).
 
 - Applications through TRANSACTION pooling, as a login holding only runlane_api, with

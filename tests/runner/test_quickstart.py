@@ -1,4 +1,4 @@
-"""The README's quickstart, run as written (issue 13 item 7): it keeps the README true.
+"""The README's quickstart, run as written: it keeps the README true.
 
 The blocks fenced ```sh quickstart in README.md are joined in order into one bash script
 and run against a fresh, empty database of the test cluster: `runlane migrate`, the two
@@ -41,7 +41,7 @@ def quickstart_blocks() -> list[tuple[bool, str]]:
 
 
 def test_the_quickstart_has_every_documented_step():
-    """The steps issue 13 asks of the first screen, in the order a newcomer needs them."""
+    """The steps the first screen must show, in the order a newcomer needs them."""
     text = "\n".join(block for _, block in quickstart_blocks())
     steps = ["pip install", "runlane migrate", "runlane grant-login app --api",
              "runlane grant-login worker --worker", "runlane.put_org(", "runlane.put_user(",

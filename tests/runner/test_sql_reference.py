@@ -1,4 +1,4 @@
-"""docs/sql-reference.md against the database (issue 14 item 7): the reference stays true.
+"""docs/sql-reference.md against the database: the reference stays true.
 
 Every public function of schema runlane (pg_proc: not `_…`, not `tg_…`, every overload)
 must be in the reference's "Function reference" with its signature: the same argument
@@ -199,8 +199,15 @@ def test_each_documented_signature_is_the_database_one(conn, catalog):
 
 
 def _role_line(body: str) -> str:
-    match = re.search(r"\*\*Role:\*\*(.*?)\*\*Errors:\*\*", body, re.S)
-    assert match, "a section without **Role:** … **Errors:**"
+    match = re.search(r"^\*\*Role:\*\*(.*)$", body, re.M)
+    assert match, "a section without a **Role:** line"
+    return match.group(1)
+
+
+def _errors(body: str) -> str:
+    """The section's **Errors:** paragraph, up to its **Role:** line."""
+    match = re.search(r"^\*\*Errors:\*\*(.*?)^\*\*Role:\*\*", body, re.S | re.M)
+    assert match, "a section without **Errors:** followed by **Role:**"
     return match.group(1)
 
 
@@ -246,7 +253,7 @@ def test_each_section_lists_the_errors_its_function_raises(catalog):
         codes = codes - EVERY_CALL
         if name not in sections:
             continue  # reported by the first test (when the function exists)
-        errors = sections[name].split("**Errors:**", 1)[1]
+        errors = _errors(sections[name])
         absent = sorted(code for code in codes if f"`{code}`" not in errors
                         and (name, code) not in UNREACHABLE)
         if absent:

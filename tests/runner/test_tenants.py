@@ -1,8 +1,8 @@
-"""Tenants (issue 11, item 12), with real logins of the test cluster.
+"""Tenants, with real logins of the test cluster.
 
 A login limited to organization A (`runlane.scope_api_login`, `runlane grant-login --api
 --org`) gets, in every function runlane_api may execute, exactly the error an unknown
-object gets for organization B's agents, runs and owners, and works as before on its
+object gets for organization B's agents, runs and owners, and works as usual on its
 own; run_now returns no prompt; a login with no runlane grant that LISTENs on
 runlane_outputs learns no run id; claim_runs holds one worker to runlane.max_per_org
 running runs of one organization, and a real worker with --max-per-org-strict stays within
@@ -44,7 +44,7 @@ FOREIGN_CALLS = {
     "superseded_through": ("select runlane.superseded_through(%(run)s)", "RL008"),
     "run_detail": ("select * from runlane.run_detail(%(run)s)", "RL008"),
     "weekly_spend": ("select runlane.weekly_spend(%(owner)s)", "22023"),
-    # management (issue 13): another organization answers as an unknown one
+    # management: another organization answers as an unknown one
     "put_org": ("select runlane.put_org(%(org)s, '{\"agent_max_concurrency\": 1}')", "RL008"),
     "put_user": ("select runlane.put_user(%(owner)s, %(org)s, '{\"timezone\": \"UTC\"}')", "RL008"),
     "put_agent": ("select runlane.put_agent(%(agent)s, jsonb_build_object('org_id', %(org)s::text,"

@@ -1,4 +1,5 @@
-"""Gates when a run starts (issue 12, seed 001 "the run starts if"), with a real worker:
+"""Gates when a run starts (the rule "the run starts if" the agent is switched on, not
+locked, and within its weekly budget), with a real worker:
 a background run whose agent was locked, switched off, lost its model or whose owner
 spent the weekly budget after it was queued is never started. The claim ends it skipped
 and the worker logs `run.skipped` with `run.reason`, and runs the other work of its page."""

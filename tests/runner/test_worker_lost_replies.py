@@ -1,4 +1,4 @@
-"""Issue 11, item 5: a lost acknowledgement costs a pause, never a duplicate, a false
+"""A lost acknowledgement costs a pause, never a duplicate, a false
 failure or a false log line. Real workers talk to PostgreSQL through a TCP proxy that lets
 the server execute and commit one chosen statement, then drops its reply (closes the
 connection instead of forwarding it); the worker resends on a fresh connection."""

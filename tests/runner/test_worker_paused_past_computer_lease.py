@@ -1,4 +1,4 @@
-"""Issue 11, item 1, with a real worker: a worker paused (SIGSTOP) past its lease while
+"""With a real worker: a worker paused (SIGSTOP) past its lease while
 its computer-bound run streams comes back after another run took the computer over. Every
 write it makes from then on is refused: the stale run adds no output after the take-over
 and does not finish, and the worker logs the loss and stops working on it."""

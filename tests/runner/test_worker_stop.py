@@ -1,4 +1,4 @@
-"""Stop (`runlane.cancel_run`) with real worker processes (issue 13 item 3, issue 11 item 7).
+"""Stop (`runlane.cancel_run`) with real worker processes.
 
 A chat run streaming outputs on a computer is stopped from a login that is only in
 runlane_api: the worker hears the Stop hint on runlane_runs, confirms it with the

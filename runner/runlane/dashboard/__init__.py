@@ -1,4 +1,4 @@
-"""`runlane dashboard`: the operator's web page (issue 16).
+"""`runlane dashboard`: the operator's web page.
 
 Starlette + uvicorn + Jinja2, uPlot shipped in static/ (no CDN at run time). Reads only
 through functions runlane_api may execute; one LISTEN connection per process (hub.py).

@@ -19,7 +19,7 @@ JOURNAL = ("select * from runlane.agent_journal(p_agent_id => %(agent)s::text, "
 RUN_STATUS = "select * from runlane.run_status(p_run_id => %(run)s::bigint)"
 RUN_TIMING = "select runlane.run_timing(p_run_id => %(run)s::bigint) as timing"
 # The last failed attempt's error (class, and message: shown only with --show-content, as
-# it can quote user content) and the output counts (issue 14's run_detail).
+# it can quote user content) and the output counts, from run_detail.
 RUN_DETAIL = ("select d.error_class, d.error, d.visible_outputs, d.outputs, d.max_attempts "
               "from runlane.run_detail(p_run_id => %(run)s::bigint) as d")
 OUTPUTS = ("select o.output_id, o.attempt, o.kind, o.body, o.created_at "

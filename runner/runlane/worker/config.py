@@ -47,8 +47,8 @@ class WorkerConfig:
     # organization's burst leaves the others the first places, and a lone organization is
     # limited by memory admission alone. 0: no bound. Twice the largest claim page by
     # default, so with a strict bound a one-organization backlog is still claimed in full
-    # pages while the last page runs or finishes (a bound of one page cut every claim to
-    # what the last finish had freed, about half a page: durable_compare, session 13).
+    # pages while the last page runs or finishes (a bound of one page cuts every claim to
+    # what the last finish freed, about half a page: durable_compare).
     max_per_org: int = 200
     # The bound binds always (runlane.max_per_org_mode = strict), a lone organization
     # included: for a worker whose limit is not memory (a shared connection pool, a
@@ -65,7 +65,7 @@ class WorkerConfig:
     # Finishes of runs ending within finish_window seconds of each other go to the
     # database as one finish_runs call of at most finish_batch runs (1: one call per run),
     # at most 100: a full claim page in one call (two calls of 50 cost a 4-worker drain
-    # 15 % more database CPU per run, session 13). A batch that does not finish together
+    # 15 % more database CPU per run: durable_compare). A batch that does not finish together
     # goes run by run, which finish_runs takes 60 runs at a time: the finisher then sends
     # it again in halves. Defaults from RUNLANE_WORKER_FINISH_WINDOW /
     # RUNLANE_WORKER_FINISH_BATCH.

@@ -71,10 +71,10 @@ class OrgBound:
     def short_after_backlog(self) -> None:
         """A page came back short, the bound cutting nothing, right after pages that found
         a backlog. Concurrent claimers may have held the rest of it: claim_runs reads past
-        rows other claimers hold only so far, and in a 4-worker drain three workers took
-        such a page for a drained queue and sat out the drain until their scan, one worker
+        rows other claimers hold only so far, and in a 4-worker drain three workers could take
+        such a page for a drained queue and sit out the drain until their scan, one worker
         claiming 93 % of the runs. While runs are in flight, the next of them to end wakes
-        the lanes once; if that claim is short too, the lane waits as before."""
+        the lanes once; if that claim is short too, the lane waits for its next wake-up."""
         if self.held:
             self.recheck = True
 

@@ -17,8 +17,8 @@
 --   order), so it is never durable after something that followed it.
 -- Why: one notification wakes every idle worker of its lane. Those that lose the race for the
 -- run still lock their receipt (a resend racing its original must wait for it, see
--- claim_runs), find the run taken and commit, each waiting for a flush of its own: with 8 idle
--- workers, 4.7 flushes per chat message against 2.8 with one (issue 15; 2.9 since).
+-- claim_runs), find the run taken and commit; each would wait for a flush of its own: with 8
+-- idle workers, 4.7 flushes per chat message against 2.8 with one (bench/wake_hops.py).
 create or replace function runlane._commit_empty_claim_without_flush()
 returns void
 language plpgsql

@@ -1,6 +1,6 @@
--- _skip_gated_runs: ends queued background runs that claim_runs found gated (seed 001:
--- "the run starts if" its agent is switched on, not locked, has a model and its owner
--- is within the weekly budget).
+-- _skip_gated_runs: ends queued background runs that claim_runs found gated (the start
+-- rule: a run starts only if its agent is switched on, not locked, has a model and its
+-- owner is within the weekly budget).
 --
 -- Guarantees, for each p_run_ids[i] (the caller holds its row lock and has checked it is
 -- queued), with the gate's reason p_reasons[i] (agent_off, agent_locked, no_model or

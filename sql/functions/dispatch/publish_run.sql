@@ -1,4 +1,4 @@
--- publish_run: the publisher of a committed run (seed 000's RunJobPublisher).
+-- publish_run: the publisher of a committed run (the requirements' RunJobPublisher).
 --
 -- Guarantees:
 -- * Records p_wake_at as the run's wake time when it is given and the run is still

@@ -85,8 +85,8 @@ begin
     -- stay busy (someone holds the row for long), wait for the lock instead: a run that
     -- was queued when the wait began cannot be held by a finishing owner.
     -- The look-up is planned on every call (EXECUTE), for the queue as it is: a plan
-    -- cached while the queue was empty scanned runs_unfinished_lane_idx (every unfinished
-    -- interactive run) instead of probing runs_unfinished_thread_idx (issue 15).
+    -- cached while the queue is empty scans runs_unfinished_lane_idx (every unfinished
+    -- interactive run) instead of probing runs_unfinished_thread_idx.
     loop
         execute '
             select r.run_id, r.state

@@ -10,8 +10,8 @@
 --
 -- No pinned search_path, like runlane._timing_of and for the same reason: a SQL function
 -- with a SET clause is never inlined, and it runs once per agent (agent_page,
--- agent_last_runs): called, agent_last_runs over 5,000 agents took 135-160 ms, inlined
--- 70-100 ms (session 12, on bench/dashboard_queries.py's data). Inlined, its query is
+-- agent_last_runs): called, agent_last_runs over 5,000 agents takes 135-160 ms, inlined
+-- 70-100 ms (bench/dashboard_queries.py's data). Inlined, its query is
 -- planned into its caller's statement under the caller's pinned search_path; every name
 -- in it is schema-qualified, and only runlane's own, pinned functions may execute it
 -- (tests/sql/security/test_roles__least_privilege.sql).

@@ -10,8 +10,8 @@
 -- with a SET clause is never inlined, and this one runs for every claimed and every
 -- finished run. Inlined, the expression is planned into its caller's statement, parsed
 -- under the caller's pinned search_path (every caller is a runlane function that pins
--- pg_catalog, pg_temp); nobody else may execute it. Called as a PL/pgSQL function it cost
--- about 7 us per run more (13 against 6 us per row over 20,000 rows, issue 15). Callers
+-- pg_catalog, pg_temp); nobody else may execute it. Called as a PL/pgSQL function it costs
+-- about 7 us per run more (13 against 6 us per row over 20,000 rows). Callers
 -- pass plain columns or variables: an argument with a subquery in it (used three times in
 -- the body) keeps the planner from inlining. STABLE, not IMMUTABLE: jsonb_build_object
 -- is stable, and an IMMUTABLE function over it is not inlined.

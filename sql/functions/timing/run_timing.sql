@@ -1,4 +1,5 @@
--- run_timing: the run-level timing measurements of seed 000 (section Timing).
+-- run_timing: the run-level timing measurements the requirements define (pre-run wait,
+-- queue wait, first response, total, execution wall).
 --
 -- Guarantees:
 -- * Durations are integer milliseconds (bigint, rounded) between persisted timestamps:
@@ -52,7 +53,7 @@ end;
 $$;
 
 comment on function runlane.run_timing(bigint) is
-'Run-level timing (seed 000): pre_run_wait, queue_wait, first_response, total and execution_wall '
+'Run-level timing: pre_run_wait, queue_wait, first_response, total and execution_wall '
 'in ms, absent when a timestamp is missing; plus id, lane, trigger, attempt and the terminal '
 'outcome. No text or identifiers. RL008 for an unknown run.';
 

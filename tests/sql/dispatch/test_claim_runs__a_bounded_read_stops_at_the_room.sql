@@ -1,8 +1,8 @@
 -- With the per-worker bound (runlane.max_per_org), a claim reads an organization's queued
 -- runs no further than the room it has on the worker: a page of 100 for an organization
 -- with room for 10 fetches about 10 runs through runs_fair_claim_idx, not the 2 x 100 + 8
--- candidates a page reads without the bound (issue 15: a worker at its bound in a
--- one-tenant drain read that many rows to lock the 40-odd it had room for).
+-- candidates a page reads without the bound (a worker at its bound in a one-tenant
+-- drain would read that many rows to lock the 40-odd it has room for).
 begin;
 select plan(3);
 

@@ -1,7 +1,7 @@
 -- An organization at its background cap is stepped over, not read: org-a runs its one
 -- allowed background run and has 1,000 more queued; a background claim takes org-b's run
 -- without reading org-a's queued runs one by one (the window of the oldest runs, in run
--- order, used to filter them all on every claim).
+-- order, would filter them all on every claim).
 begin;
 select plan(3);
 

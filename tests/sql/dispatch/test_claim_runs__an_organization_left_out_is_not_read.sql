@@ -1,7 +1,7 @@
 -- An organization the claim leaves out (at the per-worker bound, runlane.max_per_org) is
 -- stepped over, not read: a worker at its bound for org-a, whose backlog is 2,000 runs,
 -- takes org-b's one queued run without reading org-a's runs one by one (the window of the
--- oldest runs, in run order, used to filter them all on every claim).
+-- oldest runs, in run order, would filter them all on every claim).
 begin;
 select plan(3);
 

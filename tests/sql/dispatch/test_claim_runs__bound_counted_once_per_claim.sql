@@ -2,8 +2,8 @@
 -- worker's running runs per claim, whatever the statistics: with statistics gathered
 -- while every run was queued (a drain's start) and the claim's generic plans made then,
 -- a claim of 80 candidates reads the indexes holding running runs once, not once per candidate
--- (each such read walked every worker's running runs of the organization: 40 ms per
--- claim in a 4-worker drain, issue 15). The bound still holds.
+-- (each such read walks every worker's running runs of the organization: 40 ms per
+-- claim in a 4-worker drain). The bound still holds.
 begin;
 select plan(4);
 

@@ -1,4 +1,4 @@
--- Seed 001, "the run starts if" the agent is switched on, not locked by an admin, has a
+-- The start rule, "the run starts if" the agent is switched on, not locked by an admin, has a
 -- model and its owner's weekly budget is not exhausted: checked when a claim would start
 -- a background run, not only when the run was queued. A gated run is ended skipped with
 -- the gate's reason and a run.skipped journal row, never claimed, and the claim takes the

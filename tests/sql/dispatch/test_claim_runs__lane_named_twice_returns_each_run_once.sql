@@ -1,6 +1,6 @@
--- A lane named twice is one lane (issue 11, item 9): claim_runs returns each run once,
--- with one fence, also on the fair path's loose index scan (one organization owning a
--- queue longer than the claim window), which read the lane once per time it was named.
+-- A lane named twice is one lane: claim_runs returns each run once, with one fence, also
+-- on the fair path's loose index scan (one organization owning a queue longer than the
+-- claim window), which must not read the lane once per time it is named.
 begin;
 select plan(4);
 

@@ -1,4 +1,4 @@
--- Issue 11, item 5: a claim resent with the same key after a lost reply returns the runs
+-- A claim resent with the same key after a lost reply returns the runs
 -- and fences the first call claimed (still running under them), claims nothing new and
 -- counts no attempt; a new key claims anew; the four-argument form is unchanged.
 begin;

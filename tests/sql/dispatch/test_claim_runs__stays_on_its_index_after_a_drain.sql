@@ -3,12 +3,12 @@
 -- rounds path) and the claim's generic plans made then (a worker's first claim of the
 -- drain; plans are cached for the session), a later claim reads the queued runs
 -- through runs_fair_claim_idx, never a walk of runs_pkey that filters out every
--- finished run (the rounds statement did: quadratic over a drain, issue 15). And its fair
+-- finished run (quadratic over a drain). And its fair
 -- window reads the oldest queued runs in runs_lane_claim_order_idx order and stops after 4 x
 -- the runs it needs: a window that also named the organizations left out ("org_id <>
--- all(...)", estimated to keep no row under one organization's statistics) was planned
--- as a bitmap read of the whole queue and a sort (10-15 ms for a worker's first claim at
--- 20,000 queued runs).
+-- all(...)", estimated to keep no row under one organization's statistics) would be
+-- planned as a bitmap read of the whole queue and a sort (10-15 ms for a worker's first
+-- claim at 20,000 queued runs).
 begin;
 select plan(8);
 
@@ -32,8 +32,8 @@ select
     'noop' as model
 from generate_series(1, 3000) as g;
 
--- (computer_leases too, as autovacuum keeps it: with only runs analyzed, the old window
--- happened to be planned on its index; no other table, as ANALYZE's page and row counts
+-- (computer_leases too, as autovacuum keeps it: with only runs analyzed, the window can
+-- be planned on its index; no other table, as ANALYZE's page and row counts
 -- are written in place and outlive this test's rollback)
 analyze runlane.runs, runlane.computer_leases;
 

@@ -1,9 +1,8 @@
 -- submit_message finds the thread's unfinished run through runs_unfinished_thread_idx
 -- whatever the statistics were when the session planned it: a session whose first
 -- messages went to an empty queue (its plans cached then) must not, 500 queued chat
--- runs later, filter every unfinished interactive run to find one thread's (the
--- lane-keyed runs_unfinished_lane_idx did: each message cost more than the one before,
--- issue 15).
+-- runs later, filter every unfinished interactive run to find one thread's (through the
+-- lane-keyed runs_unfinished_lane_idx each message would cost more than the one before).
 begin;
 select plan(3);
 

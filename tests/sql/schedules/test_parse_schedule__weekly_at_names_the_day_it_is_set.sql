@@ -1,4 +1,4 @@
--- "weekly at HH:MM" (seed 001's calendar slot) is accepted: it is the weekly schedule on
+-- "weekly at HH:MM" (the calendar slot the requirements name) is accepted: it is the weekly schedule on
 -- the weekday on which it is set, in the schedule's zone, and its canonical text names
 -- that day. Instants around both DST changes in Europe/Berlin and America/New_York, where
 -- the local day differs from the UTC day.

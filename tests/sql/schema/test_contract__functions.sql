@@ -9,14 +9,14 @@ select has_function(
     'create_run(agent, trigger, prompt, wake_at)'
 );
 select has_function('runlane', 'run_now', array['text'], 'run_now(agent)');
--- the idempotency-key forms (issue 13)
+-- the idempotency-key forms
 select has_function(
     'runlane', 'submit_message', array['text', 'text', 'text', 'text'],
     'submit_message(agent, thread, body, idempotency key)'
 );
 select has_function('runlane', 'run_now', array['text', 'text'], 'run_now(agent, idempotency key)');
 select has_function('runlane', 'claim_runs', array['text', 'text[]', 'integer', 'interval'], 'claim_runs(worker, lanes, limit, lease)');
--- the worker's claim: keyed, reporting the runs skipped because a gate closed (issue 12)
+-- the worker's claim: keyed, reporting the runs skipped because a gate closed
 select has_function(
     'runlane', 'claim_runs', array['text', 'text[]', 'integer', 'interval', 'uuid', 'boolean'],
     'claim_runs(worker, lanes, limit, lease, claim key, report skipped)'
@@ -40,7 +40,7 @@ select has_function('runlane', 'run_timing', array['bigint'], 'run_timing(run)')
 select has_function('runlane', 'cancel_run', array['bigint'], 'cancel_run(run)');
 select has_function('runlane', 'run_status', array['bigint'], 'run_status(run)');
 select has_function('runlane', 'superseded_through', array['bigint'], 'superseded_through(run)');
--- management (issue 13, item 1)
+-- management
 select has_function('runlane', 'put_org', array['text', 'jsonb'], 'put_org(org, patch)');
 select has_function('runlane', 'put_user', array['text', 'text', 'jsonb'], 'put_user(user, org, patch)');
 select has_function('runlane', 'put_agent', array['text', 'jsonb'], 'put_agent(agent, patch)');
@@ -55,20 +55,20 @@ select has_function('runlane', 'cancel_redundant_timer_runs', array['integer'], 
 select has_function('runlane', 'purge_finished', array['interval', 'integer'], 'purge_finished(older_than, limit)');
 select has_function('runlane', 'queue_delay', array['interval', 'timestamp with time zone'], 'queue_delay(threshold, now)');
 select has_function('runlane', 'weekly_spend', array['text', 'timestamp with time zone'], 'weekly_spend(owner, now)');
--- tenants (issue 11, item 12)
+-- tenants
 select has_function('runlane', 'stream_token', array['bigint'], 'stream_token(run)');
 select has_function('runlane', 'scope_api_login', array['name', 'text'], 'scope_api_login(login, org)');
 select has_function('runlane', 'lead_maintenance', array['text', 'interval'], 'lead_maintenance(worker, ttl)');
 select has_function('runlane', 'resign_maintenance', array['text'], 'resign_maintenance(worker)');
 select has_function('runlane', 'notify_queue_usage', array[]::text[], 'notify_queue_usage()');
--- a thread's earlier turns, for agents that send the conversation (issue 14)
+-- a thread's earlier turns, for agents that send the conversation
 select has_function(
     'runlane', 'thread_history', array['bigint', 'bigint', 'integer'],
     'thread_history(run, fence, limit)'
 );
--- one run with its last error, for `runlane run ID` (issue 14, item 2)
+-- one run with its last error, for `runlane run ID`
 select has_function('runlane', 'run_detail', array['bigint'], 'run_detail(run)');
--- the dashboard's charts and queue-delay warning (issue 16)
+-- the dashboard's charts and queue-delay warning
 select has_function(
     'runlane', 'lane_minutes', array['interval', 'timestamp with time zone'], 'lane_minutes(since, now)'
 );
@@ -78,7 +78,7 @@ select has_function(
 );
 select has_function('runlane', 'owner_spend', array['timestamp with time zone'], 'owner_spend(now)');
 select has_function('runlane', 'agent_last_runs', array[]::text[], 'agent_last_runs()');
--- the overview's counts and warning in one read, a page of agents (issue 16, item 6)
+-- the overview's counts and warning in one read, a page of agents
 select has_function(
     'runlane', 'lane_overview', array['interval', 'timestamp with time zone'],
     'lane_overview(threshold, now)'

@@ -169,8 +169,8 @@ select is(
 );
 
 -- Settings (platform_settings, users, the agents' switches, model and schedule) change
--- only through the management functions put_org, put_user and put_agent (runlane_api,
--- issue 13) or by the owner's direct table writes; no other function writes them.
+-- only through the management functions put_org, put_user and put_agent (runlane_api)
+-- or by the owner's direct table writes; no other function writes them.
 select is(
     (
         select array_agg(p.proname::text order by p.proname)

@@ -1,5 +1,5 @@
 -- The claim and the finish build their timing rows with _timing_of inlined into their
--- statements, never as a call per run (a call cost about 7 us per run more, issue 15):
+-- statements, never as a call per run (a call costs about 7 us per run more):
 -- with every function call counted, a claim and a finish of two chat runs count no call
 -- of _timing_of, and still return the timing rows run_timing returns.
 begin;

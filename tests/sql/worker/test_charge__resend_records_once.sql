@@ -1,4 +1,4 @@
--- Issue 11, item 5 with issue 12's charge: a charge resent with the write sequence number
+-- A charge resent with the write sequence number
 -- it was applied under (its reply was lost) records nothing more and answers the run's
 -- total; the next number is a new charge; the contract form never deduplicates.
 begin;

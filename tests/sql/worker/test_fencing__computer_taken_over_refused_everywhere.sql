@@ -1,4 +1,4 @@
--- Issue 11, item 1: a run paused past its lease whose computer another run's claim took
+-- A run paused past its lease whose computer another run's claim took
 -- over is refused (RL001) on every worker write, exactly as a reclaimed run is, although
 -- its own run row still reads running under its fence; the new owner keeps the computer.
 begin;

@@ -1,6 +1,6 @@
 -- A run whose computer lease expired but that no other run took over still holds its
--- computer: its writes are accepted and its heartbeat renews both leases (issue 11, item 1:
--- only a take-over fences a paused run out, not the expiry itself).
+-- computer: its writes are accepted and its heartbeat renews both leases (only a
+-- take-over fences a paused run out, not the expiry itself).
 begin;
 select plan(4);
 

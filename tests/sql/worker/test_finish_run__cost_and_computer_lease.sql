@@ -73,7 +73,7 @@ $$;
 select throws_ok(
     format('select runlane.finish_run(%s, 1, ''failed'', ''timeout'', 0)', runlane_test.last_run('agent-late')),
     'RL001', null,
-    'a run whose computer lease was taken over is refused like a fenced-out run (issue 11)'
+    'a run whose computer lease was taken over is refused like a fenced-out run'
 );
 select is(
     (select cl.run_id from runlane.computer_leases as cl where cl.computer_id = 'computer-late'),

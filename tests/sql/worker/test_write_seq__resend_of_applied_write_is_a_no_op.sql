@@ -1,4 +1,4 @@
--- Issue 11, item 5: a worker write resent with the sequence number of a write already
+-- A worker write resent with the sequence number of a write already
 -- applied under the same fence (its reply was lost) changes nothing and answers as the
 -- first time did; the next number is a new write; the contract forms never deduplicate.
 begin;

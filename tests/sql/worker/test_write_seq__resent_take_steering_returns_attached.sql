@@ -1,4 +1,4 @@
--- Issue 11, item 5: a take_steering whose reply was lost, resent with its sequence
+-- A take_steering whose reply was lost, resent with its sequence
 -- number, attaches nothing more and returns every message attached to the run (the worker
 -- drops those it knows: what is left is what the lost reply held); a new number takes
 -- what arrived since.
