@@ -1,8 +1,10 @@
-"""Every relative link of README.md and docs/*.md leads somewhere.
+"""Every relative link of README.md, CONTRIBUTING.md and docs/ leads somewhere, and the
+docs stay a length a newcomer reads in an hour.
 
-The README is the front door and docs/ holds one page per reader: a link from one page to
-another, or to a heading (`page.md#heading`), must name a file of the repository and a
-heading that page has (GitHub's anchors: lower case, punctuation dropped, spaces as `-`).
+The README is the front door and docs/ holds one page per reader (docs/design/ the
+maintainers' notes): a link from one page to another, or to a heading
+(`page.md#heading`), must name a file of the repository and a heading that page has
+(GitHub's anchors: lower case, punctuation dropped, spaces as `-`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).parent.parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DESIGN = sorted((ROOT / "docs" / "design").glob("*.md"))
+EVERY_PAGE = [*PAGES, ROOT / "CONTRIBUTING.md", *DESIGN]
+WORDS_AT_MOST = 25_000  # every page above together
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
 
@@ -37,7 +42,7 @@ def test_the_pages_exist():
 
 def test_every_relative_link_resolves():
     broken = []
-    for page in PAGES:
+    for page in EVERY_PAGE:
         for target in LINK.findall(_without_code(page.read_text())):
             if re.match(r"[a-z]+:", target):
                 continue  # an absolute URL
@@ -54,3 +59,15 @@ def test_the_readme_links_every_page():
     readme = (ROOT / "README.md").read_text()
     for page in PAGES[1:]:
         assert f"(docs/{page.name})" in readme, f"README.md does not link docs/{page.name}"
+
+
+def test_the_docs_together_stay_under_their_word_budget():
+    words = sum(len(page.read_text().split()) for page in EVERY_PAGE)
+    assert words <= WORDS_AT_MOST, f"{words} words in README, CONTRIBUTING and docs/"
+
+
+def test_the_design_notes_exist_and_are_linked():
+    assert DESIGN, "docs/design/ holds the maintainers' notes"
+    linked = "".join(page.read_text() for page in EVERY_PAGE)
+    for note in DESIGN:
+        assert f"design/{note.name}" in linked, f"nothing links docs/design/{note.name}"
