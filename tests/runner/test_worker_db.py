@@ -184,3 +184,30 @@ def test_a_busy_lane_serves_another_organization_before_the_backlog_of_one(db_ds
     assert order["a0"] == 1
     assert order["b"] == 2, order
     assert [order[f"a{i}"] for i in range(1, 6)] == [3, 4, 5, 6, 7]
+
+
+def test_a_statement_waiting_to_be_resent_holds_no_turn(db_dsn, attempts):
+    """One connection: a statement rolled back as a conflict until another organization's
+    statement has run. That one gets the connection during the first's backoff, so the
+    first is applied on a resend (a turn held through the backoff would let it fail
+    until its deadline)."""
+    attempts.execute("create table marker (n int)")
+    wait_for_marker = """
+    select case when nextval('attempts') > 0 and not exists (select 1 from marker)
+                then runlane_test_fail('40001') else 1 end as n
+    """
+
+    async def scenario() -> int:
+        db = _database(db_dsn, lease=10.0)  # resends for up to 5 s
+        await db.open()
+        try:
+            first = asyncio.create_task(db.call("interactive", wait_for_marker, orgs=("org-a",)))
+            await asyncio.to_thread(wait_until, lambda: attempts.execute(
+                "select is_called from attempts").fetchone()[0],
+                what="the first statement sent")
+            await db.call("interactive", "insert into marker values (1)", fetch="none",
+                          orgs=("org-b",))
+            return (await asyncio.wait_for(first, 60))["n"]
+        finally:
+            await db.close()
+    assert asyncio.run(scenario()) == 1

@@ -20,6 +20,7 @@ Guarantees:
   every connection is busy, waiters are served round robin across the organizations of
   the runs they write for, so one organization's burst in flight never queues another's
   writes behind its own (memory admission, not a run count, limits what a worker takes);
+  a statement waiting out a backoff before its resend holds no turn;
 - `write_seqs` says whether the schema numbers writes and keys claims (migration 0004).
   Writes that carry a number are applied once even when resent; without it the worker
   sends NULL numbers and keys (the same calls, not deduplicated).
@@ -209,17 +210,22 @@ class Database:
         is for callers that try again on their own schedule (claims, heartbeats)."""
         deadline = time.monotonic() + (self.config.lease / 2 if retries is None else 0)
         backoff = 0.1
-        orgs = tuple(orgs)
+        gate = self.gates[lane]
         for attempt in itertools.count():
+            if not gate.take():  # (take: no coroutine on the common path)
+                await gate.wait(orgs)
             try:
-                async with self.gates[lane].turn(orgs), self.pools[lane].connection() as conn:
-                    cur = conn.cursor(row_factory=dict_row)
-                    await cur.execute(sql, params)
-                    if fetch == "one":
-                        return await cur.fetchone()
-                    if fetch == "all":
-                        return await cur.fetchall()
-                    return None
+                try:
+                    async with self.pools[lane].connection() as conn:
+                        cur = conn.cursor(row_factory=dict_row)
+                        await cur.execute(sql, params)
+                        if fetch == "one":
+                            return await cur.fetchone()
+                        if fetch == "all":
+                            return await cur.fetchall()
+                        return None
+                finally:
+                    gate.release()  # before any backoff: a pause holds no turn
             except psycopg.Error as exc:
                 if not is_resendable(exc):
                     raise

@@ -1,15 +1,15 @@
 """Who gets a lane's next database connection: organizations take turns.
 
 Guarantees:
-- at most `limit` holders at once (a lane's pool size: whoever holds a turn gets a pool
-  connection without queueing in the pool);
+- at most `limit` holders at once (a lane's pool size: a turn's holder does not queue
+  behind other statements for a pool connection);
 - while holders are at the limit, waiters queue per key (an organization; None for the
   worker's own statements) and a freed turn goes to the next key in rotation, FIFO
-  within a key: a key with waiters is served within one turn of every other key with
-  waiters, however many waiters those have;
+  within a key: between two turns of a key with waiters every other key gets at most
+  one, however many waiters it has;
 - a statement for runs of several organizations (a page's messages, a finish batch)
-  waits in the shortest of their queues: it serves each of them, so it goes at the
-  earliest turn any of them has;
+  waits in the shortest of their queues: it serves each of them, so it waits no longer
+  than the least busy of them would;
 - a waiter cancelled before its turn leaves no trace; one cancelled right after its turn
   was granted passes the turn on.
 
@@ -45,18 +45,25 @@ class FairGate:
 
     @contextlib.asynccontextmanager
     async def turn(self, keys: Iterable[Hashable] = ()) -> AsyncIterator[None]:
-        """Holds one turn for the block; waits in the shortest queue among `keys` (none:
-        the key None) while all turns are held."""
-        if self.held < self.limit and not self.waiting:
-            self.held += 1
-        else:
-            await self._wait(keys)
+        """Holds one turn for the block (take or wait, then release)."""
+        if not self.take():
+            await self.wait(keys)
         try:
             yield
         finally:
-            self._release()
+            self.release()
 
-    async def _wait(self, keys: Iterable[Hashable]) -> None:
+    def take(self) -> bool:
+        """Takes a free turn when nobody waits (no await: the statement path's common
+        case costs a comparison); False: wait() for one."""
+        if self.held < self.limit and not self.waiting:
+            self.held += 1
+            return True
+        return False
+
+    async def wait(self, keys: Iterable[Hashable] = ()) -> None:
+        """Waits for a turn in the shortest queue among `keys` (none: the key None);
+        the turn is held when it returns (release() it)."""
         key = min(tuple(keys) or (None,), key=lambda k: len(self.waiting.get(k, ())))
         future = asyncio.get_running_loop().create_future()
         self.waiting.setdefault(key, deque()).append(future)
@@ -64,7 +71,7 @@ class FairGate:
             await future
         except asyncio.CancelledError:
             if future.done() and not future.cancelled():
-                self._release()  # granted, then cancelled before it ran: pass the turn on
+                self.release()  # granted, then cancelled before it ran: pass the turn on
             else:
                 queue = self.waiting.get(key)
                 if queue is not None:
@@ -74,7 +81,7 @@ class FairGate:
                         del self.waiting[key]
             raise
 
-    def _release(self) -> None:
+    def release(self) -> None:
         """The turn goes to the front key's first waiter (the key to the back of the
         rotation), or back to the pool of free turns when nobody waits."""
         while self.waiting:
