@@ -180,9 +180,11 @@ def burst_part(pg, burst: int) -> tuple[list[dict], list[str]]:
     for label, ms in samples.items():
         row = {"case": label, "burst": burst, "trickle_runs": len(ms),
                "first_response_p50_ms": round(statistics.median(ms), 1),
+               "first_response_p99_ms": round(_common.percentile(ms, 0.99), 1),
                "first_response_max_ms": round(max(ms), 1)}
         results.append(row)
         summary.append(f"  {label:<36}: p50 {row['first_response_p50_ms']:8.1f} ms, "
+                       f"p99 {row['first_response_p99_ms']:8.1f} ms, "
                        f"max {row['first_response_max_ms']:8.1f} ms")
     return results, summary
 

@@ -146,3 +146,68 @@ def test_worker_connections_decode_json_as_json_loads_does(db_dsn):
     assert [(r["b"], r["j"]) for r in ours] == [tuple(r) for r in theirs]
     assert ours[1]["b"]["esc"] == ours[1]["j"]["esc"] == "é😀"
     assert ours[0]["j"]["run.id"] == 9007199254740993  # an int, not a float
+
+
+def test_a_busy_lane_serves_another_organization_before_the_backlog_of_one(db_dsn, conn):
+    """One connection, held by a statement of org-a; six more of org-a queue, then one of
+    org-b: org-b's goes right after org-a's next, not after its whole backlog."""
+    conn.execute("create sequence served")
+    conn.execute("select pg_advisory_lock(4242)")
+
+    async def scenario() -> dict[str, int]:
+        db = _database(db_dsn)
+        await db.open()
+        order: dict[str, int] = {}
+
+        async def serve(label: str, org: str) -> None:
+            row = await db.call("interactive", "select nextval('served') as n", orgs=(org,))
+            order[label] = row["n"]
+
+        try:
+            blocker = asyncio.create_task(db.call(
+                "interactive", "select pg_advisory_xact_lock(4242)", orgs=("org-a",)))
+            await asyncio.to_thread(wait_until, lambda: conn.execute(
+                "select count(*) from pg_locks where locktype = 'advisory' "
+                "and not granted").fetchone()[0] == 1, what="the blocker waiting")
+            tasks = []
+            for label, org in [*[(f"a{i}", "org-a") for i in range(6)], ("b", "org-b")]:
+                tasks.append(asyncio.create_task(serve(label, org)))
+                for _ in range(5):  # each queues before the next is created
+                    await asyncio.sleep(0)
+            conn.execute("select pg_advisory_unlock(4242)")
+            await asyncio.wait_for(asyncio.gather(blocker, *tasks), 60)
+            return order
+        finally:
+            await db.close()
+
+    order = asyncio.run(scenario())
+    assert order["a0"] == 1
+    assert order["b"] == 2, order
+    assert [order[f"a{i}"] for i in range(1, 6)] == [3, 4, 5, 6, 7]
+
+
+def test_a_statement_waiting_to_be_resent_holds_no_turn(db_dsn, attempts):
+    """One connection: a statement rolled back as a conflict until another organization's
+    statement has run. That one gets the connection during the first's backoff, so the
+    first is applied on a resend (a turn held through the backoff would let it fail
+    until its deadline)."""
+    attempts.execute("create table marker (n int)")
+    wait_for_marker = """
+    select case when nextval('attempts') > 0 and not exists (select 1 from marker)
+                then runlane_test_fail('40001') else 1 end as n
+    """
+
+    async def scenario() -> int:
+        db = _database(db_dsn, lease=10.0)  # resends for up to 5 s
+        await db.open()
+        try:
+            first = asyncio.create_task(db.call("interactive", wait_for_marker, orgs=("org-a",)))
+            await asyncio.to_thread(wait_until, lambda: attempts.execute(
+                "select is_called from attempts").fetchone()[0],
+                what="the first statement sent")
+            await db.call("interactive", "insert into marker values (1)", fetch="none",
+                          orgs=("org-b",))
+            return (await asyncio.wait_for(first, 60))["n"]
+        finally:
+            await db.close()
+    assert asyncio.run(scenario()) == 1

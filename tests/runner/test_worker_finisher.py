@@ -116,10 +116,11 @@ def test_a_lost_reply_of_a_batch_over_sixty_is_answered_as_applied(conn, db_dsn,
     rows = _claimed(conn, 70)
     send = RecordingDatabase.call
 
-    async def reply_lost_once(db, lane, sql, params=None, fetch="one", retries=None):
+    async def reply_lost_once(db, lane, sql, params=None, fetch="one", retries=None,
+                              orgs=()):
         if sql == FINISH_RUNS and db.count(FINISH_RUNS) == 0:
-            await send(db, lane, sql, params, fetch, retries)  # committed, reply lost
-        return await send(db, lane, sql, params, fetch, retries)  # the resend
+            await send(db, lane, sql, params, fetch, retries, orgs)  # committed, reply lost
+        return await send(db, lane, sql, params, fetch, retries, orgs)  # the resend
 
     monkeypatch.setattr(RecordingDatabase, "call", reply_lost_once)
     runs, sent, timings = _finish_all(db_dsn, rows, finish_batch=100)

@@ -194,8 +194,9 @@ def test_a_heartbeat_refused_after_the_finish_committed_writes_nothing_more(conn
         async with database(db_dsn) as db:
             call = db.call
 
-            async def slow_finish_reply(lane, sql, params=None, fetch="one", retries=None):
-                result = await call(lane, sql, params, fetch, retries)
+            async def slow_finish_reply(lane, sql, params=None, fetch="one", retries=None,
+                                        orgs=()):
+                result = await call(lane, sql, params, fetch, retries, orgs)
                 if sql == FINISH_RUNS:  # committed: the reply waits for a refused heartbeat
                     await asyncio.wait_for(refused.wait(), timeout=30)
                 if sql == HEARTBEAT and not (result and result["ok"]):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from datetime import timedelta
 from typing import Any
 
@@ -68,9 +68,10 @@ class RecordingDatabase(Database):
         self.sent: list[tuple[str, str, Any]] = []  # (lane, sql, params)
 
     async def call(self, lane: str, sql: str, params: dict[str, Any] | None = None,
-                   fetch: str = "one", retries: int | None = None) -> Any:
+                   fetch: str = "one", retries: int | None = None,
+                   orgs: Iterable[str] = ()) -> Any:
         self.sent.append((lane, sql, params))
-        return await super().call(lane, sql, params, fetch, retries)
+        return await super().call(lane, sql, params, fetch, retries, orgs)
 
     def count(self, sql: str) -> int:
         return sum(1 for _, sent, _ in self.sent if sent == sql)

@@ -16,6 +16,11 @@ Guarantees:
   attempts back off for seconds (psycopg_pool: 1 s doubling), so a run's write would
   wait for them; statements running on the old pool finish there, whoever waits for
   one of its connections is turned away (PoolClosed) and resends on the new pool;
+- a lane's statements take turns for its connections (FairGate, fair_gate.py): while
+  every connection is busy, waiters are served round robin across the organizations of
+  the runs they write for, so one organization's burst in flight never queues another's
+  writes behind its own (memory admission, not a run count, limits what a worker takes);
+  a statement waiting out a backoff before its resend holds no turn;
 - `write_seqs` says whether the schema numbers writes and keys claims (migration 0004).
   Writes that carry a number are applied once even when resent; without it the worker
   sends NULL numbers and keys (the same calls, not deduplicated).
@@ -27,6 +32,7 @@ import asyncio
 import itertools
 import json
 import time
+from collections.abc import Iterable
 from typing import Any
 
 import psycopg
@@ -37,6 +43,7 @@ from psycopg_pool import AsyncConnectionPool
 from .. import log
 from ..eventloop import wait_event
 from .config import WorkerConfig
+from .fair_gate import FairGate
 
 # Write sequence numbers and claim keys need migration 0004 (runs.write_seq,
 # claim_receipts). Against an older schema (a rolling upgrade still at the expand step)
@@ -123,6 +130,9 @@ class Database:
             # above all, which before 1.21 loses server-side prepared statements too.
             self.conn_kwargs["prepare_threshold"] = None
         self.pools = {lane: self._pool(lane) for lane in config.lanes}
+        # Turns for each lane's connections, organizations round robin (fair_gate.py);
+        # kept when a pool is renewed.
+        self.gates = {lane: FairGate(config.pool_size) for lane in config.lanes}
         self.write_seqs = False  # migration 0004 applied: numbered writes, keyed claims
         # Set while the listener's connection is up; a fresh, unset event after it broke,
         # set again when it reconnects (see pause()).
@@ -186,10 +196,13 @@ class Database:
             await pool.close()
 
     async def call(self, lane: str, sql: str, params: dict[str, Any] | None = None,
-                   fetch: str = "one", retries: int | None = None) -> Any:
+                   fetch: str = "one", retries: int | None = None,
+                   orgs: Iterable[str] = ()) -> Any:
         """One statement in its own transaction; resent when the connection itself broke
         (on a fresh one: the pool drops broken connections) or the server rolled the
-        transaction back to break a deadlock or a serialization conflict.
+        transaction back to break a deadlock or a serialization conflict. `orgs`: the
+        organizations of the runs it is for (none: the worker's own), whose turn it
+        waits for while the lane's connections are busy (FairGate).
 
         By default it keeps resending, with backoff, for up to half a lease: a server
         restart or a terminated backend then costs a pause, not a failed attempt or an
@@ -197,16 +210,22 @@ class Database:
         is for callers that try again on their own schedule (claims, heartbeats)."""
         deadline = time.monotonic() + (self.config.lease / 2 if retries is None else 0)
         backoff = 0.1
+        gate = self.gates[lane]
         for attempt in itertools.count():
+            if not gate.take():  # (take: no coroutine on the common path)
+                await gate.wait(orgs)
             try:
-                async with self.pools[lane].connection() as conn:
-                    cur = conn.cursor(row_factory=dict_row)
-                    await cur.execute(sql, params)
-                    if fetch == "one":
-                        return await cur.fetchone()
-                    if fetch == "all":
-                        return await cur.fetchall()
-                    return None
+                try:
+                    async with self.pools[lane].connection() as conn:
+                        cur = conn.cursor(row_factory=dict_row)
+                        await cur.execute(sql, params)
+                        if fetch == "one":
+                            return await cur.fetchone()
+                        if fetch == "all":
+                            return await cur.fetchall()
+                        return None
+                finally:
+                    gate.release()  # before any backoff: a pause holds no turn
             except psycopg.Error as exc:
                 if not is_resendable(exc):
                     raise

@@ -279,7 +279,8 @@ class LaneDispatcher:
                   "run.trigger": row["trigger"], "run.attempt": row["attempt"],
                   "run.reason": row["skipped_reason"]}
         try:
-            timing = await self.db.call(self.lane, RUN_TIMING, {"run_id": row["run_id"]})
+            timing = await self.db.call(self.lane, RUN_TIMING, {"run_id": row["run_id"]},
+                                        orgs=(row["org_id"],))
             self.timing("run.finished", timing["timing"] if timing else None, **fields)
         except Exception as exc:  # noqa: BLE001 - a timing read never fails anything
             log.get().warning("log.timing_failed", **fields, **log.error_fields(exc))
@@ -335,7 +336,7 @@ class LaneDispatcher:
             rows = await self.db.call(self.lane, RUN_MESSAGES_MANY, {
                 "run_ids": pg_array([r.run_id for r in runs]),
                 "fences": pg_array([r.fence for r in runs])},
-                fetch="all", retries=0)
+                fetch="all", retries=0, orgs={r.org_id for r in runs})
         except Exception as exc:  # noqa: BLE001 - the per-run read is the fallback
             log.get().warning("run.messages_prefetch_failed", **{"run.lane": self.lane},
                               **log.error_fields(exc))

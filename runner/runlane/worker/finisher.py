@@ -169,7 +169,8 @@ class Finisher:
         self.finish_calls[lane] += 1
         try:
             rows = await self.db.call(lane, FINISH_RUNS,
-                                 {k: pg_array(v) for k, v in params.items()}, fetch="all")
+                                      {k: pg_array(v) for k, v in params.items()}, fetch="all",
+                                      orgs={run.org_id for run, _, _ in batch})
         except psycopg.Error as exc:
             if exc.sqlstate != RUN_BY_RUN_LIMIT_EXCEEDED or len(batch) < 2:
                 for (run, _, _), seq in zip(batch, seqs, strict=True):
@@ -233,7 +234,7 @@ class Finisher:
             sql = FINISH_WITH_OUTPUTS
             params.update(outputs_params(result.outputs))
         try:
-            row = await self.db.call(run.lane, sql, params)
+            row = await self.db.call(run.lane, sql, params, orgs=(run.org_id,))
         except psycopg.Error as exc:
             if self._refused(run, numbers, exc):
                 return
@@ -253,7 +254,7 @@ class Finisher:
         try:
             row = await self.db.call(run.lane, RETRY_RUN, {
                 "run_id": run.run_id, "fence": run.fence, "error": error, "delay": delay,
-                **numbers})
+                **numbers}, orgs=(run.org_id,))
         except psycopg.Error as db_exc:
             if self._refused(run, numbers, db_exc):
                 return
@@ -267,7 +268,8 @@ class Finisher:
 
     async def _log_terminal(self, run: RunHandle) -> None:
         try:
-            row = await self.db.call(run.lane, RUN_TIMING, {"run_id": run.run_id})
+            row = await self.db.call(run.lane, RUN_TIMING, {"run_id": run.run_id},
+                                     orgs=(run.org_id,))
             self.timing("run.finished", row["timing"] if row else None)
         except Exception as exc:  # noqa: BLE001 - a timing read never fails anything
             log.get().warning("log.timing_failed", **run.fields, **log.error_fields(exc))
@@ -280,7 +282,7 @@ class Finisher:
         numbers = run.next_seq()
         try:
             row = await self.db.call(run.lane, RELEASE_RUN, {
-                "run_id": run.run_id, "fence": run.fence, **numbers})
+                "run_id": run.run_id, "fence": run.fence, **numbers}, orgs=(run.org_id,))
             run.ended = True
             if row and row["released"] is False:  # it was stopped: closed canceled instead
                 log.get().info("run.stopped", **run.fields, **{"lease.why": "shutdown"})
@@ -309,7 +311,7 @@ class Finisher:
         params = {"run_id": run.run_id, "fence": run.fence, "outcome": "canceled",
                   "error": "canceled", "cost": run.cost, **numbers}
         try:
-            row = await self.db.call(run.lane, FINISH_RUN, params)
+            row = await self.db.call(run.lane, FINISH_RUN, params, orgs=(run.org_id,))
         except psycopg.Error as exc:
             run.give_back(numbers, exc)
             if exc.sqlstate == "RL001":

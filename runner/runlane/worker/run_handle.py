@@ -216,7 +216,8 @@ class RunHandle:
                     self.give_back(numbers, exc)
                     raise
         try:
-            return await self._db.call(self.lane, sql, {**self._key, **params}, fetch)
+            return await self._db.call(self.lane, sql, {**self._key, **params}, fetch,
+                                       orgs=(self.org_id,))
         except psycopg.Error as exc:
             if exc.sqlstate == "RL001":
                 self.lose("fenced_out")

@@ -207,7 +207,8 @@ class Supervisor:
             return
         try:
             row = await self.db.call(run.lane, HEARTBEAT, {
-                "run_id": run.run_id, "fence": run.fence, "lease": self.lease}, retries=0)
+                "run_id": run.run_id, "fence": run.fence, "lease": self.lease}, retries=0,
+                orgs=(run.org_id,))
         except psycopg.Error as exc:  # the heartbeat loop asks again within lease/3
             log.get().warning("run.heartbeat_failed", **run.fields, **log.error_fields(exc))
             return
@@ -244,7 +245,8 @@ class Supervisor:
         while not run.lost:
             try:
                 row = await self.db.call(run.lane, HEARTBEAT, {
-                    "run_id": run.run_id, "fence": run.fence, "lease": self.lease}, retries=0)
+                    "run_id": run.run_id, "fence": run.fence, "lease": self.lease}, retries=0,
+                orgs=(run.org_id,))
                 owned = bool(row and row["ok"])
             except psycopg.Error as exc:
                 if exc.sqlstate == "RL001":
