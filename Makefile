@@ -91,8 +91,9 @@ typecheck: $(VENV)/.installed ## mypy over runner/ (configured in pyproject.toml
 plpgsql-check: $(VENV)/.installed $(PLPGSQL_CHECK) ## plpgsql_check over every PL/pgSQL function
 	$(PY) tools/plpgsql_lint.py
 
+# One line per file (`make format` rewrites them; `ruff format --diff` shows the changes).
 format-check: $(VENV)/.installed ## ruff format --check over the Python
-	$(VENV)/bin/ruff format --check $(PY_DIRS)
+	RUFF_OUTPUT_FORMAT=concise $(VENV)/bin/ruff format --check $(PY_DIRS)
 
 format: $(VENV)/.installed ## Format the Python with ruff format
 	$(VENV)/bin/ruff format $(PY_DIRS)

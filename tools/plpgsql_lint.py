@@ -38,34 +38,43 @@ class Allowed:
 
 EXCEPTIONS = [
     Allowed(
-        "_api_org", r'relation "runlane\.api_scopes" does not exist',
+        "_api_org",
+        r'relation "runlane\.api_scopes" does not exist',
         # The branch reads 0007's table only when to_regclass finds it: on a schema before
         # 0020, during a staged upgrade. 0020 drops it, so the head catalog has no such
         # relation and plpgsql_check cannot compile the guarded branch.
-        "guarded old-schema branch"),
+        "guarded old-schema branch",
+    ),
     Allowed(
-        "_notify_output", r'unused parameter "p_output_id"',
+        "_notify_output",
+        r'unused parameter "p_output_id"',
         # The signature is shared by append_output, finish_runs and _finish_runs_together,
         # and function files re-apply with `create or replace`: a new signature would leave
         # the old function beside the new one. The payload carries the stream token only.
-        "parameter kept for the callers' signature"),
+        "parameter kept for the callers' signature",
+    ),
     Allowed(
-        "_finish_runs_together", r'unused variable "v_round"',
+        "_finish_runs_together",
+        r'unused variable "v_round"',
         # `for v_round in 1 .. 2` declares its own integer loop variable, which shadows the
         # declared one; the declared v_round is never read. Harmless.
-        "integer FOR loop shadows the declaration"),
-    Allowed(
-        "claim_runs", r'unused variable "v_attempt"',
-        # `for v_attempt in 1..8` declares its own loop variable (as above). Harmless.
-        "integer FOR loop shadows the declaration"),
+        "integer FOR loop shadows the declaration",
+    ),
     Allowed(
         "claim_runs",
-        r'target type is different type than source type: '
+        r'unused variable "v_attempt"',
+        # `for v_attempt in 1..8` declares its own loop variable (as above). Harmless.
+        "integer FOR loop shadows the declaration",
+    ),
+    Allowed(
+        "claim_runs",
+        r"target type is different type than source type: "
         r'cast "text" value to "(integer|bigint|text)\[\]" type',
         # Array variables declared with a `'{}'` default (v_busy_orgs, v_busy_counts,
         # v_skipped): the literal goes through the array type's input, giving the empty
         # array of that type. Harmless.
-        "untyped '{}' default of an array variable"),
+        "untyped '{}' default of an array variable",
+    ),
 ]
 
 FUNCTIONS = """
@@ -99,11 +108,18 @@ def check(conn: psycopg.Connection) -> int:
     for oid, name, signature, relid, on_table in functions:
         on = f" on {on_table}" if on_table else ""
         for level, lineno, sqlstate, message, detail in conn.execute(
-                CHECK, {"oid": oid, "relid": relid}).fetchall():
+            CHECK, {"oid": oid, "relid": relid}
+        ).fetchall():
             text = f"{message}: {detail}" if detail else message
             where = f"{signature}{on}, line {lineno}" if lineno else f"{signature}{on}"
-            match = next((i for i, e in enumerate(EXCEPTIONS)
-                          if e.function == name and re.search(e.pattern, text)), None)
+            match = next(
+                (
+                    i
+                    for i, e in enumerate(EXCEPTIONS)
+                    if e.function == name and re.search(e.pattern, text)
+                ),
+                None,
+            )
             if match is None:
                 faults += 1
                 print(f"{level} {sqlstate}: {where}: {text}")
@@ -113,8 +129,10 @@ def check(conn: psycopg.Connection) -> int:
     stale = [e for i, e in enumerate(EXCEPTIONS) if i not in used]
     for e in stale:
         print(f"exception matches nothing (delete it from EXCEPTIONS): {e.function}: {e.pattern}")
-    print(f"plpgsql_check: {len({f[0] for f in functions})} functions, {faults} findings, "
-          f"{excepted} excepted, {len(stale)} stale exceptions")
+    print(
+        f"plpgsql_check: {len({f[0] for f in functions})} functions, {faults} findings, "
+        f"{excepted} excepted, {len(stale)} stale exceptions"
+    )
     return faults + len(stale)
 
 
