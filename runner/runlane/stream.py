@@ -113,7 +113,7 @@ async def _queue_untrusted(reader: psycopg.AsyncConnection[dict[str, Any]]) -> b
 
 
 async def stream(dsn: str, run_id: int, after: int = 0, *, page_size: int = 500,
-                 poll: float = 1.0, events: bool = False) -> AsyncGenerator[dict[str, Any]]:
+                 poll: float = 1.0, events: bool = False) -> AsyncGenerator[dict[str, Any], None]:
     """Yield the run's visible outputs with output_id > `after`, in order, as they commit;
     end by the end-of-stream rule (see the module docstring). With `events`, also the
     "superseded" and "end" events. Raises psycopg errors as they are (RL008 for an
