@@ -129,5 +129,5 @@ soak-failover: setup ## Failovers to a streaming standby, sync then async
 bench: setup ## The benchmarks (docs/benchmarks.md)
 	$(PY) -m bench
 
-clean: ## Remove the venvs, caches and node_modules
-	rm -rf $(VENV) $(DEMO_VENV) .pytest_cache clients/node/node_modules
+clean: ## Remove the venvs, the caches and node_modules
+	rm -rf $(VENV) $(DEMO_VENV) .pytest_cache .mypy_cache clients/node/node_modules
