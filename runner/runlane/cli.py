@@ -23,6 +23,7 @@ import psycopg
 
 from . import errors, eventloop, log
 from .migrate import MigrationError, migrate
+from .rows import one
 
 DSN_ENVVARS = ("RUNLANE_DSN", "DATABASE_URL")
 
@@ -393,9 +394,9 @@ def run_now_cmd(dsn: str, agent_id: str) -> None:
     """Start AGENT's background run now (manual "Run now")."""
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
-            run_id, state, reason = conn.execute(
+            run_id, state, reason = one(conn.execute(
                 "select run_id, state, reason from runlane.run_now(p_agent_id => %s::text)",
-                (agent_id,)).fetchone()
+                (agent_id,)).fetchone())
             if state == "queued":
                 _publish(conn, run_id)
     except psycopg.Error as exc:
@@ -412,10 +413,10 @@ def submit_cmd(dsn: str, agent_id: str, thread_id: str, text: str) -> None:
     """Send TEXT to AGENT in THREAD (a chat message)."""
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
-            message_id, run_id, disposition = conn.execute(
+            message_id, run_id, disposition = one(conn.execute(
                 "select message_id, run_id, disposition from runlane.submit_message("
                 "p_agent_id => %s::text, p_thread_id => %s::text, p_body => %s::text)",
-                (agent_id, thread_id, text)).fetchone()
+                (agent_id, thread_id, text)).fetchone())
             if disposition == "created":
                 _publish(conn, run_id)
     except psycopg.Error as exc:

@@ -39,6 +39,7 @@ from . import log
 from .agents.echo import EchoAgent
 from .embedded import Embedded
 from .maintenance import MaintenanceConfig
+from .rows import one
 from .tables import render
 
 ORG = "demo-org"
@@ -128,7 +129,8 @@ class _Progress:
                 self.line(f"{who} {r['state']} after {ms} ms of execution")
 
     async def run(self, stop: asyncio.Event) -> None:
-        conn = await asyncio.to_thread(psycopg.connect, self.dsn, autocommit=True)
+        conn: psycopg.Connection = await asyncio.to_thread(psycopg.connect, self.dsn,
+                                                           autocommit=True)
         try:
             while not stop.is_set():
                 await asyncio.to_thread(self.poll, conn)
@@ -188,9 +190,9 @@ async def run_demo(say: Callable[[str], None] = print, echo_delay: float = 0.35,
 
         # The scheduler on a simulated clock: the triage slot, then the next one while the
         # first timer run is still pending.
-        cur = rl._conn.cursor()
+        cur = rl._api.cursor()
         await cur.execute(NEXT_RUN, ("triage",))
-        slot = (await cur.fetchone())[0]
+        slot = one(await cur.fetchone())[0]
         for _ in range(2):
             progress.line(f"scheduler tick on a simulated clock at {slot:%Y-%m-%d %H:%M} UTC "
                           f"(triage's 09:00 in New York):")
@@ -198,7 +200,7 @@ async def run_demo(say: Callable[[str], None] = print, echo_delay: float = 0.35,
                 progress.line(f"    {row['agent_id']:<8} {row['event']:<18} run {row['run_id']}")
                 result.events.append(row["event"])
             await cur.execute(NEXT_RUN, ("triage",))
-            slot = (await cur.fetchone())[0]
+            slot = one(await cur.fetchone())[0]
 
         # -- 2. the worker runs both lanes -------------------------------------------------
         progress.line("-- the embedded worker starts (interactive and background lanes) --")
@@ -211,7 +213,7 @@ async def run_demo(say: Callable[[str], None] = print, echo_delay: float = 0.35,
         async def running() -> bool:
             await cur.execute("select state from runlane.runs where run_id = %s",
                               (first["run_id"],))
-            return (await cur.fetchone())[0] == "running"
+            return one(await cur.fetchone())[0] == "running"
 
         await _until(running, timeout, "the first chat run to start")
         held = await rl.submit_message("ada-chat", "ada-thread", "One more thing!")
@@ -219,13 +221,13 @@ async def run_demo(say: Callable[[str], None] = print, echo_delay: float = 0.35,
 
         async def all_done() -> bool:
             await cur.execute(UNFINISHED)
-            return (await cur.fetchone())[0] == 0
+            return one(await cur.fetchone())[0] == 0
 
         await _until(all_done, timeout, "every run to finish")
         stop.set()
         await watcher
         await cur.execute(HELD_FATE, (held["message_id"],))
-        taken_by = (await cur.fetchone())[0]
+        taken_by = one(await cur.fetchone())[0]
         progress.line(f"message 3 was answered by run {taken_by}"
                       + (" (taken as steering while it ran)" if taken_by == first["run_id"]
                          else " (the follow-up run created when the first one finished)"))
@@ -237,7 +239,7 @@ async def run_demo(say: Callable[[str], None] = print, echo_delay: float = 0.35,
                       f"runlane.outputs_since): {result.reply!r}")
 
         # -- the summary ---------------------------------------------------------------------
-        dcur = rl._conn.cursor(row_factory=dict_row)
+        dcur = rl._api.cursor(row_factory=dict_row)
         await dcur.execute(SUMMARY)
         result.runs = await dcur.fetchall()
         for trigger in (None, "interactive"):

@@ -35,6 +35,7 @@ from .agents import Agent
 from .maintenance import Maintenance
 from .migrate import migrate
 from .pgcluster import LocalCluster
+from .rows import one
 from .worker import Worker, WorkerConfig
 
 SUBMIT = """
@@ -102,6 +103,13 @@ class Embedded:
         if self.cluster is None:
             raise RuntimeError("the embedded database is not started")
         return self.cluster.dsn
+
+    @property
+    def _api(self) -> psycopg.AsyncConnection:
+        """The API connection (autocommit), open from start() to stop()."""
+        if self._conn is None:
+            raise RuntimeError("the embedded database is not started")
+        return self._conn
 
     # -- lifecycle ---------------------------------------------------------------------
     def start_database(self) -> str:
@@ -175,14 +183,14 @@ class Embedded:
 
     # -- the API, with in-process notification -----------------------------------------
     async def _one(self, sql: str, params: dict[str, Any]) -> dict[str, Any]:
-        cur = self._conn.cursor(row_factory=dict_row)
+        cur = self._api.cursor(row_factory=dict_row)
         await cur.execute(sql, params)
-        return await cur.fetchone()
+        return one(await cur.fetchone())
 
     async def _publish(self, run_id: int, lane: str) -> None:
         """After commit: the database's publication (harmless), then the in-process wake."""
         with contextlib.suppress(psycopg.Error):
-            await self._conn.execute(PUBLISH, {"run_id": run_id})
+            await self._api.execute(PUBLISH, {"run_id": run_id})
         if self.worker is not None:
             self.worker.notify(lane)
 
@@ -209,7 +217,7 @@ class Embedded:
 
     async def tick(self, now: Any) -> list[dict[str, Any]]:
         """One scheduler pass as of `now` (tests and the demo move time this way)."""
-        cur = self._conn.cursor(row_factory=dict_row)
+        cur = self._api.cursor(row_factory=dict_row)
         await cur.execute(TICK_AT, {"now": now})
         rows = await cur.fetchall()
         for row in rows:

@@ -48,7 +48,7 @@ def login_of(dsn: str) -> str:
         user = conninfo_to_dict(dsn).get("user")
     except psycopg.ProgrammingError:
         user = None
-    return user or os.environ.get("PGUSER") or getpass.getuser()
+    return str(user or os.environ.get("PGUSER") or getpass.getuser())
 
 
 def missing_role(exc: psycopg.Error, role: str, login: str, also: str | None = None) -> str | None:

@@ -37,9 +37,10 @@ import sys
 import time
 import traceback
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TextIO, cast
 
 import structlog
+from structlog.typing import EventDict
 
 _dumps = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), default=repr).encode
 
@@ -111,12 +112,12 @@ class _BatchedFile:
 _clock = _Clock()
 
 
-def _add_time(_logger: Any, _method: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+def _add_time(_logger: Any, _method: str, event_dict: EventDict) -> EventDict:
     event_dict["time"] = _clock.now()
     return event_dict
 
 
-def _render(_logger: Any, _method: str, event_dict: dict[str, Any]) -> str:
+def _render(_logger: Any, _method: str, event_dict: EventDict) -> str:
     return _dumps(event_dict)
 
 
@@ -130,7 +131,7 @@ def _text_value(value: Any) -> str:
     return value
 
 
-def _render_text(_logger: Any, _method: str, event_dict: dict[str, Any]) -> str:
+def _render_text(_logger: Any, _method: str, event_dict: EventDict) -> str:
     """`time level message key=value …`; a stack follows on indented lines."""
     fields = dict(event_dict)
     head = [str(fields.pop("time", "")), str(fields.pop("level", "")),
@@ -209,7 +210,8 @@ def configure(level: int | str = logging.INFO, *, fmt: str = "json",
             _render if fmt == "json" else _render_text,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.WriteLoggerFactory(file=_BatchedFile()),
+        # structlog's WriteLogger calls write() and flush() only: all _BatchedFile has.
+        logger_factory=structlog.WriteLoggerFactory(file=cast(TextIO, _BatchedFile())),
         cache_logger_on_first_use=True,
     )
     global _bound

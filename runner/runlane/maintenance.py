@@ -135,6 +135,13 @@ class MaintenanceConfig:
             raise ValueError("leader_ttl must be longer than tick_interval: "
                              "the leader renews its lease once per pass")
 
+    @property
+    def lease_ttl(self) -> float:
+        """leader_ttl as __post_init__ settles it: never None once the config exists."""
+        if self.leader_ttl is None:
+            raise ValueError("leader_ttl is unset: MaintenanceConfig.__post_init__ did not run")
+        return self.leader_ttl
+
 
 def _when(value: Any) -> Any:
     return value.isoformat() if isinstance(value, datetime) else value
@@ -165,7 +172,7 @@ class Maintenance:
         sent = time.monotonic()
         row = (await self._rows(conn, LEAD, {
             "leader": self.leader_id,
-            "ttl": timedelta(seconds=self.config.leader_ttl)}))[0]
+            "ttl": timedelta(seconds=self.config.lease_ttl)}))[0]
         won = bool(row["won"])
         self._watch_holder(row)
         if won:
@@ -204,7 +211,7 @@ class Maintenance:
         (a pause shows on the monotonic clock), so no step starts after the lease lapsed."""
         if not self.leading:
             return False
-        if time.monotonic() - self.renewed_at < self.config.leader_ttl / 2:
+        if time.monotonic() - self.renewed_at < self.config.lease_ttl / 2:
             return True
         return await self.renew(conn)
 
@@ -333,6 +340,9 @@ class Maintenance:
     async def purge(self, conn: psycopg.AsyncConnection) -> None:
         """Retention: finished runs, then the claim receipts and registry rows of workers
         long gone, then one window of the sweep over chat threads; logs what this pass deleted."""
+        retention = self.config.retention
+        if retention is None:  # pass_once takes this step only with a retention configured
+            return
         runs = await self._purge_batches(conn, PURGE)
         receipts = await self._purge_batches(conn, PURGE_RECEIPTS)
         workers = await self._purge_batches(conn, PURGE_WORKERS)
@@ -350,7 +360,7 @@ class Maintenance:
                 "maintenance.purged_claim_receipts": receipts,
                 "maintenance.purged_workers": workers,
                 "maintenance.purged_threads": threads,
-                "maintenance.retention_s": int(self.config.retention.total_seconds())})
+                "maintenance.retention_s": int(retention.total_seconds())})
 
     async def pass_once(self, conn: psycopg.AsyncConnection, queue_check: bool) -> bool:
         """Every step, whatever happened to the others, while the lease is ours; True when

@@ -35,6 +35,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from . import eventloop, hints, log
+from .rows import one
 
 BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 3600)
 
@@ -144,7 +145,7 @@ class Metrics:
             self.database.coalesced = sum(n for event, _r, n in rows
                                           if event == "routine.coalesced")
             self.database.lanes = list(await (await conn.execute(LANES)).fetchall())
-            self.database.delayed = (await (await conn.execute(DELAYED)).fetchone())[0]
+            self.database.delayed = one(await (await conn.execute(DELAYED)).fetchone())[0]
 
     async def run_forever(self, stopped: asyncio.Event) -> None:
         while not stopped.is_set():

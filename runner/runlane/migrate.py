@@ -48,6 +48,8 @@ from importlib.abc import Traversable
 
 import psycopg
 
+from .rows import one
+
 # Function files are HEAD code: they need at least the expand generation's columns.
 FUNCTIONS_NEED_VERSION = 2
 MIGRATION_LOCK = 7_317_001  # pg_advisory_lock key shared by all migrators
@@ -141,7 +143,7 @@ def function_files() -> list[Traversable]:
 def applied_versions(conn: psycopg.Connection) -> dict[int, str]:
     with conn.cursor() as cur:
         cur.execute("select to_regclass('runlane.schema_migrations') is not null")
-        if not cur.fetchone()[0]:
+        if not one(cur.fetchone())[0]:
             return {}
         cur.execute("select version, checksum from runlane.schema_migrations")
         return dict(cur.fetchall())
@@ -326,9 +328,9 @@ def migration_locks(sql: str) -> dict[tuple[str, str], set[str]] | None:
                         _found(mode, kind, match, locks)
             continue
         for form, mode, kind in _FORMS:
-            match = form.match(stmt)
-            if match:
-                _found(mode, kind, match, locks)
+            head = form.match(stmt)
+            if head:
+                _found(mode, kind, head, locks)
                 break
         else:
             if not _NEUTRAL.match(stmt):
@@ -350,7 +352,8 @@ def planned_locks(conn: psycopg.Connection, m: Migration) -> list[tuple[str, str
             if row is None:
                 continue
             name = row[0]
-        elif conn.execute("select to_regclass(%s)", (f"runlane.{name}",)).fetchone()[0] is None:
+        elif one(conn.execute("select to_regclass(%s)",
+                              (f"runlane.{name}",)).fetchone())[0] is None:
             continue
         tables.setdefault(name, set()).update(modes)
     return [(f"runlane.{name}", covering_mode(modes)) for name, modes in sorted(tables.items())]
@@ -369,9 +372,9 @@ def _attempt_wait(conn: psycopg.Connection) -> float:
     """Seconds one attempt may wait for its locks, all of them together: SHORT_LOCK_WAIT,
     and less than half the server's deadlock_timeout, so that the attempt gives up before
     a client queued behind one of its locks runs its own deadlock check (module doc)."""
-    (deadlock_timeout,) = conn.execute(
+    (deadlock_timeout,) = one(conn.execute(
         "select extract(epoch from current_setting('deadlock_timeout')::interval)::float8"
-    ).fetchone()
+    ).fetchone())
     return min(SHORT_LOCK_WAIT, deadlock_timeout / 2)
 
 

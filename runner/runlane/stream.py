@@ -44,13 +44,14 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
 
 from . import hints
+from .rows import one as one_row
 
 PAGE = """
 select o.output_id, o.run_id, o.attempt, o.kind, o.body, o.created_at
@@ -96,7 +97,7 @@ def _for_stream(payload: str, token: str | None) -> bool:
     return token is None or hints.stream_of(payload) == token
 
 
-async def _queue_untrusted(reader: psycopg.AsyncConnection) -> bool:
+async def _queue_untrusted(reader: psycopg.AsyncConnection[dict[str, Any]]) -> bool:
     """Whether the NOTIFY queue is at least UNTRUSTED_FROM full; False when it cannot be
     read (a schema or a login without notify_queue_usage: notifications are then waited
     for as usual)."""
@@ -112,7 +113,7 @@ async def _queue_untrusted(reader: psycopg.AsyncConnection) -> bool:
 
 
 async def stream(dsn: str, run_id: int, after: int = 0, *, page_size: int = 500,
-                 poll: float = 1.0, events: bool = False) -> AsyncIterator[dict[str, Any]]:
+                 poll: float = 1.0, events: bool = False) -> AsyncGenerator[dict[str, Any], None]:
     """Yield the run's visible outputs with output_id > `after`, in order, as they commit;
     end by the end-of-stream rule (see the module docstring). With `events`, also the
     "superseded" and "end" events. Raises psycopg errors as they are (RL008 for an
@@ -126,7 +127,8 @@ async def stream(dsn: str, run_id: int, after: int = 0, *, page_size: int = 500,
             await listener.execute("LISTEN runlane_outputs")
 
             async def one(query: str) -> dict[str, Any]:
-                return await (await reader.execute(query, {"run_id": run_id})).fetchone()
+                cur = await reader.execute(query, {"run_id": run_id})
+                return one_row(await cur.fetchone())
 
             token = (await one(TOKEN))["token"]
             checked_attempt: int | None = None

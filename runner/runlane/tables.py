@@ -15,8 +15,10 @@ from typing import Any
 try:  # optional: nicer tables when present
     from rich.console import Console
     from rich.table import Table
+
+    RICH = True
 except ImportError:  # pragma: no cover - depends on the environment
-    Console = Table = None
+    RICH = False
 
 
 def cell(value: Any) -> str:
@@ -30,7 +32,7 @@ def cell(value: Any) -> str:
 def render(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """The table as text (a title line, a header, a rule, the rows)."""
     text_rows = [[cell(v) for v in row] for row in rows]
-    if Table is not None and os.environ.get("RUNLANE_TABLES") != "plain":
+    if RICH and os.environ.get("RUNLANE_TABLES") != "plain":
         table = Table(title=title, title_justify="left")
         for name in columns:
             table.add_column(name)

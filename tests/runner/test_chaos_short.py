@@ -18,7 +18,11 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # `soak` sits beside `tests`, outside the installed package
     sys.path.insert(0, str(ROOT))
 
+import pytest  # noqa: E402
+
 from soak.chaos import CHECKS, FAULT_KINDS, Chaos, SoakConfig  # noqa: E402
+
+pytestmark = pytest.mark.soak
 
 
 def test_short_chaos_soak_has_no_violations():

@@ -26,6 +26,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 from worker_helpers import DEADLINE, submit
 
+pytestmark = pytest.mark.browser
+
 api_dsn = dashboard_helpers.api_dsn  # fixtures
 dashboards = dashboard_helpers.dashboards
 workers = worker_helpers.workers

@@ -25,6 +25,8 @@ from worker_helpers import first_chat_run  # noqa: E402
 from soak.failover import SYNC_CHECKS, Failover, FailoverConfig  # noqa: E402
 from soak.replication import ReplicatedPair  # noqa: E402
 
+pytestmark = pytest.mark.failover
+
 
 def test_failover_to_a_synchronous_standby_loses_nothing_and_runs_nothing_twice():
     config = FailoverConfig(runs=400, workers=2, duration=8.0, seed=17, first_at=0.4,

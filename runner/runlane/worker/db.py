@@ -73,9 +73,10 @@ def json_from_utf8(data: bytes) -> Any:
     return _decode_json(data.decode("utf-8", "surrogatepass"))
 
 
-def configure_connection(conn: psycopg.AsyncConnection) -> None:
+def configure_connection(conn: psycopg.AsyncConnection[Any]) -> None:
     """A worker connection's json and jsonb values decoded by json_from_utf8."""
-    set_json_loads(json_from_utf8, conn)
+    # psycopg's JSON loaders pass bytes (they copy a memoryview first); its type says str | bytes.
+    set_json_loads(json_from_utf8, conn)  # type: ignore[arg-type]
 
 
 async def _configure_pooled(conn: psycopg.AsyncConnection) -> None:

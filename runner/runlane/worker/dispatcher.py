@@ -174,7 +174,7 @@ class LaneDispatcher:
         self.passes = 0
         self.claim_queries = 0
         # Opened by the lane's first pass, reopened by the pass after it broke.
-        self.claim_conn: psycopg.AsyncConnection | None = None
+        self.claim_conn: psycopg.AsyncConnection[dict[str, Any]] | None = None
         self.claim_size = config.claim_batch
         self.backlog = False  # the last page was full or cut by the bound
         self.drop_claim_conn = False  # set by connection_lost: reopen before the next claim

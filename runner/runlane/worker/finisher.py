@@ -227,8 +227,9 @@ class Finisher:
     async def _finish_alone(self, run: RunHandle, result: StepResult) -> None:
         """The last step's outputs and the finish, in one statement (one commit)."""
         numbers = run.next_seq(len(result.outputs) + 1)
-        params = {"run_id": run.run_id, "fence": run.fence, "outcome": result.outcome,
-                  "error": result.error, "cost": run.cost, **numbers}
+        params: dict[str, Any] = {"run_id": run.run_id, "fence": run.fence,
+                                  "outcome": result.outcome, "error": result.error,
+                                  "cost": run.cost, **numbers}
         sql = FINISH_RUN
         if result.outputs:
             sql = FINISH_WITH_OUTPUTS

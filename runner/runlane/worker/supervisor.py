@@ -183,10 +183,12 @@ class Supervisor:
     async def _run_to_end(self, run: RunHandle) -> None:
         """Awaits the agent and writes how its attempt ended (finish, retry, release);
         writes nothing once the run is lost."""
+        task = run.agent_task
+        assert task is not None, "the supervisor starts the agent's task before this"
         try:
-            result = await run.agent_task
+            result = await task
         except asyncio.CancelledError:
-            if not run.agent_task.cancelled():
+            if not task.cancelled():
                 raise  # the supervisor itself was cancelled
             if run.releasing and not run.lost:
                 await self.finisher.release(run)

@@ -37,7 +37,7 @@ declare
     v_hour int;
     v_minute int;
     v_day text;
-    v_dows int[] := '{}';
+    v_dows int[] := '{}'::int[];
     v_time text;
 begin
     if p_schedule is null then
