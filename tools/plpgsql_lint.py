@@ -38,14 +38,6 @@ class Allowed:
 
 EXCEPTIONS = [
     Allowed(
-        "_api_org",
-        r'relation "runlane\.api_scopes" does not exist',
-        # The branch reads 0007's table only when to_regclass finds it: on a schema before
-        # 0020, during a staged upgrade. 0020 drops it, so the head catalog has no such
-        # relation and plpgsql_check cannot compile the guarded branch.
-        "guarded old-schema branch",
-    ),
-    Allowed(
         "_notify_output",
         r'unused parameter "p_output_id"',
         # The signature is shared by append_output, finish_runs and _finish_runs_together,
