@@ -149,6 +149,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     # claim_runs' steps
     "runlane._claim_check_arguments(text,text[],integer,interval,boolean)": NOBODY,
     "runlane._claim_replay(bigint[],bigint[],boolean)": NOBODY,
+    "runlane._claim_fair(text,text[],integer,interval,uuid,integer,boolean)": NOBODY,
     "runlane._claim_candidates(text[],integer,bigint[],text[],text[],integer,text[],integer[],"
     "boolean,text[],text[])": NOBODY,
     "runlane._claim_loose_scan(text[],smallint,integer,bigint[],text[],text[],integer,text[],"

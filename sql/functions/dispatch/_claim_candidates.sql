@@ -151,12 +151,10 @@ begin
         end if;
 
         -- STEP: the loose index scan.
-        select s.candidates, s.candidate_orgs, s.scanned_orgs, s.enough_orgs, s.cut_at_room
-        into v_scan
-        from runlane._claim_loose_scan(
+        v_scan := runlane._claim_loose_scan(
             p_lanes, v_class, v_need, p_tried, p_full_orgs, p_bounded_orgs,
             p_max_per_org, p_used_orgs, p_used_counts
-        ) as s;
+        );
         if v_class = 0 then
             scanned_orgs_0 := v_scan.scanned_orgs;
         else

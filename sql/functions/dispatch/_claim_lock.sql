@@ -166,11 +166,10 @@ begin
         v_capped := '{}';
         v_capped_orgs := '{}';
         if v_room_exceeded or cardinality(v_budget_runs) > 0 then
-            select g.* into v_settled
-            from runlane._claim_gates_and_caps(
+            v_settled := runlane._claim_gates_and_caps(
                 v_more, v_budget_runs, v_room_exceeded, v_more_bg_runs, v_more_bg_orgs,
                 v_more_bg_rooms
-            ) as g;
+            );
             v_capped := v_settled.capped;
             v_capped_orgs := v_settled.capped_orgs;
             if cardinality(v_settled.over_budget) > 0 then

@@ -77,40 +77,15 @@ declare
     v_work_conserving boolean := false;
     v_idle_bound int;
     v_idle boolean := false;
-    -- the fair path's state, across its reads
-    v_target int;
-    v_attempt int;
-    v_last_attempt int := 4;
-    v_pass_two boolean := false;
-    v_skip_window boolean;
-    v_scanned_orgs_0 text[];
-    v_scanned_orgs_1 text[];
-    v_full_orgs text[];
-    v_busy_orgs text[] := '{}';
-    v_busy_counts int[] := '{}';
-    v_held_orgs text[];
-    v_held_counts int[];
-    v_used_orgs text[];
-    v_used_counts int[];
-    v_bounded_orgs text[];
-    v_bound_cut boolean := false;
-    v_read_cut boolean;
-    v_candidates bigint[];
-    v_candidate_orgs text[];
-    v_lock_candidates bigint[];
-    v_taken int;
-    v_tried bigint[];
-    -- what the claim takes
     v_locked bigint[];
-    v_locked_orgs text[];
     v_locked_fences bigint[];
-    v_orgs text[];  -- organizations of the locked background runs (one entry per run)
-    v_computers text[];
-    v_computers_taken bigint[];
     v_accepted bigint[];
     v_skipped bigint[] := '{}';
+    v_computers_taken bigint[];
+    v_any_computer boolean := false;
     v_fence_floor bigint;
     v_from_arrays boolean;
+    v_fair record;  -- runlane._claim_fair's answer
 begin
     -- GUARD: a login limited to one organization never claims (runlane.api_logins).
     perform runlane._refuse_scoped_worker();
@@ -310,163 +285,21 @@ begin
     if v_idle then
         v_fence_floor := runlane._fence_floor();  -- (the idle path claims at least one run)
     else
-        -- STEP: fair path. Reads candidates (runlane._claim_candidates) and locks them
-        -- (runlane._claim_lock) until the page is full or the queue holds no more for
-        -- this worker; each short read asks again past the rows other claimers hold, twice
-        -- as far (at most 4 reads; a work-conserving bound may add a second pass of 4).
-        v_tried := '{}';
-        v_locked := '{}';
-        v_locked_orgs := '{}';
-        v_locked_fences := '{}';
-        v_orgs := '{}';
-        v_computers := '{}';
-        v_computers_taken := '{}';
-        if v_work_conserving and p_claim_key is not null then
-            perform runlane._lock_worker_bound(p_worker);  -- (the bound row: see above)
-        end if;
-        -- Each organization's running background runs, and those at their cap (a hint
-        -- that skips their rows; runlane._claim_org_caps decides exactly).
-        v_full_orgs := '{}';
-        if 'background' = any(p_lanes) then
-            select
-                coalesce(array_agg(busy.org_id)
-                    filter (where busy.running >= s.agent_max_concurrency), '{}'),
-                coalesce(array_agg(busy.org_id), '{}'),
-                coalesce(array_agg(busy.running), '{}')
-            into v_full_orgs, v_busy_orgs, v_busy_counts
-            from (
-                select r.org_id, count(*)::int as running
-                from runlane.runs as r
-                where r.state = 'running' and r.lane = 'background'
-                group by r.org_id
-            ) as busy
-            join runlane.platform_settings as s on s.org_id = busy.org_id;
-        end if;
-        -- The worker's running runs by organization, once per claim (the bound's use).
-        v_held_orgs := '{}';
-        v_held_counts := '{}';
-        if v_max_per_org is not null then
-            select coalesce(array_agg(mine.org_id), '{}'), coalesce(array_agg(mine.running), '{}')
-            into v_held_orgs, v_held_counts
-            from (
-                select m.org_id, count(*)::int as running
-                from runlane.runs as m
-                where m.lease_owner = p_worker and m.state = 'running'
-                group by m.org_id
-            ) as mine;
-        end if;
-        v_target := 2 * p_limit + 8;
-        v_skip_window := coalesce(current_setting('runlane.claim_skip_window', true), '') = 'on';
-        for v_attempt in 1..8 loop
-            if v_pass_two then
-                -- GUARD: the work-conserving bound: nothing within its room waits any
-                -- more, so the rest of the page is read and locked without the bound.
-                v_pass_two := false;
-                v_max_per_org := null;
-                v_last_attempt := v_attempt + 3;
-                v_tried := v_tried || v_lock_candidates || v_locked;
-                v_target := 2 * (p_limit - cardinality(v_locked)) + 8;
-                v_scanned_orgs_0 := null;
-                v_scanned_orgs_1 := null;
-            end if;
-            -- What each organization uses of the bound (held, plus locked by this claim),
-            -- and those without room: they are not read.
-            v_bounded_orgs := '{}';
-            if v_max_per_org is not null then
-                select
-                    coalesce(array_agg(u.org_id), '{}'),
-                    coalesce(array_agg(u.used), '{}'),
-                    coalesce(array_agg(u.org_id) filter (where u.used >= v_max_per_org), '{}')
-                into v_used_orgs, v_used_counts, v_bounded_orgs
-                from (
-                    select o.org_id, sum(o.runs)::int as used
-                    from (
-                        select h.org_id, h.runs
-                        from unnest(v_held_orgs, v_held_counts) as h (org_id, runs)
-                        union all
-                        select l.org_id, 1
-                        from unnest(v_locked_orgs) as l (org_id)
-                    ) as o
-                    group by o.org_id
-                ) as u;
-                v_bound_cut := v_bound_cut or cardinality(v_bounded_orgs) > 0;
-            end if;
-
-            select
-                c.skip_window, c.scanned_orgs_0, c.scanned_orgs_1, c.candidates,
-                c.candidate_orgs, c.read_cut
-            into v_skip_window, v_scanned_orgs_0, v_scanned_orgs_1, v_candidates,
-                 v_candidate_orgs, v_read_cut
-            from runlane._claim_candidates(
-                p_lanes, v_target, v_tried, v_full_orgs, v_bounded_orgs, v_max_per_org,
-                v_used_orgs, v_used_counts, v_skip_window, v_scanned_orgs_0, v_scanned_orgs_1
-            ) as c;
-
-            if cardinality(v_candidates) = 0 then
-                -- (nothing more to read in this pass; a work-conserving bound that held
-                -- runs back reads on without it, for the rest of the page)
-                v_pass_two := v_work_conserving and v_max_per_org is not null and v_bound_cut
-                    and cardinality(v_locked) < p_limit;
-                exit when not v_pass_two;
-                continue;
-            end if;
-
-            select
-                k.locked, k.locked_orgs, k.locked_fences, k.orgs, k.computers, k.full_orgs,
-                k.skipped, k.lock_candidates, k.taken
-            into v_locked, v_locked_orgs, v_locked_fences, v_orgs, v_computers, v_full_orgs,
-                 v_skipped, v_lock_candidates, v_taken
-            from runlane._claim_lock(
-                p_limit, v_candidates, v_candidate_orgs, v_max_per_org, v_used_orgs,
-                v_used_counts, v_busy_orgs, v_busy_counts, v_locked, v_locked_orgs,
-                v_locked_fences, v_orgs, v_computers, v_full_orgs, v_skipped
-            ) as k;
-            if v_max_per_org is not null then
-                v_bound_cut := v_bound_cut or v_read_cut
-                    or cardinality(v_lock_candidates) < cardinality(v_candidates);
-            end if;
-
-            -- Done when the page is full, or the read was short and is the whole queue for
-            -- this worker (the bound held nothing back, or every candidate was used).
-            if cardinality(v_locked) >= p_limit
-               or cardinality(v_candidates) < v_target
-                  and (cardinality(v_lock_candidates) = cardinality(v_candidates) and not v_read_cut
-                       or v_taken >= cardinality(v_lock_candidates))
-               or v_attempt >= v_last_attempt then
-                v_pass_two := v_work_conserving and v_max_per_org is not null and v_bound_cut
-                    and cardinality(v_locked) < p_limit;
-                exit when not v_pass_two;
-                continue;
-            end if;
-            v_tried := v_tried || v_lock_candidates;
-            v_target := 2 * v_target;  -- concurrent claimers took more than the margin
-        end loop;
-
-        -- The read held the whole queue for this worker: the next claim of this session
-        -- tries the idle statement again.
-        if cardinality(v_candidates) < v_target and not v_read_cut
-           and cardinality(v_bounded_orgs) = 0
-           and current_setting('runlane.claim_backlog', true) = 'on' then
-            perform set_config('runlane.claim_backlog', 'off', false);
-        end if;
-
+        -- STEP: fair path (runlane._claim_fair): candidates read in the fair order and
+        -- locked until the page is full, within the bound, the gates and the caps.
+        v_fair := runlane._claim_fair(
+            p_worker, p_lanes, p_limit, p_lease, p_claim_key, v_max_per_org, v_work_conserving
+        );
+        v_locked := v_fair.locked;
+        v_locked_fences := v_fair.locked_fences;
+        v_accepted := v_fair.accepted;
+        v_skipped := v_fair.skipped;
+        v_computers_taken := v_fair.computers_taken;
+        v_fence_floor := v_fair.fence_floor;
+        v_any_computer := v_fair.any_computer;
         if cardinality(v_locked) = 0 and cardinality(v_skipped) = 0 then
             perform runlane._commit_empty_claim_without_flush();  -- (locks only; see there)
             return;
-        end if;
-
-        -- STEP: caps under the organizations' claim locks, only when a background run or a
-        -- computer wanted twice needs it; then the computer leases.
-        if cardinality(v_orgs) = 0 and cardinality(v_computers) <= 1 then
-            v_accepted := v_locked;
-        else
-            v_accepted := runlane._claim_org_caps(v_locked, v_orgs);
-        end if;
-        if cardinality(v_accepted) > 0 then
-            v_fence_floor := runlane._fence_floor();  -- (before the leases carry the fence)
-        end if;
-        if cardinality(v_computers) > 0 then
-            v_computers_taken := runlane._claim_computer_leases(v_accepted, v_fence_floor, p_lease);
         end if;
     end if;
 
@@ -546,7 +379,7 @@ begin
     -- was accepted (it may have lost its lease race): then the runs are read again.
     if p_claim_key is not null
        and (v_created or cardinality(v_accepted) > 0 or cardinality(v_skipped) > 0) then
-        v_from_arrays := v_idle or cardinality(v_computers) = 0;
+        v_from_arrays := v_idle or not v_any_computer;
         update runlane.claim_receipts as c
         set claim_key = p_claim_key,
             run_ids = w.run_ids || v_skipped,
