@@ -143,7 +143,7 @@ begin
                 from runlane.agents as a
                 cross join runlane.platform_settings as s
                 where r.lane = 'background' and a.agent_id = r.agent_id and s.org_id = r.org_id
-                offset 0  -- (kept a subquery: pulled up, r.lane was tested after the probes)
+                offset 0  -- (a subquery: pulled up, r.lane would be tested after the probes)
             ) as g on true
             where r.state = 'queued'
               and r.run_id <> all(locked)  -- (our own locks do not skip them)

@@ -127,7 +127,7 @@ begin
                     limit 1
                 ) as e
             ) as eligible
-            offset 0  -- (kept a subquery: pulled up, the probe ran again in the receipt's filter)
+            offset 0  -- (a subquery: pulled up, the probe would run again in the receipt's filter)
         ) as q
         left join lateral (
             select rc.claim_key, rc.run_ids, rc.fences
