@@ -24,13 +24,14 @@
 -- * Keyed (p_claim_key): the first call that commits records its runs and fences in
 --   claim_receipts; a resend of that key claims nothing and returns those runs still
 --   running under the same fence (and, with p_report_skipped, its skipped runs). A resend
---   racing its original waits for it.
+--   racing its original waits for it. An empty claim records nothing (unless it created
+--   the receipt); a null key records nothing.
 -- * A claim that finds no eligible run writes nothing (no WAL flush); one that takes
 --   nothing holds row locks only and, on runlane.autocommit_claims sessions, commits
 --   without waiting for the flush.
 -- * With p_report_skipped, the runs this claim skipped follow the claimed ones, with
---   skipped_reason set (claimed rows: null). Errors: 22004, 22023 (arguments), 0A000
---   (not READ COMMITTED), 42501.
+--   skipped_reason set (claimed rows: null). A lane named twice is one lane.
+-- * Errors: 22004, 22023 (arguments), 0A000 (not READ COMMITTED), 42501.
 -- Returns per claimed run its late notice (timer runs started over 15 minutes late) and
 -- its run.execution_started timing row.
 create or replace function runlane.claim_runs(
