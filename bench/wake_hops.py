@@ -296,14 +296,14 @@ CLAIM_RUNS_SQL = Path(__file__).resolve().parent.parent / "sql/functions/dispatc
 # Where a mark is taken in the marked copy: before each of these lines of claim_runs (the
 # part named ends there). A change of claim_runs that moves one fails here, loudly.
 PART_ENDS = (
-    ("arguments checked", "    if p_claim_key is not null then\n        -- GUARD: a resend"),
+    ("arguments checked", "    -- STEP: resend replay."),
     ("queue probe + receipt lock",
      "        if not v_eligible and v_key is distinct from p_claim_key then"),
-    ("resend checks", "    -- The per-worker organization bound (runlane._max_per_org): a plain"),
-    ("the worker's bound row locked", "    -- GUARD: an idle queue, the chat latency"),
+    ("resend checks", "    -- STEP: the per-worker organization bound"),
+    ("the worker's bound row locked", "    -- STEP: idle chat fast path."),
     ("idle statement: find, lock, order", "        if v_idle and cardinality(v_accepted) = 0 then"),
-    ("fence floor", "    -- The claim, one statement:"),
-    ("claim statement", "    -- The receipt: the claimed runs in claim order"),
+    ("fence floor", "    -- STEP: the claim write:"),
+    ("claim statement", "    -- STEP: the receipt, for a keyed claim"),
     ("receipt written", "    -- Every run locked was left queued"),
 )
 PARTS = (*(name for name, _ in PART_ENDS), "the rest", "in the function")

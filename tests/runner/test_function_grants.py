@@ -146,6 +146,19 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "text[],bigint[])": NOBODY,
     "runlane._lock_agent(text)": NOBODY,
     "runlane._skip_gated_runs(bigint[],text[])": NOBODY,
+    # claim_runs' steps
+    "runlane._claim_check_arguments(text,text[],integer,interval,boolean)": NOBODY,
+    "runlane._claim_replay(bigint[],bigint[],boolean)": NOBODY,
+    "runlane._claim_fair(text,text[],integer,interval,uuid,integer,boolean)": NOBODY,
+    "runlane._claim_candidates(text[],integer,bigint[],text[],text[],integer,text[],integer[],"
+    "boolean,text[],text[])": NOBODY,
+    "runlane._claim_loose_scan(text[],smallint,integer,bigint[],text[],text[],integer,text[],"
+    "integer[])": NOBODY,
+    "runlane._claim_lock(integer,bigint[],text[],integer,text[],integer[],text[],integer[],"
+    "bigint[],text[],bigint[],text[],text[],text[],bigint[])": NOBODY,
+    "runlane._claim_gates_and_caps(bigint[],bigint[],boolean,bigint[],text[],integer[])": NOBODY,
+    "runlane._claim_org_caps(bigint[],text[])": NOBODY,
+    "runlane._claim_computer_leases(bigint[],bigint,interval)": NOBODY,
     "runlane._new_background_run(runlane.agents,text,text,timestamp with time zone,text,"
     "timestamp with time zone,text)": NOBODY,
     "runlane._notify(text,text)": NOBODY,

@@ -1,46 +1,33 @@
 -- _finish_runs_together: runlane.finish_runs' common case, every run of the call written
--- and finished by a few statements for the whole batch instead of a dozen per run.
+-- and finished by a few statements for the whole batch. docs/design/finish.md gives the
+-- reasons.
 --
 -- Guarantees:
--- * All or nothing: either every run of the call is written and finished, exactly as
+-- * All or nothing: either every run of the call is written and finished exactly as
 --   finish_runs' run-by-run path (runlane.append_output for each output, then
---   runlane.finish_run) would have written and finished it, or this raises and the caller
---   rolls the whole attempt back (one subtransaction) and takes the run-by-run path.
---   It raises unless every run is one the common case covers:
---   - its arguments are valid: a fence, a known outcome, a cost in [0, 1e12], a write
---     sequence number null or >= 1, outputs whose bodies are at most 1 MB
---     (runlane._check_body) and whose kind and body run_outputs' own constraints accept
---     (a null or unknown kind fails the outputs' insert); its id appears once in the call;
---   - its row, locked here, is running under that fence, still holds its computer when it
---     is bound to one (the computer_leases row names the run and its fence, locked FOR
---     SHARE until commit, as runlane._require_owner locks it), was not asked to stop
---     (runlane.cancel_run: outputs are refused, the finish closes as canceled), and its
---     numbered write is not applied yet (a resend is answered run by run) and its number
---     is the next one (one above the last applied: a number that skips ahead is refused
---     run by run);
---   and any error on the way (a lock timeout, a deadlock, a timing row that cannot be
---   built) raises too: the run-by-run path then reports each run's own outcome.
--- * Locks as the run-by-run path takes them, rows first, then threads: the runs' rows FOR
---   NO KEY UPDATE in thread lock order ((agent_id, thread_id), then input position), then
---   the threads of the interactive runs FOR NO KEY UPDATE in (agent_id, thread_id) order
---   (runlane._thread_lock's rule), after the runs left the running state.
+--   runlane.finish_run) would write and finish it, or this raises and the caller rolls
+--   the attempt back and takes the run-by-run path. It raises unless every run
+--   - has valid arguments: a fence, a known outcome, a cost in [0, 1e12], a write
+--     sequence number null or >= 1, outputs runlane._check_body and run_outputs' own
+--     constraints accept, an id that appears once in the call;
+--   - is running under that fence, still holds its computer when bound to one (its
+--     computer_leases row, locked FOR SHARE until commit), was not asked to stop, and its
+--     numbered write is the next one, not applied yet;
+--   and on any error on the way (a lock timeout, a deadlock, a timing row).
+-- * Locks as the run-by-run path takes them: the runs' rows FOR NO KEY UPDATE in thread
+--   lock order ((agent_id, thread_id), then input position), then the interactive runs'
+--   threads FOR NO KEY UPDATE in (agent_id, thread_id) order (runlane._thread_lock),
+--   after the runs left the running state.
 -- * The same rows as the run-by-run path: outputs in input order with the run's attempt;
 --   first_response_at stamped once for the run's life with the time its first visible
---   output was written (the closing update writes it); charges (runlane._record_charge,
---   before the close, none for a cost of 0); one closing update per run (state, reason,
---   last_error's first 1,000 characters, finished_at, lease cleared, cost, the write
---   sequence number of a sequenced finish); a run.finished journal row per run with
---   {outcome, reason}; the computer lease of each run on a computer deleted (that row
---   only) and the next awake run waiting on the computer notified
---   (runlane._notify_computer_waiter); held messages of each interactive run's thread
---   dispatched (runlane._dispatch_held_messages, only for threads that hold some).
--- * Output notifications are hints: one guard around the batch's, so a failing one skips
---   the rest, never a write (pg_notify refuses only a payload over 8,000 bytes, and these
---   carry a stream token).
--- * Returns, in the order the runs were finished (thread lock order), each run's id, its
---   run.first_response timing row (null unless one of its outputs stamped it) and its
---   run.finished timing row, built from the rows in hand (runlane._timing_of) with the
---   source message read once per call.
+--   output was written; charges (runlane._record_charge, none for a cost of 0); one
+--   closing update per run (state, reason, last_error's first 1,000 characters,
+--   finished_at, lease cleared, cost, the write sequence number); a run.finished journal
+--   row {outcome, reason}; each run's computer lease deleted and the computer's next
+--   awake waiter notified; held messages of each interactive run's thread dispatched.
+-- * Output notifications are hints: a failing one skips the rest, never a write.
+-- * Returns, in thread lock order, each run's id, its run.first_response timing row (null
+--   unless one of its outputs stamped it) and its run.finished timing row.
 create or replace function runlane._finish_runs_together(
     p_run_ids bigint[],
     p_fences bigint[],
@@ -93,7 +80,7 @@ begin
     perform runlane._check_body('output body', o.body)
     from unnest(p_output_bodies) as o (body);
 
-    -- The rows, locked in thread lock order, of the runs their callers still own.
+    -- STEP: lock the rows, in thread lock order, of the runs their callers still own.
     select
         array_agg(l.run_id order by l.agent_id, l.thread_id, l.i),
         array_agg(l.i order by l.agent_id, l.thread_id, l.i),
@@ -158,8 +145,8 @@ begin
         end if;
     end if;
 
-    -- The outputs, in input order per run; the first visible one stamps the run's first
-    -- response (unless it has one).
+    -- STEP: the outputs, in input order per run; the first visible one stamps the run's
+    -- first response (unless it has one).
     if cardinality(p_output_kinds) > 0 then
         with firsts as (
             select c.i, sum(c.n) over (order by c.i) - c.n + 1 as first, c.n
@@ -210,7 +197,7 @@ begin
         where p_costs[l.i] > 0;
     end if;
 
-    -- The close: one update per run, its run.finished journal row, and its timing rows
+    -- STEP: the close: one update per run, its run.finished journal row, and its timing rows
     -- from the row in hand. The first-response row is the run as it was when its stamp was
     -- written: running, so without the outcome, total and execution figures.
     with closed as (
@@ -263,7 +250,7 @@ begin
     into run_ids, first_responses, timings, v_agents, v_threads
     from closed as c;
 
-    -- Computers: each run's lease (that row only) freed, and the next waiter notified.
+    -- STEP: computers: each run's lease (that row only) freed, the next waiter notified.
     if v_computers is not null then
         delete from runlane.computer_leases as cl
         using unnest(v_computers, v_computer_runs) as x (computer_id, run_id)
@@ -273,7 +260,7 @@ begin
         from unnest(v_computers) as x (computer_id);
     end if;
 
-    -- Threads: every interactive run's thread locked, in order, now that its run left the
+    -- STEP: threads: every interactive run's thread locked, in order, now that its run left the
     -- running state (a thread without its row gets one, then all are locked again in order);
     -- then the held messages of the threads that hold some are dispatched.
     if v_agents is not null then

@@ -1,55 +1,37 @@
 -- finish_runs: the last outputs and the finish of many runs in one call (one commit),
 -- for a worker that coalesces the ends of runs finishing at the same time.
+-- docs/design/finish.md gives the reasons.
 --
 -- Guarantees:
 -- * Run i is (p_run_ids[i], p_fences[i], p_outcomes[i], p_errors[i], p_costs[i]); its
 --   outputs are the next p_output_counts[i] entries of p_output_kinds / p_output_bodies
---   (the outputs of run 1 first, then those of run 2, …).
+--   (run 1's first, then run 2's, …).
 -- * Each run is handled as runlane.append_output for each of its outputs in order, then
---   runlane.finish_run, would handle it: the same argument checks and SQLSTATEs in the
---   same order, the same fencing (runlane._require_owner before the first write), the
---   first visible output stamping first_response_at in the same transaction as the
---   output (never reset), the same journal rows, notifications and follow-up runs.
---   It costs less: the run is locked once, updated once (the stamp and the charge go in
---   the closing update of runlane._close_run_with, with first_response_at = the time the
---   first visible output was written; a cost of 0 writes no ledger row), and both timing
---   rows are built from the rows in hand (runlane._timing_of; the source message is read
---   once) instead of three reads.
--- * Output notifications are hints: one guard per run, so a failing notification skips
---   that run's remaining ones, never a write.
--- * Each run in its own subtransaction: a run that fails (RL001 fenced out, RL008
---   unknown, 22023 a bad outcome, 40P01 a deadlock, …) is rolled back alone and reported
---   with its SQLSTATE; its neighbours' outputs and finishes stand.
--- * Runs are finished in thread lock order, (agent_id, thread_id) then input position,
---   not input order: finishing a chat run takes its thread's lock until commit, so two
---   batches holding several threads' locks would otherwise deadlock (each waiting for a
---   thread the other finished first). runlane._thread_lock states the rule.
--- * A run asked to stop (runlane.cancel_run) is refused its outputs (RL001, as
---   append_output); one finished without outputs closes as canceled, as finish_run.
+--   runlane.finish_run, would handle it: the same checks and SQLSTATEs in the same order,
+--   the same fencing, the first visible output stamping first_response_at (never reset),
+--   the same journal rows, notifications and follow-up runs; the run is locked and
+--   updated once, and a cost of 0 writes no ledger row.
+-- * Output notifications are hints: a failing one skips that run's remaining ones, never
+--   a write.
+-- * Each run succeeds or fails alone: a run that fails (RL001 fenced out, RL008 unknown,
+--   22023 a bad outcome, 40P01 a deadlock, …) is rolled back alone and reported with its
+--   SQLSTATE; its neighbours' outputs and finishes stand.
+-- * Runs are finished in thread lock order ((agent_id, thread_id), then input position;
+--   runlane._thread_lock), so two batches never deadlock on each other's threads.
+-- * A run asked to stop (runlane.cancel_run) is refused its outputs (RL001); one finished
+--   without outputs closes as canceled.
 -- * Returns one row per run, in the order they were finished: ok, the run.first_response
 --   timing row when one of its outputs stamped it (else null), the run.finished timing
---   row (null when a timing computation failed: a finish never fails for its report),
---   and sqlstate (null when ok).
--- * Whole-call refusals: 22004 when an array is null, 22023 when the run arrays differ in
+--   row (null when a timing computation failed) and sqlstate (null when ok).
+-- * Whole-call refusals: 22004 when an array is null; 22023 when the run arrays differ in
 --   length, an output count is null or negative, or the counts do not add up to the
---   outputs given.
--- * A call whose runs all finish together (the common case) takes any number of runs in
---   one subtransaction. Run by run, each run uses one subtransaction id, so that path
---   takes at most 60 runs (with the first attempt's, 61 ids: other sessions' snapshots
---   never overflow the 64-entry subtransaction cache): a call of more runs that cannot
---   finish together is refused whole with 54000 (program_limit_exceeded), nothing
---   written; the caller resends its runs in calls of at most 60.
--- * Resends (p_seqs[i], run i's write sequence number for its outputs and finish together,
---   one subtransaction, all or nothing; null = not sequenced, and the contract form passes
---   none): ownership is checked first (runlane._require_owner with the number), and a
---   run whose numbered write was already applied (the reply was lost) writes nothing and
---   answers ok with its run.finished timing row again, never RL001, when the run ended
---   (else that run is refused with 22023: another write took its number), and, when its
---   outputs hold a visible one, with the run.first_response row the lost reply may have
---   carried (runlane._resent_first_response); a number above the run's last applied + 1
---   is refused (22023, runlane._require_owner). The number is
---   recorded by the closing update itself (runlane._close_run_with), so a sequenced
---   finish still updates its run once.
+--   outputs; 54000 when more than 60 runs cannot all finish together (nothing written:
+--   resend them in calls of at most 60).
+-- * Resends (p_seqs[i], run i's write sequence number for its outputs and finish, all or
+--   nothing; null = not sequenced): a run whose numbered write was applied writes nothing
+--   and answers ok with its run.finished timing row again (and the run.first_response row
+--   its outputs may have carried) when the run ended, else 22023; a number above the
+--   run's last applied + 1 is refused (22023).
 create or replace function runlane.finish_runs(
     p_run_ids bigint[],
     p_fences bigint[],
@@ -110,10 +92,10 @@ begin
                   hint = 'Each output count is zero or more; they add up to the outputs passed.';
     end if;
 
-    -- FAST PATH: the whole batch in a few statements (runlane._finish_runs_together) when
-    -- every run is the common case; anything else (a run fenced out or off its computer, asked
-    -- to stop, a resend, a bad argument, any error) rolls that attempt back, whole, and the
-    -- runs are finished one by one below, each in its own subtransaction.
+    -- STEP: together: the whole batch in a few statements (runlane._finish_runs_together)
+    -- when every run is the common case; anything else (a run fenced out or off its
+    -- computer, asked to stop, a resend, a bad argument, any error) rolls that attempt
+    -- back, whole, and the runs are finished one by one below.
     if v_runs > 0 then
         begin
             select t.run_ids, t.first_responses, t.timings
@@ -135,7 +117,8 @@ begin
         end if;
     end if;
 
-    -- GUARD: run by run, one subtransaction id per run (see above): at most 60 runs.
+    -- STEP: run by run, each in its own subtransaction (one subtransaction id per run:
+    -- at most 60, so that other sessions' snapshots never overflow their cache).
     if v_runs > 60 then
         raise exception 'finish_runs finishes at most 60 runs one by one, got %', v_runs
             using errcode = '54000',
@@ -193,7 +176,7 @@ begin
                     continue;
                 end if;
             end if;
-            -- The outputs, as append_output: arguments, then ownership, then the row.
+            -- STEP: the outputs, as append_output: arguments, then ownership, then the row.
             for v_j in v_next .. v_last loop
                 if p_output_kinds[v_j] is null or p_output_bodies[v_j] is null then
                     raise exception 'an output needs a kind and a body'
@@ -239,7 +222,7 @@ begin
                 end;
             end if;
 
-            -- The finish, as finish_run: arguments, then ownership, then the close.
+            -- STEP: the finish, as finish_run: arguments, then ownership, then the close.
             if p_outcomes[v_i] is null or p_costs[v_i] is null then
                 raise exception 'outcome and cost are required'
                     using errcode = '22004';
