@@ -54,12 +54,6 @@ EXCEPTIONS = [
     ),
     Allowed(
         "claim_runs",
-        r'unused variable "v_attempt"',
-        # `for v_attempt in 1..8` declares its own loop variable (as above). Harmless.
-        "integer FOR loop shadows the declaration",
-    ),
-    Allowed(
-        "claim_runs",
         r"target type is different type than source type: "
         r'cast "text" value to "(integer|bigint|text)\[\]" type',
         # Array variables declared with a `'{}'` default (v_busy_orgs, v_busy_counts,

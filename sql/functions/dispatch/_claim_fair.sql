@@ -44,15 +44,14 @@ declare
     v_max_per_org int := p_max_per_org;  -- (null in a work-conserving second pass)
     v_work_conserving boolean := p_work_conserving;
     v_target int;
-    v_attempt int;
     v_last_attempt int := 4;
     v_pass_two boolean := false;
     v_skip_window boolean;
     v_scanned_orgs_0 text[];
     v_scanned_orgs_1 text[];
     v_full_orgs text[];
-    v_busy_orgs text[] := '{}';
-    v_busy_counts int[] := '{}';
+    v_busy_orgs text[] := '{}'::text[];
+    v_busy_counts int[] := '{}'::int[];
     v_held_orgs text[];
     v_held_counts int[];
     v_used_orgs text[];
