@@ -94,15 +94,17 @@ def main(argv: list[str] | None = None) -> int:
     if argv and not argv[0].startswith("-"):
         name, rest = argv[0], argv[1:]
         if name not in available():
-            print(f"unknown benchmark {name!r}; known: {', '.join(available())}",
-                  file=sys.stderr)
+            print(f"unknown benchmark {name!r}; known: {', '.join(available())}", file=sys.stderr)
             return 2
         run_one(name, rest)
         return 0
     unknown = [a for a in argv if a != "--quick"]
     if unknown:
-        print(f"unknown options {unknown}: `python -m bench [--quick]` or "
-              "`python -m bench NAME [options]`", file=sys.stderr)
+        print(
+            f"unknown options {unknown}: `python -m bench [--quick]` or "
+            "`python -m bench NAME [options]`",
+            file=sys.stderr,
+        )
         return 2
     return run_all("--quick" in argv)
 

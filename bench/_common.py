@@ -104,19 +104,25 @@ def seed_agents(conn: psycopg.Connection, agents: int, orgs: int) -> None:
         """
         insert into runlane.platform_settings (org_id, agent_max_concurrency)
         select 'org' || g, 1000000 from generate_series(1, %(orgs)s::int) as g;
-        """, {"orgs": orgs})
+        """,
+        {"orgs": orgs},
+    )
     conn.execute(
         """
         insert into runlane.users (user_id, org_id)
         select 'user' || g, 'org' || g from generate_series(1, %(orgs)s::int) as g;
-        """, {"orgs": orgs})
+        """,
+        {"orgs": orgs},
+    )
     conn.execute(
         """
         insert into runlane.agents (agent_id, org_id, owner_id, model, prompt)
         select 'agent' || g, 'org' || (g %% %(orgs)s::int + 1),
                'user' || (g %% %(orgs)s::int + 1), 'noop', 'do nothing'
         from generate_series(1, %(agents)s::int) as g;
-        """, {"agents": agents, "orgs": orgs})
+        """,
+        {"agents": agents, "orgs": orgs},
+    )
 
 
 def seed_queued_runs(conn: psycopg.Connection, runs: int, orgs: int) -> None:
@@ -137,7 +143,9 @@ def seed_queued_runs(conn: psycopg.Connection, runs: int, orgs: int) -> None:
         from generate_series(1, %(runs)s::int) as g,
              lateral (select (g + 1) / 2 as a) as pick
         order by g;
-        """, {"runs": runs, "orgs": orgs})
+        """,
+        {"runs": runs, "orgs": orgs},
+    )
 
 
 def vacuum_analyze(dsn: str) -> None:
@@ -166,9 +174,14 @@ def runlane_worker(dsn: str, batch: int, warmup: int, barrier, results, index: i
         def one_batch() -> int:
             rows = conn.execute(CLAIM, {"worker": worker, "limit": batch}).fetchall()
             if rows:
-                finished = conn.execute(FINISH_MANY, {
-                    "run_ids": [r for r, _ in rows], "fences": [f for _, f in rows],
-                    "n": len(rows)}).fetchone()[0]
+                finished = conn.execute(
+                    FINISH_MANY,
+                    {
+                        "run_ids": [r for r, _ in rows],
+                        "fences": [f for _, f in rows],
+                        "n": len(rows),
+                    },
+                ).fetchone()[0]
                 assert finished == len(rows), "a claimed run was not finished"
             return len(rows)
 
@@ -200,7 +213,8 @@ def collect(processes, results, expected: int) -> tuple[int, float]:
                 for p in processes:
                     p.kill()
                 raise RuntimeError(
-                    "a benchmark worker failed or hung; see its traceback above") from None
+                    "a benchmark worker failed or hung; see its traceback above"
+                ) from None
     for p in processes:
         p.join(timeout=60)
         if p.exitcode != 0:

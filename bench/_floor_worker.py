@@ -117,13 +117,16 @@ _RUNLANE_CLAIM_SET = """
         lease_owner = 'floor', lease_expires_at = now() + interval '60 seconds',
         heartbeat_at = now(), first_started_at = coalesce(r.first_started_at, clock_timestamp())
 """
-RUNLANE_CLAIM_UPDATE = _RUNLANE_CLAIM_SET + """    where r.run_id = (
+RUNLANE_CLAIM_UPDATE = (
+    _RUNLANE_CLAIM_SET
+    + """    where r.run_id = (
         select q.run_id from runlane.runs as q
         where q.state = 'queued' and q.claim_class >= 0 and q.lane = 'interactive'
         order by q.claim_class, q.run_id limit 1
         for update skip locked
     )
 """
+)
 # Its receipt row (the worker's first claim creates it in claim_runs).
 RUNLANE_RECEIPT = """
 insert into runlane.claim_receipts (worker_id, lanes, claim_key)
@@ -230,8 +233,16 @@ timing as (
 # dropped (HOT_BLOCKING_COLUMNS; bench/hot_claim.py drops them, and lists them): what
 # they serve (claim order, caps, bound, reaper, unfinished-run lookups) would have to
 # move to narrow tables of their own.
-HOT_BLOCKING_COLUMNS = ("state", "reason", "fence", "attempts", "lease_owner",
-                        "lease_expires_at", "heartbeat_at", "first_started_at")
+HOT_BLOCKING_COLUMNS = (
+    "state",
+    "reason",
+    "fence",
+    "attempts",
+    "lease_owner",
+    "lease_expires_at",
+    "heartbeat_at",
+    "first_started_at",
+)
 HOT_RESHAPE = """
 create table runlane.hot_study_queue (
     run_id bigint primary key, lane text not null, claim_class smallint not null);
@@ -265,10 +276,13 @@ claimed as ({_RUNLANE_CLAIM_SET}    from picked as p
 ),
 {_RUNLANE_JOURNAL_AND_RECEIPT}"""
 # The worker's modes: (its claim, whether the claim takes a key, the channel it listens on)
-MODES = {"": (CLAIM, False, "floor"), "--with-writes": (CLAIM_WITH_WRITES, True, "floor"),
-         "--on-runlane": (CLAIM_ON_RUNLANE, True, "runlane_runs"),
-         "--with-rules": (CLAIM_WITH_RULES, True, "floor"),
-         "--hot-on-runlane": (CLAIM_HOT_ON_RUNLANE, True, "runlane_runs")}
+MODES = {
+    "": (CLAIM, False, "floor"),
+    "--with-writes": (CLAIM_WITH_WRITES, True, "floor"),
+    "--on-runlane": (CLAIM_ON_RUNLANE, True, "runlane_runs"),
+    "--with-rules": (CLAIM_WITH_RULES, True, "floor"),
+    "--hot-on-runlane": (CLAIM_HOT_ON_RUNLANE, True, "runlane_runs"),
+}
 
 
 async def main(dsn: str, path: str, mode: str) -> None:

@@ -99,14 +99,21 @@ def fill(conn: psycopg.Connection, count: int) -> None:
     after = conn.execute("select coalesce(max(run_id), 0) from runlane.runs").fetchone()[0]
     # claim_history's mix of finished runs, finished within the last 7 days (kept by an
     # 8-day purge, with a day's margin for a slow load), appended after the highest run id.
-    conn.execute(HISTORY, {"count": count, "orgs": ORGS, "agents": AGENTS,
-                           "newest_age": "1 minute", "spread_s": 604800})
+    conn.execute(
+        HISTORY,
+        {
+            "count": count,
+            "orgs": ORGS,
+            "agents": AGENTS,
+            "newest_age": "1 minute",
+            "spread_s": 604800,
+        },
+    )
     for sql in LEFTOVERS:
         conn.execute(sql, {"after": after})
 
 
-def purge(conn: psycopg.Connection, batch: int, budget: float
-          ) -> tuple[int, list[float], bool]:
+def purge(conn: psycopg.Connection, batch: int, budget: float) -> tuple[int, list[float], bool]:
     """Calls purge_finished until it returns 0 or `budget` seconds have passed;
     (runs purged, seconds of each call, whether it finished)."""
     total, seconds = 0, []
@@ -129,8 +136,11 @@ def build_purged(pg, name: str, runs: int, batch: int, budget: float) -> tuple[s
         fill(conn, runs)
         report["fill_s"] = round(time.monotonic() - t0, 1)
         report["rows_before_purge"] = conn.execute(COUNTS).fetchone()
-        print(f"  filled {runs:,} runs in {report['fill_s']} s (runs, outputs, events, "
-              f"messages: {report['rows_before_purge']})", flush=True)
+        print(
+            f"  filled {runs:,} runs in {report['fill_s']} s (runs, outputs, events, "
+            f"messages: {report['rows_before_purge']})",
+            flush=True,
+        )
         t0 = time.monotonic()
         conn.execute(AGE)
         report["age_s"] = round(time.monotonic() - t0, 1)
@@ -141,25 +151,38 @@ def build_purged(pg, name: str, runs: int, batch: int, budget: float) -> tuple[s
             raise RuntimeError(f"purge_finished deleted {purged} runs, expected {runs}")
         if not finished:
             rate = purged / elapsed
-            report.update(purge_s=round(elapsed, 1), purged=purged,
-                          purge_runs_per_s=round(rate, 1), purge_calls=len(seconds),
-                          purge_unfinished=True,
-                          purge_rest_estimate_h=round((runs - purged) / rate / 3600, 1))
-            print(f"  aged in {report['age_s']} s; the purge stopped after its budget of "
-                  f"{budget:.0f} s: {purged:,} of {runs:,} runs ({rate:,.1f} runs/s)",
-                  flush=True)
+            report.update(
+                purge_s=round(elapsed, 1),
+                purged=purged,
+                purge_runs_per_s=round(rate, 1),
+                purge_calls=len(seconds),
+                purge_unfinished=True,
+                purge_rest_estimate_h=round((runs - purged) / rate / 3600, 1),
+            )
+            print(
+                f"  aged in {report['age_s']} s; the purge stopped after its budget of "
+                f"{budget:.0f} s: {purged:,} of {runs:,} runs ({rate:,.1f} runs/s)",
+                flush=True,
+            )
             return dsn, report
         left = conn.execute(COUNTS).fetchone()
         if left != (0, 0, 0, 0):
-            raise RuntimeError(f"rows left after the purge (runs, outputs, events, "
-                               f"messages): {left}")
+            raise RuntimeError(
+                f"rows left after the purge (runs, outputs, events, messages): {left}"
+            )
         ms = [s * 1000 for s in seconds[:-1]] or [0.0]
-        report.update(purge_s=round(elapsed, 1), purge_runs_per_s=round(purged / elapsed),
-                      purge_calls=len(seconds),
-                      purge_call_p50_ms=round(_common.percentile(ms, 0.5), 1),
-                      purge_call_max_ms=round(max(ms), 1))
-        print(f"  aged in {report['age_s']} s; purged in {report['purge_s']} s "
-              f"({report['purge_runs_per_s']:,} runs/s)", flush=True)
+        report.update(
+            purge_s=round(elapsed, 1),
+            purge_runs_per_s=round(purged / elapsed),
+            purge_calls=len(seconds),
+            purge_call_p50_ms=round(_common.percentile(ms, 0.5), 1),
+            purge_call_max_ms=round(max(ms), 1),
+        )
+        print(
+            f"  aged in {report['age_s']} s; purged in {report['purge_s']} s "
+            f"({report['purge_runs_per_s']:,} runs/s)",
+            flush=True,
+        )
         t0 = time.monotonic()
         fill(conn, runs)
         report["refill_s"] = round(time.monotonic() - t0, 1)
@@ -185,26 +208,42 @@ def measure(conns: dict[str, psycopg.Connection], calls: int) -> dict[str, list[
 
 def stats(values: list[float]) -> dict:
     ms = [v * 1000 for v in values]
-    return {"calls": len(ms), "p50_ms": round(_common.percentile(ms, 0.5), 3),
-            "p90_ms": round(_common.percentile(ms, 0.9), 3),
-            "p99_ms": round(_common.percentile(ms, 0.99), 3)}
+    return {
+        "calls": len(ms),
+        "p50_ms": round(_common.percentile(ms, 0.5), 3),
+        "p90_ms": round(_common.percentile(ms, 0.9), 3),
+        "p99_ms": round(_common.percentile(ms, 0.99), 3),
+    }
 
 
 def parse(argv):
-    ap = argparse.ArgumentParser(prog="python -m bench claim_after_purge",
-                                 description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m bench claim_after_purge", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("--quick", action="store_true", help="100,000 runs, fewer calls")
     ap.add_argument("--runs", type=int, help="runs purged, then refilled (1,000,000)")
-    ap.add_argument("--small", type=int, default=10_000,
-                    help="finished runs of the reference database")
-    ap.add_argument("--batch", type=int, default=1000,
-                    help="runs per purge_finished call (the maintenance leader's 1000)")
+    ap.add_argument(
+        "--small", type=int, default=10_000, help="finished runs of the reference database"
+    )
+    ap.add_argument(
+        "--batch",
+        type=int,
+        default=1000,
+        help="runs per purge_finished call (the maintenance leader's 1000)",
+    )
     ap.add_argument("--calls", type=int, help="measured calls per database (600)")
-    ap.add_argument("--purge-budget", type=float, default=900.0,
-                    help="seconds the purge may take; past them the scenario stops and "
-                         "reports the purge rate (claims are not measured)")
-    ap.add_argument("--proposed-index", action="store_true",
-                    help="create PROPOSED_INDEX (runs.source_message_id) first")
+    ap.add_argument(
+        "--purge-budget",
+        type=float,
+        default=900.0,
+        help="seconds the purge may take; past them the scenario stops and "
+        "reports the purge rate (claims are not measured)",
+    )
+    ap.add_argument(
+        "--proposed-index",
+        action="store_true",
+        help="create PROPOSED_INDEX (runs.source_message_id) first",
+    )
     args = ap.parse_args(argv)
     args.runs = args.runs or (100_000 if args.quick else 1_000_000)
     args.calls = args.calls or (150 if args.quick else 600)
@@ -219,8 +258,7 @@ def _load() -> str:
         return "unknown"
 
 
-def _unfinished(args, report: dict, info: dict, load_before: str, started: float
-                ) -> list[str]:
+def _unfinished(args, report: dict, info: dict, load_before: str, started: float) -> list[str]:
     """The purge did not finish within its budget: its rate is the result."""
     summary = [
         f"claim latency after retention: NOT MEASURED, the purge did not finish (load "
@@ -231,9 +269,17 @@ def _unfinished(args, report: dict, info: dict, load_before: str, started: float
         "  (each purged message costs a scan of runlane.runs without an index on "
         "runs.source_message_id: try --proposed-index)",
     ]
-    path = _common.write_result("claim_after_purge", {
-        "machine": info, "load_before": load_before, "retention": report,
-        "proposed_index": args.proposed_index, "goal": GOAL, "measured": False})
+    path = _common.write_result(
+        "claim_after_purge",
+        {
+            "machine": info,
+            "load_before": load_before,
+            "retention": report,
+            "proposed_index": args.proposed_index,
+            "goal": GOAL,
+            "measured": False,
+        },
+    )
     summary.append(f"  ({time.monotonic() - started:.0f} s; {path})")
     print("\n".join(summary))
     return summary
@@ -250,8 +296,9 @@ def main(argv=None) -> list[str]:
             if args.proposed_index:
                 conn.execute(PROPOSED_INDEX)
         reference = build(pg, "bench_purge_reference", args.small)
-        purged, report = build_purged(pg, "bench_purge_refilled", args.runs, args.batch,
-                                      args.purge_budget)
+        purged, report = build_purged(
+            pg, "bench_purge_refilled", args.runs, args.batch, args.purge_budget
+        )
         if report.get("purge_unfinished"):
             info = _common.machine(pg)
             return _unfinished(args, report, info, load_before, started)
@@ -276,8 +323,8 @@ def main(argv=None) -> list[str]:
     summary = [
         f"claim latency after retention, claim_runs(p_limit => {LIMIT}) over both lanes, "
         f"{QUEUED} queued runs, {big['calls']} calls each (load {load_before} -> {_load()})"
-        + (", with the proposed index on runs.source_message_id" if args.proposed_index
-           else "") + ":",
+        + (", with the proposed index on runs.source_message_id" if args.proposed_index else "")
+        + ":",
         f"  purge: {args.runs:,} runs with their outputs, journal and messages in "
         f"{report['purge_s']} s = {report['purge_runs_per_s']:,} runs/s (batches of "
         f"{args.batch}: p50 {report['purge_call_p50_ms']} ms, max "
@@ -291,13 +338,21 @@ def main(argv=None) -> list[str]:
         f"{ref['p50_ms']:.3f} ms, ratio {ratio50_unvacuumed:.2f}, p99 "
         f"{unvacuumed['p99_ms']:.3f} ms",
     ]
-    path = _common.write_result("claim_after_purge", {
-        "machine": info, "load_before": load_before, "retention": report,
-        "proposed_index": args.proposed_index,
-        "reference": {"finished_runs": args.small, **ref_after},
-        "refilled": {"purged_runs": args.runs, "finished_runs": args.runs, **big},
-        "before_vacuum": {"reference": ref, "refilled": unvacuumed},
-        "ratio_p50": round(ratio50, 3), "ratio_p99": round(ratio99, 3), "goal": GOAL})
+    path = _common.write_result(
+        "claim_after_purge",
+        {
+            "machine": info,
+            "load_before": load_before,
+            "retention": report,
+            "proposed_index": args.proposed_index,
+            "reference": {"finished_runs": args.small, **ref_after},
+            "refilled": {"purged_runs": args.runs, "finished_runs": args.runs, **big},
+            "before_vacuum": {"reference": ref, "refilled": unvacuumed},
+            "ratio_p50": round(ratio50, 3),
+            "ratio_p99": round(ratio99, 3),
+            "goal": GOAL,
+        },
+    )
     summary.append(f"  ({time.monotonic() - started:.0f} s; {path})")
     print("\n".join(summary))
     return summary

@@ -58,10 +58,11 @@ BURST_TEMPLATE = "bench_fairness_burst_template"
 ECHO_CHUNKS, ECHO_DELAY = 3, 0.2
 TRICKLE, TRICKLE_GAP, REPEAT = 20, 0.1, 2
 DEFAULT_BOUND = str(WorkerConfig.max_per_org)
-BOUNDS = {"no bound (--max-per-org 0)": ["--max-per-org", "0"],
-          f"default bound (--max-per-org {DEFAULT_BOUND})": ["--max-per-org", DEFAULT_BOUND],
-          "strict bound (--max-per-org-strict)": ["--max-per-org", DEFAULT_BOUND,
-                                                  "--max-per-org-strict"]}
+BOUNDS = {
+    "no bound (--max-per-org 0)": ["--max-per-org", "0"],
+    f"default bound (--max-per-org {DEFAULT_BOUND})": ["--max-per-org", DEFAULT_BOUND],
+    "strict bound (--max-per-org-strict)": ["--max-per-org", DEFAULT_BOUND, "--max-per-org-strict"],
+}
 
 LANES = {"both lanes": ["interactive", "background"], "interactive lane": ["interactive"]}
 
@@ -85,8 +86,10 @@ def build(pg, name: str, runs: int, orgs: int, skewed: bool = False) -> str:
             # Half the runs (both lanes) move to org1 and become the oldest (negative ids
             # sort first): the oldest part of the queue is one busy organization's, so
             # every claim takes the loose scan over all organizations.
-            conn.execute("update runlane.runs set org_id = 'org1', run_id = -run_id "
-                         "where (run_id + 1) / 2 % 2 = 0")
+            conn.execute(
+                "update runlane.runs set org_id = 'org1', run_id = -run_id "
+                "where (run_id + 1) / 2 % 2 = 0"
+            )
     _common.vacuum_analyze(dsn)
     return dsn
 
@@ -133,18 +136,22 @@ def burst_case(pg, burst: int, bound: list[str]) -> list[float]:
         with psycopg.connect(dsn, autocommit=True) as conn:
             tag = uuid.uuid4().hex
             with conn.transaction():
-                ids = [r[0] for r in conn.execute(
-                    """select s.run_id from generate_series(1, %(n)s::int) as g,
+                ids = [
+                    r[0]
+                    for r in conn.execute(
+                        """select s.run_id from generate_series(1, %(n)s::int) as g,
                        lateral runlane.submit_message('agent1', %(tag)s || g, 'burst') as s""",
-                    {"n": burst, "tag": tag}).fetchall()]
-                conn.execute("select runlane.publish_run(r) from unnest(%s::bigint[]) as r",
-                             (ids,))
+                        {"n": burst, "tag": tag},
+                    ).fetchall()
+                ]
+                conn.execute("select runlane.publish_run(r) from unnest(%s::bigint[]) as r", (ids,))
             trickle = []
             for i in range(TRICKLE):
                 time.sleep(TRICKLE_GAP)
                 run_id = conn.execute(
                     "select run_id from runlane.submit_message('agent2', %s, 'hello')",
-                    (f"{tag}-t{i}",)).fetchone()[0]
+                    (f"{tag}-t{i}",),
+                ).fetchone()[0]
                 conn.execute("select runlane.publish_run(%s)", (run_id,))
                 trickle.append(run_id)
             deadline = time.monotonic() + 600
@@ -154,7 +161,8 @@ def burst_case(pg, burst: int, bound: list[str]) -> list[float]:
                        from runlane.runs as r
                        join runlane.messages as m on m.message_id = r.source_message_id
                        where r.run_id = any(%s) and r.first_response_at is not null""",
-                    (trickle,)).fetchall()
+                    (trickle,),
+                ).fetchall()
                 if len(rows) == len(trickle):
                     return [float(r[0]) for r in rows]
                 if time.monotonic() > deadline:
@@ -173,35 +181,51 @@ def burst_part(pg, burst: int) -> tuple[list[dict], list[str]]:
     for _ in range(REPEAT):
         for label, bound in BOUNDS.items():
             samples[label] += burst_case(pg, burst, bound)
-    results, summary = [], [
-        f"one worker, {burst:,} chat runs of one organization at once (echo: {ECHO_CHUNKS} "
-        f"chunks, {ECHO_DELAY} s before each), another organization's first response over "
-        f"{TRICKLE} x {REPEAT} messages:"]
+    results, summary = (
+        [],
+        [
+            f"one worker, {burst:,} chat runs of one organization at once (echo: {ECHO_CHUNKS} "
+            f"chunks, {ECHO_DELAY} s before each), another organization's first response over "
+            f"{TRICKLE} x {REPEAT} messages:"
+        ],
+    )
     for label, ms in samples.items():
-        row = {"case": label, "burst": burst, "trickle_runs": len(ms),
-               "first_response_p50_ms": round(statistics.median(ms), 1),
-               "first_response_p99_ms": round(_common.percentile(ms, 0.99), 1),
-               "first_response_max_ms": round(max(ms), 1)}
+        row = {
+            "case": label,
+            "burst": burst,
+            "trickle_runs": len(ms),
+            "first_response_p50_ms": round(statistics.median(ms), 1),
+            "first_response_p99_ms": round(_common.percentile(ms, 0.99), 1),
+            "first_response_max_ms": round(max(ms), 1),
+        }
         results.append(row)
-        summary.append(f"  {label:<36}: p50 {row['first_response_p50_ms']:8.1f} ms, "
-                       f"p99 {row['first_response_p99_ms']:8.1f} ms, "
-                       f"max {row['first_response_max_ms']:8.1f} ms")
+        summary.append(
+            f"  {label:<36}: p50 {row['first_response_p50_ms']:8.1f} ms, "
+            f"p99 {row['first_response_p99_ms']:8.1f} ms, "
+            f"max {row['first_response_max_ms']:8.1f} ms"
+        )
     return results, summary
 
 
 def parse(argv):
-    ap = argparse.ArgumentParser(prog="python -m bench claim_fairness",
-                                 description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m bench claim_fairness", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("--quick", action="store_true", help="fewer calls (200 instead of 600)")
     ap.add_argument("--runs", type=int, default=100_000, help="queued runs (100000)")
     ap.add_argument("--orgs", type=int, default=1_000, help="organizations, spread case (1000)")
     ap.add_argument("--calls", type=int, help="measured calls per database and lanes (600)")
     ap.add_argument("--explain", action="store_true", help="statements inside one claim")
-    ap.add_argument("--burst", type=int, default=0,
-                    help="also one organization's burst of N chat runs vs another's trickle, "
-                         "on a real worker with and without --max-per-org (e.g. 3000)")
-    ap.add_argument("--burst-only", action="store_true",
-                    help="only the burst part (--burst defaults to 3000)")
+    ap.add_argument(
+        "--burst",
+        type=int,
+        default=0,
+        help="also one organization's burst of N chat runs vs another's trickle, "
+        "on a real worker with and without --max-per-org (e.g. 3000)",
+    )
+    ap.add_argument(
+        "--burst-only", action="store_true", help="only the burst part (--burst defaults to 3000)"
+    )
     args = ap.parse_args(argv)
     if args.burst_only and not args.burst:
         args.burst = 3000
@@ -216,20 +240,27 @@ def main(argv=None) -> list[str]:
         with _common.cluster() as pg:
             results, summary = burst_part(pg, args.burst)
             info = _common.machine(pg)
-        path = _common.write_result("claim_fairness_burst", {"machine": info,
-                                                            "results": results})
+        path = _common.write_result("claim_fairness_burst", {"machine": info, "results": results})
         summary.append(f"  ({time.monotonic() - started:.0f} s; {path})")
         print("\n".join(summary))
         return summary
-    cases = {"one organization": (1, False), f"{args.orgs:,} organizations": (args.orgs, False),
-             f"{args.orgs:,} skewed": (args.orgs, True)}
+    cases = {
+        "one organization": (1, False),
+        f"{args.orgs:,} organizations": (args.orgs, False),
+        f"{args.orgs:,} skewed": (args.orgs, True),
+    }
     with _common.cluster() as pg:
         _common.migrated_database(pg, TEMPLATE)
         t0 = time.monotonic()
-        dsns = {label: build(pg, f"bench_fairness_{i}", args.runs, orgs, skewed)
-                for i, (label, (orgs, skewed)) in enumerate(cases.items())}
-        print(f"  {args.runs:,} queued runs loaded twice and vacuumed in "
-              f"{time.monotonic() - t0:.1f} s", flush=True)
+        dsns = {
+            label: build(pg, f"bench_fairness_{i}", args.runs, orgs, skewed)
+            for i, (label, (orgs, skewed)) in enumerate(cases.items())
+        }
+        print(
+            f"  {args.runs:,} queued runs loaded twice and vacuumed in "
+            f"{time.monotonic() - t0:.1f} s",
+            flush=True,
+        )
 
         timings = {(c, lane): [] for c in cases for lane in LANES}
         spread = {}
@@ -252,26 +283,38 @@ def main(argv=None) -> list[str]:
                 conn.close()
 
         one, many, skewed = cases
-        results, summary = [], [
-            f"claim latency, claim_runs(p_limit => {LIMIT}), {args.runs:,} queued runs, "
-            f"{args.calls} calls each:"]
+        results, summary = (
+            [],
+            [
+                f"claim latency, claim_runs(p_limit => {LIMIT}), {args.runs:,} queued runs, "
+                f"{args.calls} calls each:"
+            ],
+        )
         ratios = {}
         for lane in LANES:
             for label in cases:
                 ms = timings[(label, lane)]
-                row = {"case": label, "lanes": lane, "calls": len(ms),
-                       "p50_ms": round(_common.percentile(ms, 0.5), 3),
-                       "p90_ms": round(_common.percentile(ms, 0.9), 3),
-                       "organizations_per_claim": spread[(label, lane)]}
+                row = {
+                    "case": label,
+                    "lanes": lane,
+                    "calls": len(ms),
+                    "p50_ms": round(_common.percentile(ms, 0.5), 3),
+                    "p90_ms": round(_common.percentile(ms, 0.9), 3),
+                    "organizations_per_claim": spread[(label, lane)],
+                }
                 results.append(row)
-                summary.append(f"  {lane:<16} {label:<18}: p50 {row['p50_ms']:.3f} ms, "
-                               f"p90 {row['p90_ms']:.3f} ms "
-                               f"({row['organizations_per_claim']} organization(s) per claim)")
+                summary.append(
+                    f"  {lane:<16} {label:<18}: p50 {row['p50_ms']:.3f} ms, "
+                    f"p90 {row['p90_ms']:.3f} ms "
+                    f"({row['organizations_per_claim']} organization(s) per claim)"
+                )
             p50 = {r["case"]: r["p50_ms"] for r in results if r["lanes"] == lane}
             ratios[lane] = round(p50[many] / p50[one], 3)
             verdict = "meets" if ratios[lane] <= GOAL else "MISSES"
-            summary.append(f"  {lane:<16} ratio p50 {ratios[lane]:.2f} "
-                           f"(goal <= {GOAL}: {verdict}); skewed {p50[skewed] / p50[one]:.2f}")
+            summary.append(
+                f"  {lane:<16} ratio p50 {ratios[lane]:.2f} "
+                f"(goal <= {GOAL}: {verdict}); skewed {p50[skewed] / p50[one]:.2f}"
+            )
         if args.explain:
             for label, dsn in dsns.items():
                 summary.append(f"  statements inside one claim over both lanes, {label}:")
@@ -281,8 +324,9 @@ def main(argv=None) -> list[str]:
             results += burst_results
             summary += burst_summary
         info = _common.machine(pg)
-    path = _common.write_result("claim_fairness", {
-        "machine": info, "results": results, "ratio_p50": ratios, "goal": GOAL})
+    path = _common.write_result(
+        "claim_fairness", {"machine": info, "results": results, "ratio_p50": ratios, "goal": GOAL}
+    )
     summary.append(f"  ({time.monotonic() - started:.0f} s; {path})")
     print("\n".join(summary))
     return summary

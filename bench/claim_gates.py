@@ -38,16 +38,16 @@ def prepare(pg, runs: int) -> dict[str, str]:
         name = "bench_gates_" + case.replace(" ", "_")
         dsns[case] = _common.create_database(pg, name, template=TEMPLATE)
         with psycopg.connect(dsns[case], autocommit=True) as conn:
-            conn.execute("update runlane.platform_settings set agent_weekly_budget = %s",
-                         (budget,))
+            conn.execute("update runlane.platform_settings set agent_weekly_budget = %s", (budget,))
         _common.vacuum_analyze(dsns[case])
     return dsns
 
 
 def claim_ms(conn: psycopg.Connection, lanes: list[str]) -> float:
     started = time.perf_counter()
-    rows = conn.execute("select * from runlane.claim_runs('bench-worker', %s, %s)",
-                        (lanes, LIMIT)).fetchall()
+    rows = conn.execute(
+        "select * from runlane.claim_runs('bench-worker', %s, %s)", (lanes, LIMIT)
+    ).fetchall()
     elapsed = time.perf_counter() - started
     conn.rollback()
     if len(rows) != LIMIT:
@@ -56,8 +56,9 @@ def claim_ms(conn: psycopg.Connection, lanes: list[str]) -> float:
 
 
 def main(argv=None) -> list[str]:
-    ap = argparse.ArgumentParser(prog="python -m bench claim_gates",
-                                 description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m bench claim_gates", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("--quick", action="store_true", help="fewer calls (200 instead of 600)")
     ap.add_argument("--runs", type=int, default=20_000, help="queued runs (20000)")
     ap.add_argument("--calls", type=int, help="measured calls per database and lanes")
@@ -78,19 +79,29 @@ def main(argv=None) -> list[str]:
                         if i >= 20:
                             samples[case].append(ms)
                 for case, values in samples.items():
-                    results.append({"lanes": lanes, "case": case, "calls": calls,
-                                    "p50_ms": round(_common.percentile(values, 0.5), 3),
-                                    "p90_ms": round(_common.percentile(values, 0.9), 3)})
+                    results.append(
+                        {
+                            "lanes": lanes,
+                            "case": case,
+                            "calls": calls,
+                            "p50_ms": round(_common.percentile(values, 0.5), 3),
+                            "p90_ms": round(_common.percentile(values, 0.9), 3),
+                        }
+                    )
         finally:
             for conn in conns.values():
                 conn.close()
         info = _common.machine(pg)
     path = _common.write_result("claim_gates", {"machine": info, "results": results})
-    summary = [f"claim latency with the gates, claim_runs(p_limit => {LIMIT}), "
-               f"{args.runs:,} queued runs, {calls} calls each:"]
+    summary = [
+        f"claim latency with the gates, claim_runs(p_limit => {LIMIT}), "
+        f"{args.runs:,} queued runs, {calls} calls each:"
+    ]
     for r in results:
-        summary.append(f"  {' + '.join(r['lanes']):<24} {r['case']:<10}: "
-                       f"p50 {r['p50_ms']:.3f} ms, p90 {r['p90_ms']:.3f} ms")
+        summary.append(
+            f"  {' + '.join(r['lanes']):<24} {r['case']:<10}: "
+            f"p50 {r['p50_ms']:.3f} ms, p90 {r['p90_ms']:.3f} ms"
+        )
     summary.append(f"  ({time.monotonic() - started:.0f} s; {path})")
     print("\n".join(summary))
     return summary

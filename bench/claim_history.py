@@ -75,8 +75,16 @@ _DURATION = re.compile(r"duration: ([0-9.]+) ms")
 def build(pg, name: str, history: int) -> str:
     dsn = _common.create_database(pg, name, template=TEMPLATE)
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(HISTORY, {"count": history, "orgs": ORGS, "agents": AGENTS,
-                               "newest_age": "0", "spread_s": 7776000})  # 90 days
+        conn.execute(
+            HISTORY,
+            {
+                "count": history,
+                "orgs": ORGS,
+                "agents": AGENTS,
+                "newest_age": "0",
+                "spread_s": 7776000,
+            },
+        )  # 90 days
         _common.seed_queued_runs(conn, QUEUED, orgs=ORGS)
     _common.vacuum_analyze(dsn)
     return dsn
@@ -139,10 +147,14 @@ def explain_report(dsns: dict[str, str]) -> list[str]:
 
 
 def parse(argv):
-    ap = argparse.ArgumentParser(prog="python -m bench claim_history",
-                                 description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true",
-                    help="fewer calls (the 1,000,000-row history is the point and stays)")
+    ap = argparse.ArgumentParser(
+        prog="python -m bench claim_history", description=__doc__.splitlines()[0]
+    )
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="fewer calls (the 1,000,000-row history is the point and stays)",
+    )
     ap.add_argument("--small", type=int, default=10_000, help="finished runs, small case")
     ap.add_argument("--history", type=int, default=1_000_000, help="finished runs, big case")
     ap.add_argument("--calls", type=int, help="measured calls per database (600)")
@@ -181,26 +193,40 @@ def main(argv=None) -> list[str]:
         stats = {}
         for size, values in timings.items():
             ms = [v * 1000 for v in values]
-            stats[size] = {"finished_runs": size, "queued_runs": QUEUED, "calls": len(ms),
-                           "p50_ms": round(_common.percentile(ms, 0.5), 3),
-                           "p90_ms": round(_common.percentile(ms, 0.9), 3)}
+            stats[size] = {
+                "finished_runs": size,
+                "queued_runs": QUEUED,
+                "calls": len(ms),
+                "p50_ms": round(_common.percentile(ms, 0.5), 3),
+                "p90_ms": round(_common.percentile(ms, 0.9), 3),
+            }
         small, big = stats[args.small], stats[args.history]
         ratio50 = big["p50_ms"] / small["p50_ms"]
         ratio90 = big["p90_ms"] / small["p90_ms"]
-        summary = [f"claim latency, claim_runs(p_limit => {LIMIT}) over both lanes, "
-                   f"{QUEUED} queued runs, {len(timings[args.small])} calls each:"]
+        summary = [
+            f"claim latency, claim_runs(p_limit => {LIMIT}) over both lanes, "
+            f"{QUEUED} queued runs, {len(timings[args.small])} calls each:"
+        ]
         for s in (small, big):
-            summary.append(f"  {s['finished_runs']:>9,} finished runs: p50 {s['p50_ms']:.3f} ms, "
-                           f"p90 {s['p90_ms']:.3f} ms")
+            summary.append(
+                f"  {s['finished_runs']:>9,} finished runs: p50 {s['p50_ms']:.3f} ms, "
+                f"p90 {s['p90_ms']:.3f} ms"
+            )
         verdict = "meets" if ratio50 < GOAL else "MISSES"
-        summary.append(f"  ratio p50 {ratio50:.2f} (goal < {GOAL}: {verdict}), "
-                       f"p90 {ratio90:.2f}")
+        summary.append(f"  ratio p50 {ratio50:.2f} (goal < {GOAL}: {verdict}), p90 {ratio90:.2f}")
         if args.explain or ratio50 >= GOAL:
             summary += explain_report({f"{size:,}": d for size, d in dsns.items()})
         info = _common.machine(pg)
-    path = _common.write_result("claim_history", {
-        "machine": info, "results": [small, big],
-        "ratio_p50": round(ratio50, 3), "ratio_p90": round(ratio90, 3), "goal": GOAL})
+    path = _common.write_result(
+        "claim_history",
+        {
+            "machine": info,
+            "results": [small, big],
+            "ratio_p50": round(ratio50, 3),
+            "ratio_p90": round(ratio90, 3),
+            "goal": GOAL,
+        },
+    )
     summary.append(f"  ({time.monotonic() - started:.0f} s; {path})")
     print("\n".join(summary))
     return summary

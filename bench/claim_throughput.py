@@ -36,8 +36,9 @@ def prepare_template(pg, runs: int, weekly_budget: float | None = None) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         _common.seed_agents(conn, agents=(runs + 1) // 2, orgs=ORGS)
         if weekly_budget is not None:
-            conn.execute("update runlane.platform_settings set agent_weekly_budget = %s",
-                         (weekly_budget,))
+            conn.execute(
+                "update runlane.platform_settings set agent_weekly_budget = %s", (weekly_budget,)
+            )
 
 
 def measure(pg, processes: int, runs: int, batch: int, warmup: int) -> dict:
@@ -52,8 +53,9 @@ def measure(pg, processes: int, runs: int, batch: int, warmup: int) -> dict:
         barrier = ctx.Barrier(processes)
         results = ctx.Queue()
         workers = [
-            ctx.Process(target=_common.runlane_worker,
-                        args=(dsn, batch, warmup, barrier, results, i))
+            ctx.Process(
+                target=_common.runlane_worker, args=(dsn, batch, warmup, barrier, results, i)
+            )
             for i in range(processes)
         ]
         for w in workers:
@@ -61,25 +63,35 @@ def measure(pg, processes: int, runs: int, batch: int, warmup: int) -> dict:
         done, elapsed = _common.collect(workers, results, processes)
         with psycopg.connect(dsn) as conn:
             left = conn.execute(
-                "select count(*) from runlane.runs where state <> 'succeeded'").fetchone()[0]
+                "select count(*) from runlane.runs where state <> 'succeeded'"
+            ).fetchone()[0]
         if left:
             raise RuntimeError(f"{left} runs were not finished as succeeded")
     finally:
         _common.drop_database(pg, name)
-    return {"processes": processes, "batch": batch, "runs": done,
-            "seconds": round(elapsed, 3), "runs_per_s": round(done / elapsed, 1)}
+    return {
+        "processes": processes,
+        "batch": batch,
+        "runs": done,
+        "seconds": round(elapsed, 3),
+        "runs_per_s": round(done / elapsed, 1),
+    }
 
 
 def parse(argv):
-    ap = argparse.ArgumentParser(prog="python -m bench claim_throughput",
-                                 description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m bench claim_throughput", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("--quick", action="store_true", help="4,000 runs instead of 20,000")
     ap.add_argument("--runs", type=int, help="measured runs per process count (20000)")
     ap.add_argument("--batch", type=int, default=10, help="p_limit of each claim (10)")
     ap.add_argument("--warmup", type=int, default=200, help="unmeasured runs per process")
     ap.add_argument("--processes", default="1,2,4", help="comma-separated (1,2,4)")
-    ap.add_argument("--weekly-budget", type=float,
-                    help="agent_weekly_budget of every organization (default: none)")
+    ap.add_argument(
+        "--weekly-budget",
+        type=float,
+        help="agent_weekly_budget of every organization (default: none)",
+    )
     args = ap.parse_args(argv)
     args.runs = args.runs or (4_000 if args.quick else 20_000)
     args.processes = [int(p) for p in args.processes.split(",")]
@@ -95,15 +107,22 @@ def main(argv=None) -> list[str]:
         for p in args.processes:
             row = measure(pg, p, args.runs, args.batch, args.warmup)
             rows.append(row)
-            print(f"  runlane  {p} process(es), batch {args.batch}: "
-                  f"{row['runs']} runs in {row['seconds']:.2f} s = {row['runs_per_s']:,.0f} runs/s",
-                  flush=True)
+            print(
+                f"  runlane  {p} process(es), batch {args.batch}: "
+                f"{row['runs']} runs in {row['seconds']:.2f} s = {row['runs_per_s']:,.0f} runs/s",
+                flush=True,
+            )
         info = _common.machine(pg)
     path = _common.write_result("claim_throughput", {"machine": info, "results": rows})
-    budget = ("" if args.weekly_budget is None
-              else f", weekly budget {args.weekly_budget:g} in every organization")
-    summary = [f"claim+finish throughput, no-op runs, batch {args.batch}, "
-               f"{args.runs} runs{budget}, {info['cores']} cores, PostgreSQL {info['postgres']}:"]
+    budget = (
+        ""
+        if args.weekly_budget is None
+        else f", weekly budget {args.weekly_budget:g} in every organization"
+    )
+    summary = [
+        f"claim+finish throughput, no-op runs, batch {args.batch}, "
+        f"{args.runs} runs{budget}, {info['cores']} cores, PostgreSQL {info['postgres']}:"
+    ]
     summary += [f"  {r['processes']} process(es): {r['runs_per_s']:>8,.0f} runs/s" for r in rows]
     summary.append(f"  ({time.monotonic() - started:.0f} s; {path})")
     print("\n".join(summary))

@@ -74,6 +74,7 @@ class Variant:
 @dataclass
 class Lane:
     """One variant's database and connection within a rep."""
+
     variant: Variant
     conn: psycopg.Connection
     cpu_at_start: float = 0.0
@@ -104,16 +105,34 @@ def prepare(pg: LocalCluster, variant: Variant, rep: int, index: int, rounds: in
 def claim_and_finish(lane: Lane) -> None:
     """One round: the worker's claim of a page, then one finish_runs of the whole page."""
     page = lane.variant.page
-    rows = lane.conn.execute(CLAIM, {
-        "worker": "ledger", "lanes": ["interactive"], "limit": page,
-        "lease": timedelta(seconds=60), "claim_key": uuid.uuid4()}, prepare=True).fetchall()
+    rows = lane.conn.execute(
+        CLAIM,
+        {
+            "worker": "ledger",
+            "lanes": ["interactive"],
+            "limit": page,
+            "lease": timedelta(seconds=60),
+            "claim_key": uuid.uuid4(),
+        },
+        prepare=True,
+    ).fetchall()
     if len(rows) != page:
         raise RuntimeError(f"{lane.variant.name}: claimed {len(rows)} runs, not {page}")
-    lane.conn.execute(FINISH_RUNS, {
-        "run_ids": [r[0] for r in rows], "fences": [r[1] for r in rows],
-        "outcomes": ["succeeded"] * page, "errors": [None] * page, "costs": [0] * page,
-        "counts": [0] * page, "kinds": [], "bodies": [], "seqs": [None] * page},
-        prepare=True).fetchall()
+    lane.conn.execute(
+        FINISH_RUNS,
+        {
+            "run_ids": [r[0] for r in rows],
+            "fences": [r[1] for r in rows],
+            "outcomes": ["succeeded"] * page,
+            "errors": [None] * page,
+            "costs": [0] * page,
+            "counts": [0] * page,
+            "kinds": [],
+            "bodies": [],
+            "seqs": [None] * page,
+        },
+        prepare=True,
+    ).fetchall()
     lane.runs += page
 
 
@@ -125,7 +144,7 @@ def one_rep(pg: LocalCluster, variants: list[Variant], rep: int, rounds: int) ->
             lane.cpu_at_start = backend_cpu_ms(lane.conn.info.backend_pid)
             lane.runs = 0
         for r in range(1, rounds):
-            for lane in (lanes if r % 2 else reversed(lanes)):
+            for lane in lanes if r % 2 else reversed(lanes):
                 claim_and_finish(lane)
         for lane in lanes:
             used_ms = backend_cpu_ms(lane.conn.info.backend_pid) - lane.cpu_at_start
@@ -143,19 +162,26 @@ def fit(variants: list[Variant]) -> tuple[float, float] | None:
         return None
     mx = statistics.fmean(x for x, _ in points)
     my = statistics.fmean(y for _, y in points)
-    b = (sum((x - mx) * (y - my) for x, y in points)
-         / sum((x - mx) ** 2 for x, _ in points))
+    b = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
     return my - b * mx, b
 
 
 def parse(argv):
-    ap = argparse.ArgumentParser(prog="python -m bench cpu_ledger", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m bench cpu_ledger",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--quick", action="store_true", help="40 rounds, one rep")
     ap.add_argument("--rounds", type=int, help="claim + finish rounds per variant (200)")
     ap.add_argument("--reps", type=int, help="the whole set again on new databases (3)")
-    ap.add_argument("--sql", action="append", default=[], metavar="FILE",
-                    help="one more variant: this SQL applied to its database first")
+    ap.add_argument(
+        "--sql",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="one more variant: this SQL applied to its database first",
+    )
     args = ap.parse_args(argv)
     args.rounds = args.rounds or (40 if args.quick else 200)
     args.reps = args.reps or (1 if args.quick else 3)
@@ -167,9 +193,12 @@ def parse(argv):
 def main(argv=None) -> list[str]:
     args = parse(argv)
     started = time.monotonic()
-    variants = [Variant(f"claim + finish, page {BASE_PAGE} (the base)"),
-                Variant("page 10", page=10), Variant("page 100", page=100),
-                Variant("no journal foreign key", sql=DROP_JOURNAL_FOREIGN_KEY)]
+    variants = [
+        Variant(f"claim + finish, page {BASE_PAGE} (the base)"),
+        Variant("page 10", page=10),
+        Variant("page 100", page=100),
+        Variant("no journal foreign key", sql=DROP_JOURNAL_FOREIGN_KEY),
+    ]
     variants += [Variant(Path(f).name, sql=Path(f).read_text()) for f in args.sql]
     pg = LocalCluster(settings=dc.CLUSTER_SETTINGS)
     pg.start()
@@ -177,15 +206,20 @@ def main(argv=None) -> list[str]:
         dc.runlane_template(pg)
         for rep in range(args.reps):
             one_rep(pg, variants, rep, args.rounds)
-            print(f"  rep {rep + 1}: " + ", ".join(
-                f"{v.name} {v.per_run_us[-1]:.1f}" for v in variants), flush=True)
+            print(
+                f"  rep {rep + 1}: "
+                + ", ".join(f"{v.name} {v.per_run_us[-1]:.1f}" for v in variants),
+                flush=True,
+            )
         info = _common.machine(pg)
     finally:
         pg.destroy()
     base = variants[0]
-    lines = [f"database CPU per run, one backend claiming and finishing pages of chat runs, "
-             f"variants interleaved round by round, {args.rounds} rounds x {args.reps} "
-             f"rep(s), durable commits:"]
+    lines = [
+        f"database CPU per run, one backend claiming and finishing pages of chat runs, "
+        f"variants interleaved round by round, {args.rounds} rounds x {args.reps} "
+        f"rep(s), durable commits:"
+    ]
     for v in variants:
         diffs = [x - y for x, y in zip(v.per_run_us, base.per_run_us, strict=True)]
         delta = "" if v is base else f"  {statistics.median(diffs):+6.1f} us vs the base"
@@ -193,16 +227,25 @@ def main(argv=None) -> list[str]:
     fitted = fit(variants)
     if fitted:
         a, b = fitted
-        lines.append(f"  cost = {a:.0f} us per run + {b:.0f} us per claim + finish pair "
-                     f"(fit over pages 10, {BASE_PAGE}, 100)")
+        lines.append(
+            f"  cost = {a:.0f} us per run + {b:.0f} us per claim + finish pair "
+            f"(fit over pages 10, {BASE_PAGE}, 100)"
+        )
     lines.append(f"  ({time.monotonic() - started:.0f} s)")
     for line in lines:
         print(line, flush=True)
-    _common.write_result("cpu_ledger", {
-        "machine": info, "settings": dc.DURABLE_SETTINGS, "rounds": args.rounds,
-        "variants": [{"name": v.name, "page": v.page, "per_run_us": v.per_run_us}
-                     for v in variants],
-        "fit_us": {"per_run": fitted[0], "per_pair": fitted[1]} if fitted else None})
+    _common.write_result(
+        "cpu_ledger",
+        {
+            "machine": info,
+            "settings": dc.DURABLE_SETTINGS,
+            "rounds": args.rounds,
+            "variants": [
+                {"name": v.name, "page": v.page, "per_run_us": v.per_run_us} for v in variants
+            ],
+            "fit_us": {"per_run": fitted[0], "per_pair": fitted[1]} if fitted else None,
+        },
+    )
     return lines
 
 

@@ -103,23 +103,32 @@ group by c.owner_id, b;
 def pages(run_id: int, agent: str, watched: list[int]) -> dict[str, list[tuple[str, dict]]]:
     """Each page's statements with the arguments the dashboard passes."""
     return {
-        "overview": [(queries.OVERVIEW, {"threshold": timedelta(seconds=30)}),
-                     (queries.MINUTES, {"since": timedelta(hours=1)})],
+        "overview": [
+            (queries.OVERVIEW, {"threshold": timedelta(seconds=30)}),
+            (queries.MINUTES, {"since": timedelta(hours=1)}),
+        ],
         "organizations": [(queries.ORGS, {}), (queries.OWNERS, {})],
         # a page of 100 agents (and one more, the next page's first), unfiltered and with
         # a filter that 111 of the 5,000 agents match (every agent read to find them)
-        "agents": [(queries.AGENT_PAGE, {"from": None, "limit": 101, "match": None,
-                                         "status": None})],
-        "agents, filtered": [(queries.AGENT_PAGE, {"from": None, "limit": 101,
-                                                   "match": "agent49", "status": None})],
-        "agent journal": [(queries.JOURNAL, {"agent": agent, "limit": 100}),
-                          (queries.AGENT_PAGE, {"from": agent, "limit": 1, "match": None,
-                                                "status": None})],
-        "run": [(queries.RUN_STATUS, {"run": run_id}), (queries.RUN_TIMING, {"run": run_id}),
-                (queries.OUTPUTS, {"run": run_id, "after": 0, "limit": 500})],
+        "agents": [
+            (queries.AGENT_PAGE, {"from": None, "limit": 101, "match": None, "status": None})
+        ],
+        "agents, filtered": [
+            (queries.AGENT_PAGE, {"from": None, "limit": 101, "match": "agent49", "status": None})
+        ],
+        "agent journal": [
+            (queries.JOURNAL, {"agent": agent, "limit": 100}),
+            (queries.AGENT_PAGE, {"from": agent, "limit": 1, "match": None, "status": None}),
+        ],
+        "run": [
+            (queries.RUN_STATUS, {"run": run_id}),
+            (queries.RUN_TIMING, {"run": run_id}),
+            (queries.OUTPUTS, {"run": run_id, "after": 0, "limit": 500}),
+        ],
         "hub tick (overview + 10 runs)": [
             (queries.OVERVIEW, {"threshold": timedelta(seconds=30)}),
-            (queries.WATCHED, {"runs": watched})],
+            (queries.WATCHED, {"runs": watched}),
+        ],
     }
 
 
@@ -138,10 +147,12 @@ def timed(conn: psycopg.Connection, statements: list[tuple[str, dict]]) -> float
 
 
 def parse(argv):
-    ap = argparse.ArgumentParser(prog="python -m bench dashboard_queries",
-                                 description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true",
-                    help="10,000 queued and 100,000 finished runs, fewer calls")
+    ap = argparse.ArgumentParser(
+        prog="python -m bench dashboard_queries", description=__doc__.splitlines()[0]
+    )
+    ap.add_argument(
+        "--quick", action="store_true", help="10,000 queued and 100,000 finished runs, fewer calls"
+    )
     ap.add_argument("--queued", type=int, help="queued runs (100,000)")
     ap.add_argument("--finished", type=int, help="finished runs (1,000,000)")
     ap.add_argument("--calls", type=int, help="measured loads of each page (40)")
@@ -170,11 +181,16 @@ def main(argv=None) -> list[str]:
             conn.execute("create role bench_dashboard_api login")
             conn.execute("grant runlane_api to bench_dashboard_api")
             conn.execute("select runlane.scope_api_login('bench_dashboard_api', null)")
-            watched = [r for (r,) in conn.execute(
-                "select run_id from runlane.runs where state = 'running' order by run_id "
-                "limit 10")]
-            counts = dict(conn.execute("select state, count(*) from runlane.runs "
-                                       "group by state").fetchall())
+            watched = [
+                r
+                for (r,) in conn.execute(
+                    "select run_id from runlane.runs where state = 'running' order by run_id "
+                    "limit 10"
+                )
+            ]
+            counts = dict(
+                conn.execute("select state, count(*) from runlane.runs group by state").fetchall()
+            )
         _common.vacuum_analyze(dsn)
         print(f"  loaded {counts} and vacuumed in {time.monotonic() - t0:.1f} s", flush=True)
 
@@ -194,31 +210,57 @@ def main(argv=None) -> list[str]:
                         key = _short(sql, params)
                         if len(statements_ms.setdefault(key, [])) < args.calls:
                             statements_ms[key].append(timed(api, [(sql, params)]) * 1000)
-            lanes = api.execute(queries.OVERVIEW,
-                                {"threshold": timedelta(seconds=30)}).fetchall()
+            lanes = api.execute(queries.OVERVIEW, {"threshold": timedelta(seconds=30)}).fetchall()
         finally:
             api.close()
         info = _common.machine(pg)
 
-    results, summary = [], [
-        f"dashboard pages, {args.queued:,} queued and {args.finished:,} finished runs, "
-        f"{RUNNING} running, {AGENTS:,} agents; {args.calls} loads of each "
-        f"(statements timed at the client on loopback):"]
+    results, summary = (
+        [],
+        [
+            f"dashboard pages, {args.queued:,} queued and {args.finished:,} finished runs, "
+            f"{RUNNING} running, {AGENTS:,} agents; {args.calls} loads of each "
+            f"(statements timed at the client on loopback):"
+        ],
+    )
     for name, ms in timings.items():
         p50, p90 = _common.percentile(ms, 0.5), _common.percentile(ms, 0.9)
         verdict = "meets" if p50 < GOAL_MS else "MISSES"
-        results.append({"page": name, "loads": len(ms), "p50_ms": round(p50, 2),
-                        "p90_ms": round(p90, 2), "max_ms": round(max(ms), 2)})
-        summary.append(f"  {name:<30} p50 {p50:7.2f} ms  p90 {p90:7.2f} ms  "
-                       f"(goal < {GOAL_MS:.0f} ms: {verdict})")
-    summary.append("  each statement alone, p50: " + ", ".join(
-        f"{key} {_common.percentile(ms, 0.5):.1f} ms" for key, ms in statements_ms.items()))
+        results.append(
+            {
+                "page": name,
+                "loads": len(ms),
+                "p50_ms": round(p50, 2),
+                "p90_ms": round(p90, 2),
+                "max_ms": round(max(ms), 2),
+            }
+        )
+        summary.append(
+            f"  {name:<30} p50 {p50:7.2f} ms  p90 {p90:7.2f} ms  "
+            f"(goal < {GOAL_MS:.0f} ms: {verdict})"
+        )
+    summary.append(
+        "  each statement alone, p50: "
+        + ", ".join(
+            f"{key} {_common.percentile(ms, 0.5):.1f} ms" for key, ms in statements_ms.items()
+        )
+    )
     summary.append(f"  lane_overview saw {lanes}")
-    path = _common.write_result("dashboard_queries", {
-        "machine": info, "queued": args.queued, "finished": args.finished,
-        "running": RUNNING, "agents": AGENTS, "results": results, "goal_ms": GOAL_MS,
-        "statements_p50_ms": {k: round(_common.percentile(v, 0.5), 2)
-                              for k, v in statements_ms.items()}})
+    path = _common.write_result(
+        "dashboard_queries",
+        {
+            "machine": info,
+            "queued": args.queued,
+            "finished": args.finished,
+            "running": RUNNING,
+            "agents": AGENTS,
+            "results": results,
+            "goal_ms": GOAL_MS,
+            "statements_p50_ms": {
+                k: round(_common.percentile(v, 0.5), 2) for k, v in statements_ms.items()
+            },
+        },
+    )
     summary.append(f"  ({time.monotonic() - started:.0f} s; {path})")
     print("\n".join(summary))
     return summary

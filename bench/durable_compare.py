@@ -108,7 +108,7 @@ CLUSTER_SETTINGS = {**DURABLE_SETTINGS, "shared_buffers": "128MB"}
 def _ticks(pid: int) -> tuple[int, int, int]:
     """(ppid, utime + stime, cutime + cstime) of a process, in clock ticks."""
     text = Path(f"/proc/{pid}/stat").read_text()
-    fields = text[text.rindex(")") + 2:].split()
+    fields = text[text.rindex(")") + 2 :].split()
     return int(fields[1]), int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14])
 
 
@@ -145,8 +145,13 @@ class Proc:
         self._out = open(self.log, "w")  # noqa: SIM115 - closed in stop()
         # PYTHONPATH: the caller's first (to measure another checkout's runlane), then ours.
         path = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), str(ROOT)) if p)
-        self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=subprocess.STDOUT,
-                                     cwd=ROOT, env={**os.environ, **env, "PYTHONPATH": path})
+        self.proc = subprocess.Popen(
+            cmd,
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env={**os.environ, **env, "PYTHONPATH": path},
+        )
 
     def cpu_seconds(self) -> float:
         """CPU seconds this worker process (and any child it reaped) used so far, start-up
@@ -183,26 +188,43 @@ MAX_PER_ORG = ""
 
 def runlane_worker(dsn: str, starts: str = "") -> Proc:
     bound = ["--max-per-org", MAX_PER_ORG] if MAX_PER_ORG else []
-    return Proc([sys.executable, "-m", "runlane", "worker", "--dsn", dsn,
-                 "--lane", "interactive", "--agent", "bench._noop_agent:agent",
-                 "--no-maintenance", *bound,
-                 "--worker-id", f"bench-{uuid.uuid4().hex[:8]}"],
-                {"RUNLANE_BENCH_STARTS": starts})
+    return Proc(
+        [
+            sys.executable,
+            "-m",
+            "runlane",
+            "worker",
+            "--dsn",
+            dsn,
+            "--lane",
+            "interactive",
+            "--agent",
+            "bench._noop_agent:agent",
+            "--no-maintenance",
+            *bound,
+            "--worker-id",
+            f"bench-{uuid.uuid4().hex[:8]}",
+        ],
+        {"RUNLANE_BENCH_STARTS": starts},
+    )
 
 
 def pgqueuer_worker(dsn: str, starts: str = "") -> Proc:
-    return Proc([sys.executable, "-m", "bench._pgq_app"],
-                {"PGQ_BENCH_DSN": dsn, "PGQ_BENCH_STARTS": starts})
+    return Proc(
+        [sys.executable, "-m", "bench._pgq_app"], {"PGQ_BENCH_DSN": dsn, "PGQ_BENCH_STARTS": starts}
+    )
 
 
 def floor_worker(dsn: str, starts: str, mode: str = "") -> Proc:
     """bench/_floor_worker.py in `mode` ("", "--with-writes" or "--on-runlane")."""
-    return Proc([sys.executable, "-m", "bench._floor_worker", dsn, starts,
-                 *([mode] if mode else [])], {})
+    return Proc(
+        [sys.executable, "-m", "bench._floor_worker", dsn, starts, *([mode] if mode else [])], {}
+    )
 
 
-def wait_until(check, what: str, procs: list[Proc], timeout: float = 900,
-               every: float = 0.2) -> None:
+def wait_until(
+    check, what: str, procs: list[Proc], timeout: float = 900, every: float = 0.2
+) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         for p in procs:
@@ -234,13 +256,18 @@ def submit_batch(conn: psycopg.Connection, n: int) -> list[int]:
     one transaction."""
     tag = uuid.uuid4().hex
     with conn.transaction():
-        ids = [r[0] for r in conn.execute(
-            """
+        ids = [
+            r[0]
+            for r in conn.execute(
+                """
             select s.run_id
             from generate_series(1, %(n)s::int) as g,
                  lateral runlane.submit_message(
                      'agent' || (g %% %(agents)s::int + 1), %(tag)s || '-' || g, 'bench') as s
-            """, {"n": n, "agents": AGENTS, "tag": tag}).fetchall()]
+            """,
+                {"n": n, "agents": AGENTS, "tag": tag},
+            ).fetchall()
+        ]
         conn.execute("select runlane.publish_run(r) from unnest(%s::bigint[]) as r", (ids,))
     return ids
 
@@ -261,8 +288,9 @@ def client_enqueue(pg: LocalCluster, messages: int) -> dict:
         dsn = _common.create_database(pg, name, template=TEMPLATE)
         try:
             with psycopg.connect(dsn, autocommit=True) as conn:
-                args = [(f"agent{i % AGENTS + 1}", f"e-{uuid.uuid4().hex}")
-                        for i in range(messages)]
+                args = [
+                    (f"agent{i % AGENTS + 1}", f"e-{uuid.uuid4().hex}") for i in range(messages)
+                ]
                 cpu = server_cpu_seconds(pg)
                 started = time.perf_counter()
                 if mode == "one_by_one":
@@ -272,7 +300,7 @@ def client_enqueue(pg: LocalCluster, messages: int) -> dict:
                 else:
                     for k in range(0, messages, PIPELINE_PAGE):
                         with conn.pipeline():
-                            curs = [conn.execute(SUBMIT, a) for a in args[k:k + PIPELINE_PAGE]]
+                            curs = [conn.execute(SUBMIT, a) for a in args[k : k + PIPELINE_PAGE]]
                         ids = [c.fetchone()[0] for c in curs]
                         with conn.pipeline():
                             for run_id in ids:
@@ -280,8 +308,10 @@ def client_enqueue(pg: LocalCluster, messages: int) -> dict:
                 seconds = time.perf_counter() - started
                 time.sleep(0.5)  # a backend that just exited is counted once reaped
                 used = server_cpu_seconds(pg) - cpu
-            found[mode] = {"client_ms_per_message": round(seconds * 1000 / messages, 3),
-                           "pg_cpu_ms_per_message": round(used * 1000 / messages, 3)}
+            found[mode] = {
+                "client_ms_per_message": round(seconds * 1000 / messages, 3),
+                "pg_cpu_ms_per_message": round(used * 1000 / messages, 3),
+            }
         finally:
             _common.drop_database(pg, name)
     return {"messages": messages, "page": PIPELINE_PAGE, **found}
@@ -334,16 +364,17 @@ def runlane_drain(pg: LocalCluster, workers: int, runs: int, profile: bool) -> d
             # The poll is charged to the drain's server CPU: it stops at the first
             # unfinished run, where a count read every run (7.4 ms a poll, 4 % of the
             # drain's statement time). PgQueuer's is polled the same way.
-            done_sql = ("select exists (select from runlane.runs "
-                        "where state in ('queued', 'running'))")
-            wait_until(lambda: not conn.execute(done_sql).fetchone()[0],
-                       "runlane's drain", procs)
+            done_sql = (
+                "select exists (select from runlane.runs where state in ('queued', 'running'))"
+            )
+            wait_until(lambda: not conn.execute(done_sql).fetchone()[0], "runlane's drain", procs)
             drain_cpu = server_cpu_seconds(pg) - cpu
             worker_cpu = sum(p.cpu_seconds() for p in procs)
             first, last, succeeded = conn.execute(
                 "select extract(epoch from min(first_started_at)), "
                 "extract(epoch from max(finished_at)), "
-                "count(*) filter (where state = 'succeeded') from runlane.runs").fetchone()
+                "count(*) filter (where state = 'succeeded') from runlane.runs"
+            ).fetchone()
             if succeeded != runs:
                 raise RuntimeError(f"runlane: {succeeded} of {runs} runs succeeded")
             for p in procs:  # exiting backends flush their function statistics
@@ -352,35 +383,61 @@ def runlane_drain(pg: LocalCluster, workers: int, runs: int, profile: bool) -> d
             top = functions = []
             if profile:
                 time.sleep(1)
-                top = [dict(zip(("calls", "total_ms", "mean_us", "rows", "shared_blks_hit",
-                                 "wal_bytes", "query"), r, strict=True))
-                       for r in conn.execute(TOP_STATEMENTS, {"limit": 15}).fetchall()]
-                functions = [dict(zip(("function", "calls", "total_ms", "self_ms"), r,
-                                      strict=True))
-                             for r in conn.execute(TOP_FUNCTIONS, {"limit": 15}).fetchall()]
+                top = [
+                    dict(
+                        zip(
+                            (
+                                "calls",
+                                "total_ms",
+                                "mean_us",
+                                "rows",
+                                "shared_blks_hit",
+                                "wal_bytes",
+                                "query",
+                            ),
+                            r,
+                            strict=True,
+                        )
+                    )
+                    for r in conn.execute(TOP_STATEMENTS, {"limit": 15}).fetchall()
+                ]
+                functions = [
+                    dict(zip(("function", "calls", "total_ms", "self_ms"), r, strict=True))
+                    for r in conn.execute(TOP_FUNCTIONS, {"limit": 15}).fetchall()
+                ]
     finally:
         for p in procs:
             p.stop()
         _common.drop_database(pg, name)
     seconds = float(last - first)
-    return {"system": "runlane", "workers": workers, "runs": runs, "seconds": round(seconds, 3),
-            "jobs_per_s": round(runs / seconds, 1),
-            "pg_cpu_ms_per_run": round(drain_cpu * 1000 / runs, 3),
-            "worker_cpu_ms_per_run": round(worker_cpu * 1000 / runs, 3),
-            "enqueue_pg_cpu_ms_per_run": round(enqueue_cpu * 1000 / runs, 3),
-            "enqueue_per_s": round(runs / enqueue_s, 1),
-            "load_average": load, "top_statements": top, "top_functions": functions}
+    return {
+        "system": "runlane",
+        "workers": workers,
+        "runs": runs,
+        "seconds": round(seconds, 3),
+        "jobs_per_s": round(runs / seconds, 1),
+        "pg_cpu_ms_per_run": round(drain_cpu * 1000 / runs, 3),
+        "worker_cpu_ms_per_run": round(worker_cpu * 1000 / runs, 3),
+        "enqueue_pg_cpu_ms_per_run": round(enqueue_cpu * 1000 / runs, 3),
+        "enqueue_per_s": round(runs / enqueue_s, 1),
+        "load_average": load,
+        "top_statements": top,
+        "top_functions": functions,
+    }
 
 
 def _chat_publisher(conn: psycopg.Connection):
     """The i-th chat message as an application sends it (submit_message, then publish_run,
     each its own commit): (run id, the time the publish returned)."""
+
     def one(i: int) -> tuple[str, float]:
         run_id = conn.execute(
             "select run_id from runlane.submit_message(%s, %s, 'bench')",
-            (f"agent{i % AGENTS + 1}", f"t-{uuid.uuid4().hex}")).fetchone()[0]
+            (f"agent{i % AGENTS + 1}", f"t-{uuid.uuid4().hex}"),
+        ).fetchone()[0]
         conn.execute("select runlane.publish_run(%s)", (run_id,))
         return str(run_id), time.time()
+
     return one
 
 
@@ -398,12 +455,16 @@ def runlane_latency(pg: LocalCluster, idle: int, warmup: int, gap: float) -> dic
         _common.drop_database(pg, name)
 
 
-def _idle_loop(publish, starts: str, procs: list[Proc], idle: int, warmup: int,
-               gap: float) -> dict:
+def _idle_loop(publish, starts: str, procs: list[Proc], idle: int, warmup: int, gap: float) -> dict:
     """Publish `warmup` then `idle` jobs one every `gap` s; latency = start - publish."""
     warm = [publish(i)[0] for i in range(warmup)]
-    wait_until(lambda: all(k in read_starts(starts) for k in warm), "the warm-up", procs,
-               timeout=120, every=0.05)
+    wait_until(
+        lambda: all(k in read_starts(starts) for k in warm),
+        "the warm-up",
+        procs,
+        timeout=120,
+        every=0.05,
+    )
     published = {}
     origin = time.monotonic()
     for i in range(idle):
@@ -412,8 +473,13 @@ def _idle_loop(publish, starts: str, procs: list[Proc], idle: int, warmup: int,
         pause = origin + (i + 1) * gap - time.monotonic()
         if pause > 0:
             time.sleep(pause)
-    wait_until(lambda: all(k in read_starts(starts) for k in published), "the idle jobs",
-               procs, timeout=120, every=0.05)
+    wait_until(
+        lambda: all(k in read_starts(starts) for k in published),
+        "the idle jobs",
+        procs,
+        timeout=120,
+        every=0.05,
+    )
     found = read_starts(starts)
     return stats([(found[k] - at) * 1000 for k, at in published.items()])
 
@@ -460,29 +526,41 @@ def pgqueuer_drain(pg: LocalCluster, workers: int, runs: int) -> dict:
             cpu = server_cpu_seconds(pg)
             procs = [pgqueuer_worker(dsn) for _ in range(workers)]
             queued_sql = "select exists (select from pgqueuer)"
-            wait_until(lambda: not conn.execute(queued_sql).fetchone()[0],
-                       "PgQueuer's drain", procs)
+            wait_until(
+                lambda: not conn.execute(queued_sql).fetchone()[0], "PgQueuer's drain", procs
+            )
             # The completion log is written in buffered batches: wait for all of it.
             log_sql = "select count(*) from pgqueuer_log where status = 'successful'"
-            wait_until(lambda: conn.execute(log_sql).fetchone()[0] >= runs,
-                       "PgQueuer's log", procs, timeout=60)
+            wait_until(
+                lambda: conn.execute(log_sql).fetchone()[0] >= runs,
+                "PgQueuer's log",
+                procs,
+                timeout=60,
+            )
             drain_cpu = server_cpu_seconds(pg) - cpu
             worker_cpu = sum(p.cpu_seconds() for p in procs)
             first, last = conn.execute(
                 "select extract(epoch from min(created) filter (where status = 'picked')), "
                 "extract(epoch from max(created) filter (where status = 'successful')) "
-                "from pgqueuer_log").fetchone()
+                "from pgqueuer_log"
+            ).fetchone()
     finally:
         for p in procs:
             p.stop()
         _common.drop_database(pg, name)
     seconds = float(last - first)
-    return {"system": "pgqueuer", "workers": workers, "runs": runs, "seconds": round(seconds, 3),
-            "jobs_per_s": round(runs / seconds, 1),
-            "pg_cpu_ms_per_run": round(drain_cpu * 1000 / runs, 3),
-            "worker_cpu_ms_per_run": round(worker_cpu * 1000 / runs, 3),
-            "enqueue_pg_cpu_ms_per_run": round(enqueue_cpu * 1000 / runs, 3),
-            "enqueue_per_s": round(runs / enqueue_s, 1), "load_average": load}
+    return {
+        "system": "pgqueuer",
+        "workers": workers,
+        "runs": runs,
+        "seconds": round(seconds, 3),
+        "jobs_per_s": round(runs / seconds, 1),
+        "pg_cpu_ms_per_run": round(drain_cpu * 1000 / runs, 3),
+        "worker_cpu_ms_per_run": round(worker_cpu * 1000 / runs, 3),
+        "enqueue_pg_cpu_ms_per_run": round(enqueue_cpu * 1000 / runs, 3),
+        "enqueue_per_s": round(runs / enqueue_s, 1),
+        "load_average": load,
+    }
 
 
 def pgqueuer_latency(pg: LocalCluster, idle: int, warmup: int, gap: float) -> dict:
@@ -492,6 +570,7 @@ def pgqueuer_latency(pg: LocalCluster, idle: int, warmup: int, gap: float) -> di
     asyncio.run(_pgq_install(dsn))
     worker = pgqueuer_worker(dsn, starts)
     try:
+
         async def client() -> dict:
             conn = await asyncpg.connect(dsn)
             queries = Queries(AsyncpgDriver(conn))
@@ -499,13 +578,13 @@ def pgqueuer_latency(pg: LocalCluster, idle: int, warmup: int, gap: float) -> di
 
             def one(i: int) -> tuple[str, float]:
                 fut = asyncio.run_coroutine_threadsafe(
-                    queries.enqueue("noop", str(i).encode()), loop)
+                    queries.enqueue("noop", str(i).encode()), loop
+                )
                 fut.result()
                 return str(i), time.time()
 
             try:
-                return await asyncio.to_thread(_idle_loop, one, starts, [worker], idle,
-                                               warmup, gap)
+                return await asyncio.to_thread(_idle_loop, one, starts, [worker], idle, warmup, gap)
             finally:
                 await conn.close()
 
@@ -520,8 +599,9 @@ def pgqueuer_latency(pg: LocalCluster, idle: int, warmup: int, gap: float) -> di
 # -- the floor ------------------------------------------------------------------------------
 
 
-def floor_latency(pg: LocalCluster, idle: int, warmup: int, gap: float,
-                  mode: str = "", prepare=None, inspect=None) -> dict:
+def floor_latency(
+    pg: LocalCluster, idle: int, warmup: int, gap: float, mode: str = "", prepare=None, inspect=None
+) -> dict:
     """The floor's idle latency. mode "--with-writes": the floor's claim also makes the
     writes a durable, fenced, idempotent claim must make, on small tables of its own;
     "--on-runlane": it makes them on runlane's tables, on runs runlane's own submit_message
@@ -534,11 +614,15 @@ def floor_latency(pg: LocalCluster, idle: int, warmup: int, gap: float,
     dsn = _common.create_database(pg, name, template=TEMPLATE if on_runlane else None)
     starts = tempfile.mkstemp(prefix="bench-starts-", suffix=".txt")[1]
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute({"": floor_worker_module.TABLE,
-                      "--with-writes": floor_worker_module.WRITES_TABLES,
-                      "--on-runlane": floor_worker_module.RUNLANE_RECEIPT,
-                      "--with-rules": floor_worker_module.RULES_TABLES,
-                      "--hot-on-runlane": floor_worker_module.RUNLANE_RECEIPT}[mode])
+        conn.execute(
+            {
+                "": floor_worker_module.TABLE,
+                "--with-writes": floor_worker_module.WRITES_TABLES,
+                "--on-runlane": floor_worker_module.RUNLANE_RECEIPT,
+                "--with-rules": floor_worker_module.RULES_TABLES,
+                "--hot-on-runlane": floor_worker_module.RUNLANE_RECEIPT,
+            }[mode]
+        )
         if prepare:
             prepare(conn)
     worker = floor_worker(dsn, starts, mode)
@@ -548,15 +632,17 @@ def floor_latency(pg: LocalCluster, idle: int, warmup: int, gap: float,
             if on_runlane:
                 one = _chat_publisher(conn)
             else:
-                insert = {"": "insert into floor_queue (payload) values ('bench')",
-                          "--with-writes": "insert into floor_writes_queue default values",
-                          "--with-rules": "insert into floor_rules_queue (org) values (1)",
-                          }[mode]
+                insert = {
+                    "": "insert into floor_queue (payload) values ('bench')",
+                    "--with-writes": "insert into floor_writes_queue default values",
+                    "--with-rules": "insert into floor_rules_queue (org) values (1)",
+                }[mode]
 
                 def one(i: int) -> tuple[str, float]:
                     row = conn.execute(
                         f"with q as ({insert} returning id) "
-                        "select q.id, pg_notify('floor', '') from q").fetchone()
+                        "select q.id, pg_notify('floor', '') from q"
+                    ).fetchone()
                     return str(row[0]), time.time()
 
             result = _idle_loop(one, starts, [worker], idle, warmup, gap)
@@ -573,54 +659,84 @@ def floor_latency(pg: LocalCluster, idle: int, warmup: int, gap: float,
 def drain_summary(drains: list[dict], workers: list[int]) -> list[dict]:
     """Per worker count: each system's medians over its drains, and the median of the
     pairs' runlane / PgQueuer ratios (a pair's two drains ran back to back)."""
-    keys = ("jobs_per_s", "pg_cpu_ms_per_run", "worker_cpu_ms_per_run",
-            "enqueue_pg_cpu_ms_per_run")
+    keys = ("jobs_per_s", "pg_cpu_ms_per_run", "worker_cpu_ms_per_run", "enqueue_pg_cpu_ms_per_run")
     rows = []
     for w in workers:
         mine = [d for d in drains if d["workers"] == w]
-        medians = {system: {k: round(statistics.median(d[k] for d in mine
-                                                      if d["system"] == system), 3)
-                            for k in keys}
-                   for system in ("runlane", "pgqueuer")}
+        medians = {
+            system: {
+                k: round(statistics.median(d[k] for d in mine if d["system"] == system), 3)
+                for k in keys
+            }
+            for system in ("runlane", "pgqueuer")
+        }
         pairs = sorted({d["pair"] for d in mine})
-        ratios = [round(next(d["jobs_per_s"] for d in mine
-                             if d["pair"] == p and d["system"] == "runlane")
-                        / next(d["jobs_per_s"] for d in mine
-                               if d["pair"] == p and d["system"] == "pgqueuer"), 3)
-                  for p in pairs]
-        rows.append({"workers": w, **medians, "ratios": ratios,
-                     "ratio_median": round(statistics.median(ratios), 3)})
+        ratios = [
+            round(
+                next(d["jobs_per_s"] for d in mine if d["pair"] == p and d["system"] == "runlane")
+                / next(
+                    d["jobs_per_s"] for d in mine if d["pair"] == p and d["system"] == "pgqueuer"
+                ),
+                3,
+            )
+            for p in pairs
+        ]
+        rows.append(
+            {
+                "workers": w,
+                **medians,
+                "ratios": ratios,
+                "ratio_median": round(statistics.median(ratios), 3),
+            }
+        )
     return rows
 
 
 def stats(ms: list[float]) -> dict:
-    return {"n": len(ms), "p50_ms": round(_common.percentile(ms, 0.5), 3),
-            "p90_ms": round(_common.percentile(ms, 0.9), 3),
-            "p99_ms": round(_common.percentile(ms, 0.99), 3),
-            "max_ms": round(max(ms), 3), "negative": sum(1 for m in ms if m < 0)}
+    return {
+        "n": len(ms),
+        "p50_ms": round(_common.percentile(ms, 0.5), 3),
+        "p90_ms": round(_common.percentile(ms, 0.9), 3),
+        "p99_ms": round(_common.percentile(ms, 0.99), 3),
+        "max_ms": round(max(ms), 3),
+        "negative": sum(1 for m in ms if m < 0),
+    }
 
 
 def parse(argv):
-    ap = argparse.ArgumentParser(prog="python -m bench.durable_compare",
-                                 description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true",
-                    help="2,000 runs and 100 idle jobs instead of 20,000 and 300")
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.durable_compare", description=__doc__.splitlines()[0]
+    )
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="2,000 runs and 100 idle jobs instead of 20,000 and 300",
+    )
     ap.add_argument("--runs", type=int, help="runs (jobs) drained per system and worker count")
     ap.add_argument("--workers", default="2,4", help="worker process counts, comma-separated")
     ap.add_argument("--idle", type=int, help="idle jobs per system, one every --gap")
     ap.add_argument("--gap", type=float, default=0.02, help="seconds between idle jobs")
     ap.add_argument("--warmup", type=int, default=20, help="unmeasured idle jobs first")
     ap.add_argument("--no-latency", action="store_true", help="the drains only")
-    ap.add_argument("--enqueue", type=int,
-                    help="messages a client submits and publishes one by one, then pipelined "
-                         "(1,000; quick 200)")
+    ap.add_argument(
+        "--enqueue",
+        type=int,
+        help="messages a client submits and publishes one by one, then pipelined "
+        "(1,000; quick 200)",
+    )
     ap.add_argument("--repeat", type=int, help="latency rounds, the six in turn (3; quick 1)")
-    ap.add_argument("--drains", type=int,
-                    help="drain pairs (runlane, PgQueuer) per worker count, the order "
-                         "alternating; the table shows medians (5; quick 1)")
-    ap.add_argument("--max-per-org", default="",
-                    help="runlane worker --max-per-org (unset: the worker's default, "
-                         f"{WorkerConfig.max_per_org}; 0: no bound)")
+    ap.add_argument(
+        "--drains",
+        type=int,
+        help="drain pairs (runlane, PgQueuer) per worker count, the order "
+        "alternating; the table shows medians (5; quick 1)",
+    )
+    ap.add_argument(
+        "--max-per-org",
+        default="",
+        help="runlane worker --max-per-org (unset: the worker's default, "
+        f"{WorkerConfig.max_per_org}; 0: no bound)",
+    )
     args = ap.parse_args(argv)
     args.runs = args.runs or (2000 if args.quick else 20000)
     args.idle = args.idle or (100 if args.quick else 300)
@@ -632,8 +748,10 @@ def parse(argv):
 
 
 def _lat(name: str, s: dict) -> str:
-    return (f"  {name:<34} p50 {s['p50_ms']:>7.2f}  p90 {s['p90_ms']:>7.2f}  "
-            f"p99 {s['p99_ms']:>7.2f}  max {s['max_ms']:>7.2f} ms (n={s['n']})")
+    return (
+        f"  {name:<34} p50 {s['p50_ms']:>7.2f}  p90 {s['p90_ms']:>7.2f}  "
+        f"p99 {s['p99_ms']:>7.2f}  max {s['max_ms']:>7.2f} ms (n={s['n']})"
+    )
 
 
 def main(argv=None) -> list[str]:
@@ -660,18 +778,24 @@ def main(argv=None) -> list[str]:
                     ours = runlane_drain(pg, w, args.runs, profile=profile)
                 ours["pair"] = theirs["pair"] = pair + 1
                 drains += [ours, theirs]
-                print(f"  pair {pair + 1}, {w} workers: runlane {ours['jobs_per_s']:.0f}/s "
-                      f"({ours['pg_cpu_ms_per_run']:.3f} ms PG CPU/run, "
-                      f"load {ours['load_average']}), PgQueuer {theirs['jobs_per_s']:.0f}/s "
-                      f"({theirs['pg_cpu_ms_per_run']:.3f} ms, load {theirs['load_average']}): "
-                      f"{ours['jobs_per_s'] / theirs['jobs_per_s']:.2f}x", flush=True)
+                print(
+                    f"  pair {pair + 1}, {w} workers: runlane {ours['jobs_per_s']:.0f}/s "
+                    f"({ours['pg_cpu_ms_per_run']:.3f} ms PG CPU/run, "
+                    f"load {ours['load_average']}), PgQueuer {theirs['jobs_per_s']:.0f}/s "
+                    f"({theirs['pg_cpu_ms_per_run']:.3f} ms, load {theirs['load_average']}): "
+                    f"{ours['jobs_per_s'] / theirs['jobs_per_s']:.2f}x",
+                    flush=True,
+                )
         summary = drain_summary(drains, args.workers)
         enqueue = client_enqueue(pg, args.enqueue)
-        print(f"  client enqueue, {args.enqueue} messages (submit commit, then publish "
-              f"commit): one by one {enqueue['one_by_one']['client_ms_per_message']:.3f} ms"
-              f"/message ({enqueue['one_by_one']['pg_cpu_ms_per_message']:.3f} ms PG CPU), "
-              f"pipelined {enqueue['pipelined']['client_ms_per_message']:.3f} ms "
-              f"({enqueue['pipelined']['pg_cpu_ms_per_message']:.3f} ms)", flush=True)
+        print(
+            f"  client enqueue, {args.enqueue} messages (submit commit, then publish "
+            f"commit): one by one {enqueue['one_by_one']['client_ms_per_message']:.3f} ms"
+            f"/message ({enqueue['one_by_one']['pg_cpu_ms_per_message']:.3f} ms PG CPU), "
+            f"pipelined {enqueue['pipelined']['client_ms_per_message']:.3f} ms "
+            f"({enqueue['pipelined']['pg_cpu_ms_per_message']:.3f} ms)",
+            flush=True,
+        )
         if not args.no_latency:
             # Rounds, the six in turn each round: one round's ratio moves with the load of
             # the moment (the floor's own p50 ranged 0.3-6.5 ms between runs here), so the
@@ -681,37 +805,56 @@ def main(argv=None) -> list[str]:
             # fences, a journal and idempotent resends can be held to.
             latency["rounds"] = []
             for r in range(max(args.repeat, 1)):
-                one = {"load_average": load_average(),
-                       "floor": floor_latency(pg, args.idle, args.warmup, args.gap),
-                       "floor_writes": floor_latency(pg, args.idle, args.warmup, args.gap,
-                                                     mode="--with-writes"),
-                       "floor_runlane": floor_latency(pg, args.idle, args.warmup, args.gap,
-                                                      mode="--on-runlane"),
-                       "floor_rules": floor_latency(pg, args.idle, args.warmup, args.gap,
-                                                    mode="--with-rules"),
-                       "runlane": runlane_latency(pg, args.idle, args.warmup, args.gap),
-                       "pgqueuer": pgqueuer_latency(pg, args.idle, args.warmup, args.gap)}
+                one = {
+                    "load_average": load_average(),
+                    "floor": floor_latency(pg, args.idle, args.warmup, args.gap),
+                    "floor_writes": floor_latency(
+                        pg, args.idle, args.warmup, args.gap, mode="--with-writes"
+                    ),
+                    "floor_runlane": floor_latency(
+                        pg, args.idle, args.warmup, args.gap, mode="--on-runlane"
+                    ),
+                    "floor_rules": floor_latency(
+                        pg, args.idle, args.warmup, args.gap, mode="--with-rules"
+                    ),
+                    "runlane": runlane_latency(pg, args.idle, args.warmup, args.gap),
+                    "pgqueuer": pgqueuer_latency(pg, args.idle, args.warmup, args.gap),
+                }
                 one["ratios"] = {
                     f"{key}_{q}": round(one[key][f"{q}_ms"] / one["floor"][f"{q}_ms"], 2)
-                    for key in ("runlane", "pgqueuer", "floor_writes", "floor_runlane",
-                                "floor_rules")
-                    for q in ("p50", "p99")}
-                one["ratios"].update({
-                    f"runlane_vs_{floor}_{q}":
-                        round(one["runlane"][f"{q}_ms"] / one[floor][f"{q}_ms"], 2)
-                    for floor in ("floor_writes", "floor_runlane", "floor_rules")
-                    for q in ("p50", "p99")})
+                    for key in (
+                        "runlane",
+                        "pgqueuer",
+                        "floor_writes",
+                        "floor_runlane",
+                        "floor_rules",
+                    )
+                    for q in ("p50", "p99")
+                }
+                one["ratios"].update(
+                    {
+                        f"runlane_vs_{floor}_{q}": round(
+                            one["runlane"][f"{q}_ms"] / one[floor][f"{q}_ms"], 2
+                        )
+                        for floor in ("floor_writes", "floor_runlane", "floor_rules")
+                        for q in ("p50", "p99")
+                    }
+                )
                 latency["rounds"].append(one)
-                print(f"  latency round {r + 1} (load {one['load_average']}): p50 floor "
-                      f"{one['floor']['p50_ms']:.2f}, floor with writes "
-                      f"{one['floor_writes']['p50_ms']:.2f}, on runlane's tables "
-                      f"{one['floor_runlane']['p50_ms']:.2f}, with rules "
-                      f"{one['floor_rules']['p50_ms']:.2f}, runlane "
-                      f"{one['runlane']['p50_ms']:.2f}, PgQueuer "
-                      f"{one['pgqueuer']['p50_ms']:.2f} ms", flush=True)
+                print(
+                    f"  latency round {r + 1} (load {one['load_average']}): p50 floor "
+                    f"{one['floor']['p50_ms']:.2f}, floor with writes "
+                    f"{one['floor_writes']['p50_ms']:.2f}, on runlane's tables "
+                    f"{one['floor_runlane']['p50_ms']:.2f}, with rules "
+                    f"{one['floor_rules']['p50_ms']:.2f}, runlane "
+                    f"{one['runlane']['p50_ms']:.2f}, PgQueuer "
+                    f"{one['pgqueuer']['p50_ms']:.2f} ms",
+                    flush=True,
+                )
             latency["median_ratios"] = {
                 k: round(statistics.median(o["ratios"][k] for o in latency["rounds"]), 2)
-                for k in latency["rounds"][0]["ratios"]}
+                for k in latency["rounds"][0]["ratios"]
+            }
         info = _common.machine()
         with _common.admin(pg) as conn:
             info["postgres"] = conn.execute("show server_version").fetchone()[0]
@@ -722,35 +865,54 @@ def main(argv=None) -> list[str]:
     info["settings"] = DURABLE_SETTINGS
     info["pgqueuer"] = version("pgqueuer")
     info["asyncpg"] = version("asyncpg")
-    path = _common.write_result("durable_compare", {
-        "machine": info, "args": vars(args), "drains": drains, "drain_summary": summary,
-        "latency": latency,
-        "client_enqueue": enqueue,
-        "goals": {"jobs_per_s_ratio_min": RATE_GOAL, "p50_vs_floor_max": P50_GOAL,
-                  "p99_vs_floor_max": P99_GOAL}})
+    path = _common.write_result(
+        "durable_compare",
+        {
+            "machine": info,
+            "args": vars(args),
+            "drains": drains,
+            "drain_summary": summary,
+            "latency": latency,
+            "client_enqueue": enqueue,
+            "goals": {
+                "jobs_per_s_ratio_min": RATE_GOAL,
+                "p50_vs_floor_max": P50_GOAL,
+                "p99_vs_floor_max": P99_GOAL,
+            },
+        },
+    )
 
-    lines = [f"durable commits (fsync, synchronous_commit, full_page_writes on), "
-             f"{info['cores']} cores, PostgreSQL {info['postgres']}, "
-             f"PgQueuer {info['pgqueuer']} (asyncpg {info['asyncpg']}), {args.runs} jobs, "
-             f"medians of {max(args.drains, 1)} drain pair(s):",
-             f"  {'system':<9} {'workers':>7} {'jobs/s':>8} {'PG CPU ms/job':>14} "
-             f"{'worker CPU ms/job':>18} {'enqueue PG CPU ms/job':>22} "
-             f"{'vs PgQueuer (pairs)':>26}"]
+    lines = [
+        f"durable commits (fsync, synchronous_commit, full_page_writes on), "
+        f"{info['cores']} cores, PostgreSQL {info['postgres']}, "
+        f"PgQueuer {info['pgqueuer']} (asyncpg {info['asyncpg']}), {args.runs} jobs, "
+        f"medians of {max(args.drains, 1)} drain pair(s):",
+        f"  {'system':<9} {'workers':>7} {'jobs/s':>8} {'PG CPU ms/job':>14} "
+        f"{'worker CPU ms/job':>18} {'enqueue PG CPU ms/job':>22} "
+        f"{'vs PgQueuer (pairs)':>26}",
+    ]
     for row in summary:
         for system in ("runlane", "pgqueuer"):
             m = row[system]
             ratio = ""
             if system == "runlane":
-                ratio = (f"{row['ratio_median']:.2f}x ("
-                         + ", ".join(f"{r:.2f}" for r in row["ratios"]) + ")")
-            lines.append(f"  {system:<9} {row['workers']:>7} {m['jobs_per_s']:>8.0f} "
-                         f"{m['pg_cpu_ms_per_run']:>14.3f} {m['worker_cpu_ms_per_run']:>18.3f} "
-                         f"{m['enqueue_pg_cpu_ms_per_run']:>22.3f} {ratio:>26}")
+                ratio = (
+                    f"{row['ratio_median']:.2f}x ("
+                    + ", ".join(f"{r:.2f}" for r in row["ratios"])
+                    + ")"
+                )
+            lines.append(
+                f"  {system:<9} {row['workers']:>7} {m['jobs_per_s']:>8.0f} "
+                f"{m['pg_cpu_ms_per_run']:>14.3f} {m['worker_cpu_ms_per_run']:>18.3f} "
+                f"{m['enqueue_pg_cpu_ms_per_run']:>22.3f} {ratio:>26}"
+            )
     if latency:
         last = latency["rounds"][-1]
-        lines.append(f"  idle publish -> handler start, one worker each, "
-                     f"{args.gap * 1000:.0f} ms gap, last of {len(latency['rounds'])} rounds "
-                     f"(load {last['load_average']}):")
+        lines.append(
+            f"  idle publish -> handler start, one worker each, "
+            f"{args.gap * 1000:.0f} ms gap, last of {len(latency['rounds'])} rounds "
+            f"(load {last['load_average']}):"
+        )
         lines.append(_lat("floor (LISTEN + one UPDATE)", last["floor"]))
         lines.append(_lat("floor with writes (--with-writes)", last["floor_writes"]))
         lines.append(_lat("on runlane's tables (--on-runlane)", last["floor_runlane"]))
@@ -759,29 +921,43 @@ def main(argv=None) -> list[str]:
             lines.append(_lat(key, last[key]))
         m = latency["median_ratios"]
         for key in ("runlane", "pgqueuer"):
-            lines.append(f"  {key} vs floor, median over rounds: p50 {m[key + '_p50']:.2f}x, "
-                         f"p99 {m[key + '_p99']:.2f}x (goal for runlane <= {P50_GOAL}x / "
-                         f"<= {P99_GOAL}x)")
-        for floor, what in (("floor_writes", "the floor with writes"),
-                            ("floor_runlane", "the floor with writes on runlane's tables"),
-                            ("floor_rules", "the floor with rules on narrow tables")):
-            lines.append(f"  {what} vs floor, median over rounds: p50 "
-                         f"{m[floor + '_p50']:.2f}x, p99 {m[floor + '_p99']:.2f}x")
-            lines.append(f"  runlane vs {what}, median over rounds: p50 "
-                         f"{m['runlane_vs_' + floor + '_p50']:.2f}x, p99 "
-                         f"{m['runlane_vs_' + floor + '_p99']:.2f}x")
+            lines.append(
+                f"  {key} vs floor, median over rounds: p50 {m[key + '_p50']:.2f}x, "
+                f"p99 {m[key + '_p99']:.2f}x (goal for runlane <= {P50_GOAL}x / "
+                f"<= {P99_GOAL}x)"
+            )
+        for floor, what in (
+            ("floor_writes", "the floor with writes"),
+            ("floor_runlane", "the floor with writes on runlane's tables"),
+            ("floor_rules", "the floor with rules on narrow tables"),
+        ):
+            lines.append(
+                f"  {what} vs floor, median over rounds: p50 "
+                f"{m[floor + '_p50']:.2f}x, p99 {m[floor + '_p99']:.2f}x"
+            )
+            lines.append(
+                f"  runlane vs {what}, median over rounds: p50 "
+                f"{m['runlane_vs_' + floor + '_p50']:.2f}x, p99 "
+                f"{m['runlane_vs_' + floor + '_p99']:.2f}x"
+            )
     profiled = [d for d in drains if d["system"] == "runlane" and d["top_statements"]]
     if profiled:
         d = profiled[0]
-        lines.append(f"  runlane's drain with {d['workers']} workers, top statements by "
-                     f"total_exec_time (nested included), per run:")
+        lines.append(
+            f"  runlane's drain with {d['workers']} workers, top statements by "
+            f"total_exec_time (nested included), per run:"
+        )
         for s in d["top_statements"][:10]:
-            lines.append(f"    {s['total_ms'] * 1000 / d['runs']:>7.1f} us/run "
-                         f"{s['calls']:>7} calls  {s['query'][:90]}")
+            lines.append(
+                f"    {s['total_ms'] * 1000 / d['runs']:>7.1f} us/run "
+                f"{s['calls']:>7} calls  {s['query'][:90]}"
+            )
         lines.append("  PL/pgSQL functions by self time, per run:")
         for f in d["top_functions"][:8]:
-            lines.append(f"    {f['self_ms'] * 1000 / d['runs']:>7.1f} us/run "
-                         f"{f['calls']:>7} calls  {f['function']}")
+            lines.append(
+                f"    {f['self_ms'] * 1000 / d['runs']:>7.1f} us/run "
+                f"{f['calls']:>7} calls  {f['function']}"
+            )
     lines.append(f"  ({time.monotonic() - began:.0f} s; {path})")
     print("\n".join(lines))
     return lines

@@ -73,8 +73,9 @@ def hot_updates(conn: psycopg.Connection) -> dict:
 
 
 def parse(argv):
-    ap = argparse.ArgumentParser(prog="python -m bench hot_claim",
-                                 description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m bench hot_claim", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("--quick", action="store_true", help="1 round of 100 wake-ups")
     ap.add_argument("--rounds", type=int, help="rounds, the five in turn (5; quick 1)")
     ap.add_argument("--idle", type=int, help="wake-ups per system per round (200; quick 100)")
@@ -97,41 +98,69 @@ def main(argv=None) -> list[str]:
             one = {
                 "load_average": dc.load_average(),
                 "floor": dc.floor_latency(pg, args.idle, WARMUP, GAP),
-                "on_runlane": dc.floor_latency(pg, args.idle, WARMUP, GAP, mode="--on-runlane",
-                                               inspect=hot_updates),
+                "on_runlane": dc.floor_latency(
+                    pg, args.idle, WARMUP, GAP, mode="--on-runlane", inspect=hot_updates
+                ),
                 "hot_on_runlane": dc.floor_latency(
-                    pg, args.idle, WARMUP, GAP, mode="--hot-on-runlane",
-                    prepare=reshape_for_hot_claims(dropped), inspect=hot_updates),
+                    pg,
+                    args.idle,
+                    WARMUP,
+                    GAP,
+                    mode="--hot-on-runlane",
+                    prepare=reshape_for_hot_claims(dropped),
+                    inspect=hot_updates,
+                ),
                 "with_rules": dc.floor_latency(pg, args.idle, WARMUP, GAP, mode="--with-rules"),
                 "runlane": dc.runlane_latency(pg, args.idle, WARMUP, GAP),
             }
             floor = one["floor"]["p50_ms"]
             one["p50_vs_floor"] = {k: round(one[k]["p50_ms"] / floor, 2) for k in SYSTEMS}
             rounds.append(one)
-            print(f"  round {r + 1} (load {one['load_average']}): " + ", ".join(
-                f"{k} {one[k]['p50_ms']:.2f} ms ({one['p50_vs_floor'][k]:.2f}x)"
-                for k in SYSTEMS), flush=True)
+            print(
+                f"  round {r + 1} (load {one['load_average']}): "
+                + ", ".join(
+                    f"{k} {one[k]['p50_ms']:.2f} ms ({one['p50_vs_floor'][k]:.2f}x)"
+                    for k in SYSTEMS
+                ),
+                flush=True,
+            )
     finally:
         pg.destroy()
-    medians = {k: round(statistics.median(o["p50_vs_floor"][k] for o in rounds), 2)
-               for k in SYSTEMS}
-    path = _common.write_result("hot_claim", {
-        "machine": _common.machine(), "args": vars(args), "rounds": rounds,
-        "median_p50_vs_floor": medians, "dropped_indexes": dropped})
+    medians = {
+        k: round(statistics.median(o["p50_vs_floor"][k] for o in rounds), 2) for k in SYSTEMS
+    }
+    path = _common.write_result(
+        "hot_claim",
+        {
+            "machine": _common.machine(),
+            "args": vars(args),
+            "rounds": rounds,
+            "median_p50_vs_floor": medians,
+            "dropped_indexes": dropped,
+        },
+    )
     last = rounds[-1]
-    lines = [f"idle publish -> handler start, p50 against each round's floor, medians of "
-             f"{len(rounds)} round(s) of {args.idle} wake-ups:"]
-    for k, what in (("on_runlane", "the claim's writes on runlane's tables"),
-                    ("hot_on_runlane", "the same, the run's update HOT (reshaped tables)"),
-                    ("with_rules", "writes and rules on narrow tables (--with-rules)"),
-                    ("runlane", "runlane's worker")):
+    lines = [
+        f"idle publish -> handler start, p50 against each round's floor, medians of "
+        f"{len(rounds)} round(s) of {args.idle} wake-ups:"
+    ]
+    for k, what in (
+        ("on_runlane", "the claim's writes on runlane's tables"),
+        ("hot_on_runlane", "the same, the run's update HOT (reshaped tables)"),
+        ("with_rules", "writes and rules on narrow tables (--with-rules)"),
+        ("runlane", "runlane's worker"),
+    ):
         lines.append(f"  {what:<50} {medians[k]:.2f}x")
     hot, now = last["hot_on_runlane"], last["on_runlane"]
-    lines.append(f"  HOT updates of runs, last round (statistics flushed so far): "
-                 f"{hot['runs_hot_updates']} of {hot['runs_updates']} reshaped, "
-                 f"{now['runs_hot_updates']} of {now['runs_updates']} as runlane's tables are")
-    lines.append(f"  indexes of runs dropped for HOT claims ({len(dropped)}): "
-                 + ", ".join(sorted(n.removeprefix("runlane.") for n in dropped)))
+    lines.append(
+        f"  HOT updates of runs, last round (statistics flushed so far): "
+        f"{hot['runs_hot_updates']} of {hot['runs_updates']} reshaped, "
+        f"{now['runs_hot_updates']} of {now['runs_updates']} as runlane's tables are"
+    )
+    lines.append(
+        f"  indexes of runs dropped for HOT claims ({len(dropped)}): "
+        + ", ".join(sorted(n.removeprefix("runlane.") for n in dropped))
+    )
     lines.append(f"  ({time.monotonic() - began:.0f} s; {path})")
     print("\n".join(lines))
     return lines

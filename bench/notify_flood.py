@@ -67,13 +67,24 @@ class Worker:
 
     def __init__(self, dsn: str, *args: str):
         self.log = Path(tempfile.mkstemp(prefix="bench-flood-", suffix=".log")[1])
-        cmd = [sys.executable, "-m", "runlane", "worker", "--dsn", dsn,
-               "--lane", "interactive", "--agent", "runlane.agents.echo:agent",
-               "--worker-id", f"bench-{uuid.uuid4().hex[:8]}", *args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "runlane",
+            "worker",
+            "--dsn",
+            dsn,
+            "--lane",
+            "interactive",
+            "--agent",
+            "runlane.agents.echo:agent",
+            "--worker-id",
+            f"bench-{uuid.uuid4().hex[:8]}",
+            *args,
+        ]
         env = {**os.environ, "RUNLANE_ECHO_CHUNKS": "1", "RUNLANE_ECHO_DELAY": "0"}
         self._out = open(self.log, "w")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=subprocess.DEVNULL,
-                                     env=env)
+        self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=subprocess.DEVNULL, env=env)
         self.started = time.monotonic()
 
     def events(self, message: str) -> list[dict]:
@@ -112,8 +123,9 @@ class Worker:
 
 def wait_answered(conn: psycopg.Connection, ids: list[int], timeout: float = 600) -> None:
     deadline = time.monotonic() + timeout
-    while conn.execute("select count(*) from runlane.runs where run_id = any(%s) "
-                       "and state = 'succeeded'", (ids,)).fetchone()[0] < len(ids):
+    while conn.execute(
+        "select count(*) from runlane.runs where run_id = any(%s) and state = 'succeeded'", (ids,)
+    ).fetchone()[0] < len(ids):
         if time.monotonic() > deadline:
             raise RuntimeError(f"runs not answered after {timeout} s")
         time.sleep(0.1)
@@ -135,19 +147,26 @@ def fill_past_half(pg, dsn: str) -> tuple[psycopg.Connection, dict]:
     with psycopg.connect(stranger, autocommit=True, application_name="bench-filler") as f:
         while usage < 0.5:
             # ~8 MB per commit: distinct 7,900-byte payloads (a payload stays under 8,000)
-            f.execute("select count(pg_notify('bench_junk', lpad(%s || ':' || g, 7900, 'x')))"
-                      " from generate_series(1, 1000) as g", (str(batches),))
+            f.execute(
+                "select count(pg_notify('bench_junk', lpad(%s || ':' || g, 7900, 'x')))"
+                " from generate_series(1, 1000) as g",
+                (str(batches),),
+            )
             batches += 1
             usage = f.execute("select pg_notification_queue_usage()").fetchone()[0]
-    fill = {"fill_s": round(time.monotonic() - started, 1), "fill_mb": batches * 7.9,
-            "usage": round(usage, 4)}
-    print(f"  real fill: {fill['fill_mb']:.0f} MB in {fill['fill_s']} s, usage {usage:.3f}",
-          flush=True)
+    fill = {
+        "fill_s": round(time.monotonic() - started, 1),
+        "fill_mb": batches * 7.9,
+        "usage": round(usage, 4),
+    }
+    print(
+        f"  real fill: {fill['fill_mb']:.0f} MB in {fill['fill_s']} s, usage {usage:.3f}",
+        flush=True,
+    )
     return holder, fill
 
 
-def phase(pg, name: str, usage: float | None, messages: int, seed: int,
-          *args: str) -> dict:
+def phase(pg, name: str, usage: float | None, messages: int, seed: int, *args: str) -> dict:
     """`messages` chat messages to a fresh worker; the queue reading replaced by `usage`,
     or (None) the real queue filled past half."""
     dsn = _common.create_database(pg, DATABASE, template=TEMPLATE)
@@ -160,13 +179,17 @@ def phase(pg, name: str, usage: float | None, messages: int, seed: int,
             conn.execute(USAGE.format(usage))
         worker = Worker(dsn, *args)
         try:
-            worker.wait_for("dispatch.ready", "listener.listening",
-                            *(["dispatch.fast_scan_started"] if usage >= 0.25 else []))
+            worker.wait_for(
+                "dispatch.ready",
+                "listener.listening",
+                *(["dispatch.fast_scan_started"] if usage >= 0.25 else []),
+            )
             rng = random.Random(seed)
             ids = []
             for i in range(messages):
-                run_id = conn.execute(SUBMIT, (f"agent{i % AGENTS + 1}",
-                                               f"t-{uuid.uuid4().hex}")).fetchone()[0]
+                run_id = conn.execute(
+                    SUBMIT, (f"agent{i % AGENTS + 1}", f"t-{uuid.uuid4().hex}")
+                ).fetchone()[0]
                 conn.execute(PUBLISH, (run_id,))
                 ids.append(run_id)
                 time.sleep(rng.uniform(0.1, 0.4))
@@ -180,13 +203,17 @@ def phase(pg, name: str, usage: float | None, messages: int, seed: int,
     _common.drop_database(pg, DATABASE)
     claims = stopped.get("dispatch.claim_queries")
     result = {
-        "phase": name, "usage": usage, "args": list(args), "samples": len(first),
+        "phase": name,
+        "usage": usage,
+        "args": list(args),
+        "samples": len(first),
         "p50_ms": round(_common.percentile(first, 0.5), 1),
         "p90_ms": round(_common.percentile(first, 0.9), 1),
         "p99_ms": round(_common.percentile(first, 0.99), 1),
         "max_ms": round(max(first), 1),
         "claims_per_s": round(claims / stopped["lived_s"], 1) if claims else None,
-        "queue_usage_after": round(real, 4), **({"fill": fill} if fill else {}),
+        "queue_usage_after": round(real, 4),
+        **({"fill": fill} if fill else {}),
     }
     print(_line(result), flush=True)
     return result
@@ -194,19 +221,26 @@ def phase(pg, name: str, usage: float | None, messages: int, seed: int,
 
 def _line(r: dict) -> str:
     claims = f"{r['claims_per_s']:>6} claims/s" if r["claims_per_s"] is not None else ""
-    return (f"  {r['phase']:<14} n={r['samples']:<4} p50 {r['p50_ms']:>7.1f} ms  "
-            f"p90 {r['p90_ms']:>7.1f} ms  p99 {r['p99_ms']:>7.1f} ms  "
-            f"max {r['max_ms']:>7.1f} ms  {claims}")
+    return (
+        f"  {r['phase']:<14} n={r['samples']:<4} p50 {r['p50_ms']:>7.1f} ms  "
+        f"p90 {r['p90_ms']:>7.1f} ms  p99 {r['p99_ms']:>7.1f} ms  "
+        f"max {r['max_ms']:>7.1f} ms  {claims}"
+    )
 
 
 def parse(argv) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench notify_flood",
-                                     description=__doc__.split("\n")[0])
-    parser.add_argument("--messages", type=int, default=200,
-                        help="chat messages per phase (default 200)")
+    parser = argparse.ArgumentParser(
+        prog="python -m bench notify_flood", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "--messages", type=int, default=200, help="chat messages per phase (default 200)"
+    )
     parser.add_argument("--quick", action="store_true", help="40 messages per phase")
-    parser.add_argument("--real-fill", action="store_true",
-                        help="also fill the real NOTIFY queue past half (4 GB, minutes)")
+    parser.add_argument(
+        "--real-fill",
+        action="store_true",
+        help="also fill the real NOTIFY queue past half (4 GB, minutes)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.messages = 40
@@ -219,26 +253,28 @@ def main(argv=None) -> list[str]:
         dsn = _common.migrated_database(pg, TEMPLATE)
         with psycopg.connect(dsn, autocommit=True) as conn:
             _common.seed_agents(conn, agents=AGENTS, orgs=1)
-        print(f"chat first response, one worker, {args.messages} messages per phase:",
-              flush=True)
+        print(f"chat first response, one worker, {args.messages} messages per phase:", flush=True)
         phases = [
             phase(pg, "notified", 0.0, args.messages, 1),
             phase(pg, "suppressed", 0.5, args.messages, 2),
-            phase(pg, "scan only 5 s", 0.5, args.messages, 3,
-                  "--fast-scan-interval", "5"),
+            phase(pg, "scan only 5 s", 0.5, args.messages, 3, "--fast-scan-interval", "5"),
         ]
         if args.real_fill:
             phases.append(phase(pg, "real flood", None, args.messages, 4))
         info = _common.machine(pg)
     suppressed = phases[1]
     verdict = "meets" if suppressed["p99_ms"] < GOAL_P99_MS else "MISSES"
-    _common.write_result("notify_flood", {"machine": info, "args": vars(args),
-                                          "phases": phases, "goal_p99_ms": GOAL_P99_MS})
-    summary = [f"chat first response, {info['cores']} cores, PostgreSQL {info['postgres']}, "
-               f"{args.messages} messages per phase:",
-               *(_line(p) for p in phases),
-               f"  suppressed p99 {suppressed['p99_ms']:.0f} ms: {verdict} the goal "
-               f"(< {GOAL_P99_MS:.0f} ms at default settings)"]
+    _common.write_result(
+        "notify_flood",
+        {"machine": info, "args": vars(args), "phases": phases, "goal_p99_ms": GOAL_P99_MS},
+    )
+    summary = [
+        f"chat first response, {info['cores']} cores, PostgreSQL {info['postgres']}, "
+        f"{args.messages} messages per phase:",
+        *(_line(p) for p in phases),
+        f"  suppressed p99 {suppressed['p99_ms']:.0f} ms: {verdict} the goal "
+        f"(< {GOAL_P99_MS:.0f} ms at default settings)",
+    ]
     print("\n".join(summary[-1:]))
     return summary
 

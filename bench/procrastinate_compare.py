@@ -46,8 +46,11 @@ async def noop() -> None:
 
 
 def make_app(dsn: str, pool_size: int) -> procrastinate.App:
-    app = procrastinate.App(connector=procrastinate.PsycopgConnector(
-        conninfo=dsn, min_size=pool_size, max_size=pool_size))
+    app = procrastinate.App(
+        connector=procrastinate.PsycopgConnector(
+            conninfo=dsn, min_size=pool_size, max_size=pool_size
+        )
+    )
     app.task(name="bench_noop", queue=BENCH_QUEUE)(noop)
     return app
 
@@ -67,8 +70,9 @@ async def _defer(dsn: str, jobs: int, warmup: int) -> None:
         await task.configure(queue=BENCH_QUEUE).batch_defer_async(*({} for _ in range(jobs)))
 
 
-def procrastinate_worker(dsn: str, concurrency: int, pool: int, barrier, results,
-                         index: int) -> None:
+def procrastinate_worker(
+    dsn: str, concurrency: int, pool: int, barrier, results, index: int
+) -> None:
     """One procrastinate worker process; puts (index, started, ended, 0) on `results`."""
 
     async def run() -> tuple[float, float]:
@@ -85,8 +89,9 @@ def procrastinate_worker(dsn: str, concurrency: int, pool: int, barrier, results
     results.put((index, started, ended, 0))
 
 
-def measure_procrastinate(pg, processes: int, jobs: int, concurrency: int, warmup: int,
-                          pool: int) -> dict:
+def measure_procrastinate(
+    pg, processes: int, jobs: int, concurrency: int, warmup: int, pool: int
+) -> dict:
     name = f"bench_procrastinate_p{processes}"
     dsn = _common.create_database(pg, name, template=TEMPLATE)
     try:
@@ -96,35 +101,52 @@ def measure_procrastinate(pg, processes: int, jobs: int, concurrency: int, warmu
         barrier = ctx.Barrier(processes)
         results = ctx.Queue()
         workers = [
-            ctx.Process(target=procrastinate_worker,
-                        args=(dsn, concurrency, pool, barrier, results, i))
+            ctx.Process(
+                target=procrastinate_worker, args=(dsn, concurrency, pool, barrier, results, i)
+            )
             for i in range(processes)
         ]
         for w in workers:
             w.start()
         _, elapsed = _common.collect(workers, results, processes)
         with psycopg.connect(dsn) as conn:
-            states = dict(conn.execute(
-                "select status::text, count(*) from procrastinate_jobs "
-                "where queue_name = %s group by 1", (BENCH_QUEUE,)).fetchall())
+            states = dict(
+                conn.execute(
+                    "select status::text, count(*) from procrastinate_jobs "
+                    "where queue_name = %s group by 1",
+                    (BENCH_QUEUE,),
+                ).fetchall()
+            )
     finally:
         _common.drop_database(pg, name)
     done = states.get("succeeded", 0)
     if done != jobs:
         raise RuntimeError(f"procrastinate finished {done} of {jobs} jobs: {states}")
-    return {"processes": processes, "concurrency": concurrency, "pool": pool, "jobs": done,
-            "seconds": round(elapsed, 3), "jobs_per_s": round(done / elapsed, 1)}
+    return {
+        "processes": processes,
+        "concurrency": concurrency,
+        "pool": pool,
+        "jobs": done,
+        "seconds": round(elapsed, 3),
+        "jobs_per_s": round(done / elapsed, 1),
+    }
 
 
 def parse(argv):
-    ap = argparse.ArgumentParser(prog="python -m bench procrastinate_compare",
-                                 description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m bench procrastinate_compare", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("--quick", action="store_true", help="3,000 jobs instead of 10,000")
     ap.add_argument("--jobs", type=int, help="measured jobs/runs per process count (10000)")
-    ap.add_argument("--concurrency", type=int, default=10,
-                    help="runlane claim batch = procrastinate worker concurrency (10)")
-    ap.add_argument("--pool", type=int,
-                    help="procrastinate connection pool per process (= concurrency)")
+    ap.add_argument(
+        "--concurrency",
+        type=int,
+        default=10,
+        help="runlane claim batch = procrastinate worker concurrency (10)",
+    )
+    ap.add_argument(
+        "--pool", type=int, help="procrastinate connection pool per process (= concurrency)"
+    )
     ap.add_argument("--warmup", type=int, default=200, help="unmeasured units per process")
     ap.add_argument("--processes", default="1,2,4", help="comma-separated (1,2,4)")
     args = ap.parse_args(argv)
@@ -143,28 +165,52 @@ def main(argv=None) -> list[str]:
         asyncio.run(_prepare_template(_common.create_database(pg, TEMPLATE)))
         for p in args.processes:
             ours = claim_throughput.measure(pg, p, args.jobs, args.concurrency, args.warmup)
-            print(f"  runlane        {p} process(es): {ours['runs_per_s']:>8,.0f} runs/s",
-                  flush=True)
-            theirs = measure_procrastinate(pg, p, args.jobs, args.concurrency, args.warmup,
-                                           args.pool)
-            print(f"  procrastinate  {p} process(es): {theirs['jobs_per_s']:>8,.0f} jobs/s",
-                  flush=True)
-            rows.append({"processes": p, "runlane": ours, "procrastinate": theirs,
-                         "ratio": round(ours["runs_per_s"] / theirs["jobs_per_s"], 2)})
+            print(
+                f"  runlane        {p} process(es): {ours['runs_per_s']:>8,.0f} runs/s", flush=True
+            )
+            theirs = measure_procrastinate(
+                pg, p, args.jobs, args.concurrency, args.warmup, args.pool
+            )
+            print(
+                f"  procrastinate  {p} process(es): {theirs['jobs_per_s']:>8,.0f} jobs/s",
+                flush=True,
+            )
+            rows.append(
+                {
+                    "processes": p,
+                    "runlane": ours,
+                    "procrastinate": theirs,
+                    "ratio": round(ours["runs_per_s"] / theirs["jobs_per_s"], 2),
+                }
+            )
         info = _common.machine(pg)
-    info["procrastinate"] = procrastinate.__version__ if hasattr(
-        procrastinate, "__version__") else _version("procrastinate")
-    path = _common.write_result("procrastinate_compare", {
-        "machine": info, "concurrency": args.concurrency, "jobs": args.jobs,
-        "results": rows, "goal": GOAL})
-    summary = [f"no-op work per second, {args.jobs} jobs, concurrency {args.concurrency} per "
-               f"process, procrastinate {info['procrastinate']}, {info['cores']} cores:",
-               "  processes   runlane runs/s   procrastinate jobs/s   ratio"]
+    info["procrastinate"] = (
+        procrastinate.__version__
+        if hasattr(procrastinate, "__version__")
+        else _version("procrastinate")
+    )
+    path = _common.write_result(
+        "procrastinate_compare",
+        {
+            "machine": info,
+            "concurrency": args.concurrency,
+            "jobs": args.jobs,
+            "results": rows,
+            "goal": GOAL,
+        },
+    )
+    summary = [
+        f"no-op work per second, {args.jobs} jobs, concurrency {args.concurrency} per "
+        f"process, procrastinate {info['procrastinate']}, {info['cores']} cores:",
+        "  processes   runlane runs/s   procrastinate jobs/s   ratio",
+    ]
     for r in rows:
         verdict = "meets" if r["ratio"] >= GOAL else "MISSES"
-        summary.append(f"  {r['processes']:>9}   {r['runlane']['runs_per_s']:>14,.0f}   "
-                       f"{r['procrastinate']['jobs_per_s']:>20,.0f}   {r['ratio']:>5.2f}x "
-                       f"(goal >= {GOAL:.0f}x: {verdict})")
+        summary.append(
+            f"  {r['processes']:>9}   {r['runlane']['runs_per_s']:>14,.0f}   "
+            f"{r['procrastinate']['jobs_per_s']:>20,.0f}   {r['ratio']:>5.2f}x "
+            f"(goal >= {GOAL:.0f}x: {verdict})"
+        )
     summary.append(f"  ({time.monotonic() - started:.0f} s; {path})")
     print("\n".join(summary))
     return summary

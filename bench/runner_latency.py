@@ -68,14 +68,25 @@ class Worker:
 
     def __init__(self, dsn: str, chunks: int = 1, delay: float = 0.0, *args: str):
         self.log = Path(tempfile.mkstemp(prefix="bench-worker-", suffix=".log")[1])
-        cmd = [sys.executable, "-m", "runlane", "worker", "--dsn", dsn,
-               "--lane", "interactive", "--agent", "runlane.agents.echo:agent",
-               "--no-maintenance", "--worker-id", f"bench-{uuid.uuid4().hex[:8]}", *args]
-        env = {**os.environ, "RUNLANE_ECHO_CHUNKS": str(chunks),
-               "RUNLANE_ECHO_DELAY": str(delay)}
+        cmd = [
+            sys.executable,
+            "-m",
+            "runlane",
+            "worker",
+            "--dsn",
+            dsn,
+            "--lane",
+            "interactive",
+            "--agent",
+            "runlane.agents.echo:agent",
+            "--no-maintenance",
+            "--worker-id",
+            f"bench-{uuid.uuid4().hex[:8]}",
+            *args,
+        ]
+        env = {**os.environ, "RUNLANE_ECHO_CHUNKS": str(chunks), "RUNLANE_ECHO_DELAY": str(delay)}
         self._out = open(self.log, "w")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=subprocess.DEVNULL,
-                                     env=env)
+        self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=subprocess.DEVNULL, env=env)
 
     def events(self, message: str) -> list[dict]:
         found = []
@@ -119,8 +130,7 @@ PUBLISH = "select runlane.publish_run(%s)"
 
 def submit_one(conn: psycopg.Connection, i: int) -> int:
     """submit_message commits, then publish_run commits (the API path)."""
-    run_id = conn.execute(SUBMIT, (f"agent{i % AGENTS + 1}", f"t-{uuid.uuid4().hex}")
-                          ).fetchone()[0]
+    run_id = conn.execute(SUBMIT, (f"agent{i % AGENTS + 1}", f"t-{uuid.uuid4().hex}")).fetchone()[0]
     conn.execute(PUBLISH, (run_id,))
     return run_id
 
@@ -129,26 +139,34 @@ def submit_burst(conn: psycopg.Connection, runs: int, publish: bool = True) -> l
     """`runs` interactive runs (each on its own thread) and their notifications, one commit."""
     tag = uuid.uuid4().hex
     with conn.transaction():
-        ids = [r[0] for r in conn.execute(
-            """
+        ids = [
+            r[0]
+            for r in conn.execute(
+                """
             select s.run_id
             from generate_series(1, %(n)s::int) as g,
                  lateral runlane.submit_message(
                      'agent' || (g %% %(agents)s::int + 1), %(tag)s || '-' || g, 'bench') as s
-            """, {"n": runs, "agents": AGENTS, "tag": tag}).fetchall()]
+            """,
+                {"n": runs, "agents": AGENTS, "tag": tag},
+            ).fetchall()
+        ]
         if publish:
             conn.execute("select runlane.publish_run(r) from unnest(%s::bigint[]) as r", (ids,))
     return ids
 
 
-def wait_started(conn: psycopg.Connection, ids: list[int], state: str = "succeeded",
-                 timeout: float = 600) -> dict[int, float]:
+def wait_started(
+    conn: psycopg.Connection, ids: list[int], state: str = "succeeded", timeout: float = 600
+) -> dict[int, float]:
     """Waits until every run is in `state`; returns run_id -> first_started_at (epoch s)."""
     deadline = time.monotonic() + timeout
     while True:
         rows = conn.execute(
             "select run_id, extract(epoch from first_started_at)::float8, state = %s "
-            "from runlane.runs where run_id = any(%s)", (state, ids)).fetchall()
+            "from runlane.runs where run_id = any(%s)",
+            (state, ids),
+        ).fetchall()
         if len(rows) == len(ids) and all(r[2] for r in rows):
             return {r[0]: r[1] for r in rows}
         if time.monotonic() > deadline:
@@ -186,8 +204,12 @@ def runlane_latency(pg, idle: int, burst: int, warmup: int, gap: float) -> dict:
     finally:
         worker.stop()
         _common.drop_database(pg, "bench_runner_latency")
-    return {"idle": stats(idle_ms), "burst": stats(burst_ms) if burst_ms else None,
-            "rss_idle_kib": rss_idle_fresh, "rss_idle_after_runs_kib": rss_idle_after}
+    return {
+        "idle": stats(idle_ms),
+        "burst": stats(burst_ms) if burst_ms else None,
+        "rss_idle_kib": rss_idle_fresh,
+        "rss_idle_after_runs_kib": rss_idle_after,
+    }
 
 
 def runlane_rss_in_flight(pg, runs: int) -> dict:
@@ -204,11 +226,13 @@ def runlane_rss_in_flight(pg, runs: int) -> dict:
             while running < runs and time.monotonic() < deadline:
                 time.sleep(0.2)
                 running = conn.execute(
-                    "select count(*) from runlane.runs where state = 'running'").fetchone()[0]
+                    "select count(*) from runlane.runs where state = 'running'"
+                ).fetchone()[0]
             time.sleep(2)  # every agent has started its step (and its sleep)
             in_flight = worker.rss_kib()
             running = conn.execute(
-                "select count(*) from runlane.runs where state = 'running'").fetchone()[0]
+                "select count(*) from runlane.runs where state = 'running'"
+            ).fetchone()[0]
     finally:
         worker.stop(kill=True)
         _common.drop_database(pg, "bench_runner_rss")
@@ -219,8 +243,9 @@ def runlane_rss_in_flight(pg, runs: int) -> dict:
 
 
 def make_app(dsn: str, pool: int, log_path: str = "") -> procrastinate.App:
-    app = procrastinate.App(connector=procrastinate.PsycopgConnector(
-        conninfo=dsn, min_size=pool, max_size=pool))
+    app = procrastinate.App(
+        connector=procrastinate.PsycopgConnector(conninfo=dsn, min_size=pool, max_size=pool)
+    )
 
     @app.task(name="bench_probe", queue=QUEUE)
     async def probe(i: int) -> None:
@@ -241,8 +266,9 @@ def procrastinate_worker(dsn: str, concurrency: int, log_path: str) -> None:
     async def run() -> None:
         app = make_app(dsn, concurrency, log_path)
         async with app.open_async():
-            await app.run_worker_async(queues=[QUEUE], concurrency=concurrency, wait=True,
-                                       listen_notify=True)
+            await app.run_worker_async(
+                queues=[QUEUE], concurrency=concurrency, wait=True, listen_notify=True
+            )
 
     asyncio.run(run())
 
@@ -266,8 +292,9 @@ async def _wait_starts(path: Path, ids, timeout: float = 600) -> dict[int, float
         await asyncio.sleep(0.1)
 
 
-async def _procrastinate_client(dsn: str, path: Path, idle: int, burst: int, warmup: int,
-                                gap: float) -> tuple[list[float], list[float]]:
+async def _procrastinate_client(
+    dsn: str, path: Path, idle: int, burst: int, warmup: int, gap: float
+) -> tuple[list[float], list[float]]:
     app = make_app(dsn, 1)
     async with app.open_async():
         task = app.tasks["bench_probe"]
@@ -305,8 +332,7 @@ def procrastinate_latency(pg, idle: int, burst: int, warmup: int, gap: float) ->
         asyncio.run(apply_procrastinate_schema(dsn))
         proc = ctx.Process(target=procrastinate_worker, args=(dsn, POOL, str(path)))
         proc.start()
-        idle_ms, burst_ms = asyncio.run(
-            _procrastinate_client(dsn, path, idle, burst, warmup, gap))
+        idle_ms, burst_ms = asyncio.run(_procrastinate_client(dsn, path, idle, burst, warmup, gap))
     finally:
         if proc is not None:
             proc.terminate()
@@ -323,25 +349,37 @@ def procrastinate_latency(pg, idle: int, burst: int, warmup: int, gap: float) ->
 
 
 def stats(ms: list[float]) -> dict:
-    return {"n": len(ms), "p50_ms": round(_common.percentile(ms, 0.5), 2),
-            "p90_ms": round(_common.percentile(ms, 0.9), 2),
-            "p99_ms": round(_common.percentile(ms, 0.99), 2),
-            "max_ms": round(max(ms), 2), "min_ms": round(min(ms), 2),
-            "negative": sum(1 for m in ms if m < 0)}
+    return {
+        "n": len(ms),
+        "p50_ms": round(_common.percentile(ms, 0.5), 2),
+        "p90_ms": round(_common.percentile(ms, 0.9), 2),
+        "p99_ms": round(_common.percentile(ms, 0.99), 2),
+        "max_ms": round(max(ms), 2),
+        "min_ms": round(min(ms), 2),
+        "negative": sum(1 for m in ms if m < 0),
+    }
 
 
 def parse(argv):
-    ap = argparse.ArgumentParser(prog="python -m bench.runner_latency",
-                                 description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true",
-                    help="100 idle runs and a 500-run burst instead of 300 and 2,000")
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.runner_latency", description=__doc__.splitlines()[0]
+    )
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="100 idle runs and a 500-run burst instead of 300 and 2,000",
+    )
     ap.add_argument("--idle", type=int, help="runs submitted one every --gap (300)")
     ap.add_argument("--burst", type=int, help="runs made visible in one commit (2000)")
     ap.add_argument("--gap", type=float, default=0.02, help="seconds between idle runs")
     ap.add_argument("--warmup", type=int, default=20, help="unmeasured runs first")
     ap.add_argument("--in-flight", type=int, default=500, help="runs held at once for RSS")
-    ap.add_argument("--repeat", type=int, default=5,
-                    help="idle rounds per system, alternating; goals use the median ratio")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=5,
+        help="idle rounds per system, alternating; goals use the median ratio",
+    )
     args = ap.parse_args(argv)
     args.idle = args.idle or (100 if args.quick else 300)
     args.burst = args.burst or (500 if args.quick else 2000)
@@ -349,8 +387,10 @@ def parse(argv):
 
 
 def _line(name: str, s: dict) -> str:
-    return (f"  {name:<24} p50 {s['p50_ms']:>8.2f}  p90 {s['p90_ms']:>8.2f}  "
-            f"p99 {s['p99_ms']:>8.2f}  max {s['max_ms']:>8.2f} ms  (n={s['n']})")
+    return (
+        f"  {name:<24} p50 {s['p50_ms']:>8.2f}  p90 {s['p90_ms']:>8.2f}  "
+        f"p99 {s['p99_ms']:>8.2f}  max {s['max_ms']:>8.2f} ms  (n={s['n']})"
+    )
 
 
 def main(argv=None) -> list[str]:
@@ -363,20 +403,39 @@ def main(argv=None) -> list[str]:
             burst = args.burst if r == 0 else 0  # the burst once, in the first round
             ours = runlane_latency(pg, args.idle, burst, args.warmup, args.gap)
             theirs = procrastinate_latency(pg, args.idle, burst, args.warmup, args.gap)
-            rounds.append({"runlane": ours, "procrastinate": theirs, "ratios": {
-                k: round(ours["idle"][k] / theirs["idle"][k], 2) for k in ("p50_ms", "p99_ms")}})
+            rounds.append(
+                {
+                    "runlane": ours,
+                    "procrastinate": theirs,
+                    "ratios": {
+                        k: round(ours["idle"][k] / theirs["idle"][k], 2)
+                        for k in ("p50_ms", "p99_ms")
+                    },
+                }
+            )
             print(f"  round {r + 1}: " + _line("runlane idle", ours["idle"]).strip(), flush=True)
-            print(f"  round {r + 1}: " + _line("procrastinate idle", theirs["idle"]).strip(),
-                  flush=True)
+            print(
+                f"  round {r + 1}: " + _line("procrastinate idle", theirs["idle"]).strip(),
+                flush=True,
+            )
         memory = runlane_rss_in_flight(pg, args.in_flight)
         info = _common.machine(pg)
     info["procrastinate"] = _version("procrastinate")
-    ratios = {k: round(statistics.median(r["ratios"][k] for r in rounds), 2)
-              for k in ("p50_ms", "p99_ms")}
+    ratios = {
+        k: round(statistics.median(r["ratios"][k] for r in rounds), 2) for k in ("p50_ms", "p99_ms")
+    }
     ours, theirs = rounds[0]["runlane"], rounds[0]["procrastinate"]
-    path = _common.write_result("runner_latency", {
-        "machine": info, "args": vars(args), "rounds": rounds, "memory": memory,
-        "idle_ratios": ratios, "goals": {"p50_ratio_max": P50_GOAL, "p99_ratio_max": P99_GOAL}})
+    path = _common.write_result(
+        "runner_latency",
+        {
+            "machine": info,
+            "args": vars(args),
+            "rounds": rounds,
+            "memory": memory,
+            "idle_ratios": ratios,
+            "goals": {"p50_ratio_max": P50_GOAL, "p99_ratio_max": P99_GOAL},
+        },
+    )
     p50_ok = "meets" if ratios["p50_ms"] <= P50_GOAL else "MISSES"
     p99_ok = "meets" if ratios["p99_ms"] <= P99_GOAL else "MISSES"
     summary = [
@@ -386,9 +445,10 @@ def main(argv=None) -> list[str]:
         _line("procrastinate idle, round 1", theirs["idle"]),
         _line(f"runlane burst {args.burst}", ours["burst"]),
         _line(f"procrastinate burst {args.burst}", theirs["burst"]),
-        "  idle p50 ratio per round: " + ", ".join(
-            f"{r['ratios']['p50_ms']:.2f}x" for r in rounds)
-        + "; p99: " + ", ".join(f"{r['ratios']['p99_ms']:.2f}x" for r in rounds),
+        "  idle p50 ratio per round: "
+        + ", ".join(f"{r['ratios']['p50_ms']:.2f}x" for r in rounds)
+        + "; p99: "
+        + ", ".join(f"{r['ratios']['p99_ms']:.2f}x" for r in rounds),
         f"  median idle ratio runlane/procrastinate over {len(rounds)} rounds: "
         f"p50 {ratios['p50_ms']:.2f}x "
         f"(goal <= {P50_GOAL}x: {p50_ok}), p99 {ratios['p99_ms']:.2f}x "

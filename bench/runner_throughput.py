@@ -58,15 +58,22 @@ def measure_runlane(pg, processes: int, runs: int, warmup: int) -> dict:
             ids = submit_burst(conn, runs)
             origin = time.time()
             last = _wait_succeeded(conn, ids)
-        per_worker = [len(w.events("run.execution_started")) - s
-                      for w, s in zip(workers, warm_starts, strict=True)]
+        per_worker = [
+            len(w.events("run.execution_started")) - s
+            for w, s in zip(workers, warm_starts, strict=True)
+        ]
     finally:
         for w in workers:
             w.stop()
         _common.drop_database(pg, name)
     elapsed = last - origin
-    return {"processes": processes, "runs": runs, "seconds": round(elapsed, 3),
-            "runs_per_s": round(runs / elapsed, 1), "runs_per_worker": per_worker}
+    return {
+        "processes": processes,
+        "runs": runs,
+        "seconds": round(elapsed, 3),
+        "runs_per_s": round(runs / elapsed, 1),
+        "runs_per_worker": per_worker,
+    }
 
 
 def _wait_succeeded(conn: psycopg.Connection, ids: list[int], timeout: float = 900) -> float:
@@ -78,7 +85,9 @@ def _wait_succeeded(conn: psycopg.Connection, ids: list[int], timeout: float = 9
             select jsonb_object_agg(state, n), max(last)
             from (select state, count(*) as n, extract(epoch from max(finished_at))::float8 as last
                   from runlane.runs where run_id = any(%s) group by state) as s
-            """, (ids,)).fetchone()
+            """,
+            (ids,),
+        ).fetchone()
         if states == {"succeeded": len(ids)}:
             return last
         if set(states) - {"queued", "running", "succeeded"}:
@@ -89,8 +98,9 @@ def _wait_succeeded(conn: psycopg.Connection, ids: list[int], timeout: float = 9
 
 
 def parse(argv):
-    ap = argparse.ArgumentParser(prog="python -m bench.runner_throughput",
-                                 description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.runner_throughput", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("--quick", action="store_true", help="2,000 runs instead of 5,000")
     ap.add_argument("--runs", type=int, help="measured runs/jobs per process count (5000)")
     # 500, not a token few: each worker connection caches its query plans during warm-up,
@@ -110,31 +120,49 @@ def main(argv=None) -> list[str]:
     rows = []
     with _common.cluster() as pg:
         runlane_template(pg)
-        asyncio.run(apply_procrastinate_schema(
-            _common.create_database(pg, procrastinate_compare.TEMPLATE)))
+        asyncio.run(
+            apply_procrastinate_schema(_common.create_database(pg, procrastinate_compare.TEMPLATE))
+        )
         for p in args.processes:
             ours = measure_runlane(pg, p, args.runs, args.warmup)
-            print(f"  runlane        {p} process(es): {ours['runs_per_s']:>8,.0f} runs/s "
-                  f"(runs per worker {ours['runs_per_worker']})", flush=True)
+            print(
+                f"  runlane        {p} process(es): {ours['runs_per_s']:>8,.0f} runs/s "
+                f"(runs per worker {ours['runs_per_worker']})",
+                flush=True,
+            )
             theirs = procrastinate_compare.measure_procrastinate(
-                pg, p, jobs=args.runs, concurrency=POOL, warmup=args.warmup, pool=POOL)
-            print(f"  procrastinate  {p} process(es): {theirs['jobs_per_s']:>8,.0f} jobs/s",
-                  flush=True)
-            rows.append({"processes": p, "runlane": ours, "procrastinate": theirs,
-                         "ratio": round(ours["runs_per_s"] / theirs["jobs_per_s"], 2)})
+                pg, p, jobs=args.runs, concurrency=POOL, warmup=args.warmup, pool=POOL
+            )
+            print(
+                f"  procrastinate  {p} process(es): {theirs['jobs_per_s']:>8,.0f} jobs/s",
+                flush=True,
+            )
+            rows.append(
+                {
+                    "processes": p,
+                    "runlane": ours,
+                    "procrastinate": theirs,
+                    "ratio": round(ours["runs_per_s"] / theirs["jobs_per_s"], 2),
+                }
+            )
         info = _common.machine(pg)
     info["procrastinate"] = _version("procrastinate")
-    path = _common.write_result("runner_throughput", {
-        "machine": info, "args": vars(args), "results": rows, "goal": GOAL})
-    summary = [f"completed runs/s, echo agent (1 chunk, no delay) vs procrastinate no-op, "
-               f"{args.runs} per process count, concurrency/pool {POOL} per process, "
-               f"{info['cores']} cores, procrastinate {info['procrastinate']}:",
-               "  processes   runlane runs/s   procrastinate jobs/s   ratio"]
+    path = _common.write_result(
+        "runner_throughput", {"machine": info, "args": vars(args), "results": rows, "goal": GOAL}
+    )
+    summary = [
+        f"completed runs/s, echo agent (1 chunk, no delay) vs procrastinate no-op, "
+        f"{args.runs} per process count, concurrency/pool {POOL} per process, "
+        f"{info['cores']} cores, procrastinate {info['procrastinate']}:",
+        "  processes   runlane runs/s   procrastinate jobs/s   ratio",
+    ]
     for r in rows:
         verdict = "meets" if r["ratio"] >= GOAL else "MISSES"
         goal = f"(goal >= {GOAL:.0f}x: {verdict})" if r["processes"] >= 2 else ""
-        summary.append(f"  {r['processes']:>9}   {r['runlane']['runs_per_s']:>14,.0f}   "
-                       f"{r['procrastinate']['jobs_per_s']:>20,.0f}   {r['ratio']:>5.2f}x {goal}")
+        summary.append(
+            f"  {r['processes']:>9}   {r['runlane']['runs_per_s']:>14,.0f}   "
+            f"{r['procrastinate']['jobs_per_s']:>20,.0f}   {r['ratio']:>5.2f}x {goal}"
+        )
     summary.append(f"  ({time.monotonic() - started:.0f} s; {path})")
     print("\n".join(summary))
     return summary

@@ -102,10 +102,25 @@ limit 8
 
 def worker_proc(dsn: str, index: int) -> Proc:
     """A worker as a deployment runs it: both lanes, maintenance on, default bounds."""
-    return Proc([sys.executable, "-m", "runlane", "worker", "--dsn", dsn,
-                 "--lane", "interactive", "--lane", "background",
-                 "--agent", "bench._noop_agent:agent",
-                 "--worker-id", f"{WORKER_PREFIX}{index}-{uuid.uuid4().hex[:6]}"], {})
+    return Proc(
+        [
+            sys.executable,
+            "-m",
+            "runlane",
+            "worker",
+            "--dsn",
+            dsn,
+            "--lane",
+            "interactive",
+            "--lane",
+            "background",
+            "--agent",
+            "bench._noop_agent:agent",
+            "--worker-id",
+            f"{WORKER_PREFIX}{index}-{uuid.uuid4().hex[:6]}",
+        ],
+        {},
+    )
 
 
 def process_cpu_seconds(pids: list[int]) -> float:
@@ -154,8 +169,9 @@ class Sampler(threading.Thread):
 
     def run(self) -> None:
         try:
-            with psycopg.connect(self.dsn, autocommit=True,
-                                 application_name="bench-scale-monitor") as conn:
+            with psycopg.connect(
+                self.dsn, autocommit=True, application_name="bench-scale-monitor"
+            ) as conn:
                 while not self.done.is_set():
                     self.sample(conn)
                     self.done.wait(SAMPLE_EVERY)
@@ -184,18 +200,27 @@ def drain(pg: LocalCluster, workers: int, runs: int, agents: int, orgs: int) -> 
     dsn = _common.create_database(pg, name, template=TEMPLATE)
     procs: list[Proc] = []
     try:
-        with psycopg.connect(dsn, autocommit=True,
-                             application_name="bench-scale-submitter") as conn:
+        with psycopg.connect(
+            dsn, autocommit=True, application_name="bench-scale-submitter"
+        ) as conn:
             conn.execute("create extension if not exists pg_stat_statements")
             procs = [worker_proc(dsn, i) for i in range(workers)]
             # Every worker registered (after its startup LISTEN check) and connected,
             # then a moment for their first passes to end.
-            wait_until(lambda: conn.execute(
-                "select count(*) from runlane.workers "
-                "where stopped_at is null and worker_id like %s",
-                (f"{WORKER_PREFIX}%",)).fetchone()[0] >= workers
-                and len(connections_of(conn)) >= workers,
-                "the workers' start", procs, timeout=120)
+            wait_until(
+                lambda: (
+                    conn.execute(
+                        "select count(*) from runlane.workers "
+                        "where stopped_at is null and worker_id like %s",
+                        (f"{WORKER_PREFIX}%",),
+                    ).fetchone()[0]
+                    >= workers
+                    and len(connections_of(conn)) >= workers
+                ),
+                "the workers' start",
+                procs,
+                timeout=120,
+            )
             time.sleep(2.0)
             idle_connections = connections_of(conn)
 
@@ -203,10 +228,11 @@ def drain(pg: LocalCluster, workers: int, runs: int, agents: int, orgs: int) -> 
             wal0 = conn.execute("select pg_current_wal_lsn()").fetchone()[0]
             cpu0 = server_cpu_seconds(pg)
             conn.execute("begin")
-            ids = [r[0] for r in conn.execute(
-                SUBMIT, {"n": runs, "agents": agents, "tag": tag}).fetchall()]
-            conn.execute("select runlane.publish_run(r) from unnest(%s::bigint[]) as r",
-                         (ids,))
+            ids = [
+                r[0]
+                for r in conn.execute(SUBMIT, {"n": runs, "agents": agents, "tag": tag}).fetchall()
+            ]
+            conn.execute("select runlane.publish_run(r) from unnest(%s::bigint[]) as r", (ids,))
             conn.execute("analyze runlane.runs")  # statistics with the burst queued
             conn.execute("select pg_stat_statements_reset()")
             cpu1 = server_cpu_seconds(pg)
@@ -220,9 +246,18 @@ def drain(pg: LocalCluster, workers: int, runs: int, agents: int, orgs: int) -> 
             conn.execute("commit")
             committed = time.monotonic()
             try:
-                wait_until(lambda: conn.execute(
-                    "select count(*) from runlane.runs where finished_at is null"
-                ).fetchone()[0] == 0, "the drain", procs, timeout=1800, every=0.05)
+                wait_until(
+                    lambda: (
+                        conn.execute(
+                            "select count(*) from runlane.runs where finished_at is null"
+                        ).fetchone()[0]
+                        == 0
+                    ),
+                    "the drain",
+                    procs,
+                    timeout=1800,
+                    every=0.05,
+                )
                 drained = time.monotonic()
                 cpu2 = server_cpu_seconds(pg)
                 wcpu2 = process_cpu_seconds(pids)
@@ -232,21 +267,31 @@ def drain(pg: LocalCluster, workers: int, runs: int, agents: int, orgs: int) -> 
                 sampler.join(30)
             if sampler.error:
                 raise sampler.error
-            states = dict(conn.execute(
-                "select state, count(*) from runlane.runs group by state").fetchall())
+            states = dict(
+                conn.execute("select state, count(*) from runlane.runs group by state").fetchall()
+            )
             if states != {"succeeded": runs}:  # a drain that lost or failed runs is no figure
                 raise RuntimeError(f"expected {runs} succeeded runs, found {states}")
             first, last = conn.execute(
                 "select extract(epoch from min(first_started_at)), "
-                "extract(epoch from max(finished_at)) from runlane.runs").fetchone()
-            statements = [{"query": q, "calls": c, "rows": r, "total_ms": round(t, 1),
-                           "us_per_run": round(t * 1000 / runs, 1),
-                           "wal_bytes_per_run": round(int(w) / runs)}
-                          for q, c, r, t, w in conn.execute(STATEMENTS).fetchall()]
+                "extract(epoch from max(finished_at)) from runlane.runs"
+            ).fetchone()
+            statements = [
+                {
+                    "query": q,
+                    "calls": c,
+                    "rows": r,
+                    "total_ms": round(t, 1),
+                    "us_per_run": round(t * 1000 / runs, 1),
+                    "wal_bytes_per_run": round(int(w) / runs),
+                }
+                for q, c, r, t, w in conn.execute(STATEMENTS).fetchall()
+            ]
             enqueue_wal, drain_wal = conn.execute(
                 "select pg_wal_lsn_diff(%s::pg_lsn, %s::pg_lsn)::bigint, "
                 "pg_wal_lsn_diff(%s::pg_lsn, %s::pg_lsn)::bigint",
-                (str(wal1), str(wal0), str(wal2), str(wal1))).fetchone()
+                (str(wal1), str(wal0), str(wal2), str(wal1)),
+            ).fetchone()
     finally:
         for p in procs:
             p.stop()
@@ -254,14 +299,19 @@ def drain(pg: LocalCluster, workers: int, runs: int, agents: int, orgs: int) -> 
     seconds = float(last - first)
     per_worker = sorted(sampler.max_per_worker.values())
     return {
-        "workers": workers, "runs": runs, "organizations": orgs, "agents": agents,
+        "workers": workers,
+        "runs": runs,
+        "organizations": orgs,
+        "agents": agents,
         "states": states,
-        "seconds": round(seconds, 3), "runs_per_s": round(runs / seconds, 1),
+        "seconds": round(seconds, 3),
+        "runs_per_s": round(runs / seconds, 1),
         "commit_to_drained_s": round(drained - committed, 3),
         "commit_s": round(committed - began, 3),
         "pg_cpu_ms_per_run": round((cpu2 - cpu1) * 1000 / runs, 3),
         "worker_cpu_ms_per_run": round((wcpu2 - wcpu1) * 1000 / runs, 3),
-        "pg_cpu_s": round(cpu2 - cpu1, 2), "worker_cpu_s": round(wcpu2 - wcpu1, 2),
+        "pg_cpu_s": round(cpu2 - cpu1, 2),
+        "worker_cpu_s": round(wcpu2 - wcpu1, 2),
         "wall_s": round(drained - committed, 2),
         "enqueue_pg_cpu_ms_per_run": round((cpu1 - cpu0) * 1000 / runs, 3),
         "enqueue_wal_bytes_per_run": round(enqueue_wal / runs),
@@ -304,7 +354,8 @@ def publish(pg: LocalCluster, clients: int, seconds: float, agents: int) -> dict
                     n = counts[i]
                     run_id = conn.execute(
                         "select run_id from runlane.submit_message(%s, %s, 'bench')",
-                        (f"agent{(i * 7919 + n) % agents + 1}", f"{tag}-{n}")).fetchone()[0]
+                        (f"agent{(i * 7919 + n) % agents + 1}", f"{tag}-{n}"),
+                    ).fetchone()[0]
                     conn.execute("select runlane.publish_run(%s)", (run_id,))
                     counts[i] = n + 1
         except BaseException as exc:  # reported below
@@ -314,8 +365,9 @@ def publish(pg: LocalCluster, clients: int, seconds: float, agents: int) -> dict
         with psycopg.connect(dsn, autocommit=True) as mon:
             wal0 = mon.execute("select pg_current_wal_lsn()").fetchone()[0]
             cpu0 = server_cpu_seconds(pg)
-            threads = [threading.Thread(target=client, args=(i,), daemon=True)
-                       for i in range(clients)]
+            threads = [
+                threading.Thread(target=client, args=(i,), daemon=True) for i in range(clients)
+            ]
             began = time.monotonic()
             for t in threads:
                 t.start()
@@ -328,26 +380,33 @@ def publish(pg: LocalCluster, clients: int, seconds: float, agents: int) -> dict
             elapsed = time.monotonic() - began
             time.sleep(0.5)  # the clients' backends exited: counted once reaped
             cpu1 = server_cpu_seconds(pg)
-            wal = mon.execute("select pg_wal_lsn_diff(pg_current_wal_lsn(), %s::pg_lsn)",
-                              (str(wal0),)).fetchone()[0]
+            wal = mon.execute(
+                "select pg_wal_lsn_diff(pg_current_wal_lsn(), %s::pg_lsn)", (str(wal0),)
+            ).fetchone()[0]
             published = mon.execute(
-                "select count(*) from runlane.runs where state = 'queued'").fetchone()[0]
+                "select count(*) from runlane.runs where state = 'queued'"
+            ).fetchone()[0]
     finally:
         stop.set()
         _common.drop_database(pg, name)
     if errors:
         raise errors[0]
     messages = sum(counts)
-    return {"clients": clients, "seconds": round(elapsed, 2), "messages": messages,
-            "runs_queued": published,
-            "messages_per_s": round(messages / elapsed, 1),
-            "pg_cpu_ms_per_message": round((cpu1 - cpu0) * 1000 / max(messages, 1), 3),
-            "wal_bytes_per_message": round(float(wal) / max(messages, 1)),
-            "notify_lock_waiters_mean": round(sum(waiting) / max(len(waiting), 1), 2),
-            "notify_lock_waiters_max": max(waiting, default=0),
-            "notify_lock_samples_with_waiters": round(
-                sum(1 for w in waiting if w) / max(len(waiting), 1), 3),
-            "load_average": load_average()}
+    return {
+        "clients": clients,
+        "seconds": round(elapsed, 2),
+        "messages": messages,
+        "runs_queued": published,
+        "messages_per_s": round(messages / elapsed, 1),
+        "pg_cpu_ms_per_message": round((cpu1 - cpu0) * 1000 / max(messages, 1), 3),
+        "wal_bytes_per_message": round(float(wal) / max(messages, 1)),
+        "notify_lock_waiters_mean": round(sum(waiting) / max(len(waiting), 1), 2),
+        "notify_lock_waiters_max": max(waiting, default=0),
+        "notify_lock_samples_with_waiters": round(
+            sum(1 for w in waiting if w) / max(len(waiting), 1), 3
+        ),
+        "load_average": load_average(),
+    }
 
 
 def queued_claims(pg: LocalCluster, queued: int, orgs: int, calls: int) -> dict:
@@ -358,18 +417,21 @@ def queued_claims(pg: LocalCluster, queued: int, orgs: int, calls: int) -> dict:
     t0 = time.monotonic()
     dsn = claim_fairness.build(pg, name, queued, orgs)
     built = time.monotonic() - t0
-    out = {"queued": queued, "organizations": orgs, "calls": calls,
-           "build_s": round(built, 1)}
+    out = {"queued": queued, "organizations": orgs, "calls": calls, "build_s": round(built, 1)}
     try:
         with psycopg.connect(dsn) as conn:
-            out["table_mb"] = round(conn.execute(
-                "select pg_total_relation_size('runlane.runs')").fetchone()[0] / 2**20, 1)
+            out["table_mb"] = round(
+                conn.execute("select pg_total_relation_size('runlane.runs')").fetchone()[0] / 2**20,
+                1,
+            )
             for label, lanes in claim_fairness.LANES.items():
                 for _ in range(30):  # plans cached, buffers hot
                     claim_fairness.one_claim(conn, lanes)
                 ms = [claim_fairness.one_claim(conn, lanes)[0] * 1000 for _ in range(calls)]
-                out[label] = {"p50_ms": round(_common.percentile(ms, 0.5), 3),
-                              "p99_ms": round(_common.percentile(ms, 0.99), 3)}
+                out[label] = {
+                    "p50_ms": round(_common.percentile(ms, 0.5), 3),
+                    "p99_ms": round(_common.percentile(ms, 0.99), 3),
+                }
     finally:
         _common.drop_database(pg, name)
         _common.drop_database(pg, claim_fairness.TEMPLATE)
@@ -377,22 +439,30 @@ def queued_claims(pg: LocalCluster, queued: int, orgs: int, calls: int) -> dict:
 
 
 def parse(argv):
-    ap = argparse.ArgumentParser(prog="python -m bench scale_out",
-                                 description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true",
-                    help="1,000 runs per worker count and 10,000 queued instead of 20,000 "
-                         "and 100,000")
+    ap = argparse.ArgumentParser(
+        prog="python -m bench scale_out", description=__doc__.splitlines()[0]
+    )
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="1,000 runs per worker count and 10,000 queued instead of 20,000 and 100,000",
+    )
     ap.add_argument("--runs", type=int, help="chat runs drained per worker count")
     ap.add_argument("--workers", default="1,2,4,8", help="worker process counts")
     ap.add_argument("--orgs", type=int, default=ORGS, help="organizations")
     ap.add_argument("--agents", type=int, default=AGENTS, help="agents (over the orgs)")
-    ap.add_argument("--queued", type=int,
-                    help="queued runs for the claim measurement (0: skip it)")
+    ap.add_argument("--queued", type=int, help="queued runs for the claim measurement (0: skip it)")
     ap.add_argument("--claims", type=int, help="timed claims per lane set")
-    ap.add_argument("--publish-clients", default="1,4,16",
-                    help="concurrent submitting clients for the publish part ('': skip it)")
-    ap.add_argument("--publish-seconds", type=float,
-                    help="seconds of submitting per client count (5; quick 1.5)")
+    ap.add_argument(
+        "--publish-clients",
+        default="1,4,16",
+        help="concurrent submitting clients for the publish part ('': skip it)",
+    )
+    ap.add_argument(
+        "--publish-seconds",
+        type=float,
+        help="seconds of submitting per client count (5; quick 1.5)",
+    )
     args = ap.parse_args(argv)
     args.runs = args.runs or (1000 if args.quick else 20000)
     if args.queued is None:
@@ -416,17 +486,22 @@ def main(argv=None) -> list[str]:
         for w in args.workers:
             d = drain(pg, w, args.runs, args.agents, args.orgs)
             drains.append(d)
-            print(f"  {w} workers: {d['runs_per_s']:.0f} runs/s, PG CPU "
-                  f"{d['pg_cpu_ms_per_run']:.3f} ms/run, worker CPU "
-                  f"{d['worker_cpu_ms_per_run']:.3f} ms/run, WAL "
-                  f"{d['drain_wal_bytes_per_run']} B/run (load {d['load_average']})",
-                  flush=True)
+            print(
+                f"  {w} workers: {d['runs_per_s']:.0f} runs/s, PG CPU "
+                f"{d['pg_cpu_ms_per_run']:.3f} ms/run, worker CPU "
+                f"{d['worker_cpu_ms_per_run']:.3f} ms/run, WAL "
+                f"{d['drain_wal_bytes_per_run']} B/run (load {d['load_average']})",
+                flush=True,
+            )
         for c in args.publish_clients:
             p = publish(pg, c, args.publish_seconds, args.agents)
             publishes.append(p)
-            print(f"  publish, {c} clients: {p['messages_per_s']:.0f} messages/s, "
-                  f"{p['notify_lock_waiters_mean']:.2f} waiting for NOTIFY's commit lock "
-                  f"(load {p['load_average']})", flush=True)
+            print(
+                f"  publish, {c} clients: {p['messages_per_s']:.0f} messages/s, "
+                f"{p['notify_lock_waiters_mean']:.2f} waiting for NOTIFY's commit lock "
+                f"(load {p['load_average']})",
+                flush=True,
+            )
         if args.queued:
             queued = queued_claims(pg, args.queued, args.orgs, args.claims)
         info = _common.machine()
@@ -436,47 +511,73 @@ def main(argv=None) -> list[str]:
     finally:
         pg.destroy()
     info["settings"] = DURABLE_SETTINGS
-    path = _common.write_result("scale_out_quick" if args.quick else "scale_out", {
-        "machine": info, "args": vars(args), "drains": drains, "publish": publishes,
-        "queued_claims": queued})
+    path = _common.write_result(
+        "scale_out_quick" if args.quick else "scale_out",
+        {
+            "machine": info,
+            "args": vars(args),
+            "drains": drains,
+            "publish": publishes,
+            "queued_claims": queued,
+        },
+    )
 
-    lines = [f"scale-out, durable commits, {info['cores']} cores, PostgreSQL "
-             f"{info['postgres']}: {args.runs:,} chat runs over {args.orgs:,} organizations "
-             f"({args.agents:,} agents) per worker count, committed at once:",
-             f"  {'workers':>7} {'runs/s':>7} {'PG CPU ms/run':>14} {'worker CPU ms/run':>18} "
-             f"{'WAL B/run':>10} {'enqueue WAL B/run':>18} {'conns/worker':>13} "
-             f"{'NOTIFY max':>11}  load average"]
+    lines = [
+        f"scale-out, durable commits, {info['cores']} cores, PostgreSQL "
+        f"{info['postgres']}: {args.runs:,} chat runs over {args.orgs:,} organizations "
+        f"({args.agents:,} agents) per worker count, committed at once:",
+        f"  {'workers':>7} {'runs/s':>7} {'PG CPU ms/run':>14} {'worker CPU ms/run':>18} "
+        f"{'WAL B/run':>10} {'enqueue WAL B/run':>18} {'conns/worker':>13} "
+        f"{'NOTIFY max':>11}  load average",
+    ]
     for d in drains:
         conns = d["connections_per_worker_max"]
         span = f"{min(conns)}-{max(conns)}" if conns else "?"
-        lines.append(f"  {d['workers']:>7} {d['runs_per_s']:>7.0f} {d['pg_cpu_ms_per_run']:>14.3f} "
-                     f"{d['worker_cpu_ms_per_run']:>18.3f} {d['drain_wal_bytes_per_run']:>10} "
-                     f"{d['enqueue_wal_bytes_per_run']:>18} {span:>13} "
-                     f"{d['notify_queue_usage_max']:>11.1e}  {d['load_average']}")
+        lines.append(
+            f"  {d['workers']:>7} {d['runs_per_s']:>7.0f} {d['pg_cpu_ms_per_run']:>14.3f} "
+            f"{d['worker_cpu_ms_per_run']:>18.3f} {d['drain_wal_bytes_per_run']:>10} "
+            f"{d['enqueue_wal_bytes_per_run']:>18} {span:>13} "
+            f"{d['notify_queue_usage_max']:>11.1e}  {d['load_average']}"
+        )
     if drains and drains[-1]["statements"]:
         d = drains[-1]
-        lines.append(f"  the workers' top-level statements with {d['workers']} workers, per run "
-                     f"(time, WAL):")
+        lines.append(
+            f"  the workers' top-level statements with {d['workers']} workers, per run (time, WAL):"
+        )
         for st in d["statements"][:6]:
-            lines.append(f"    {st['us_per_run']:>7.1f} us {st['wal_bytes_per_run']:>6} B "
-                         f"{st['calls']:>7} calls  {st['query'][:80]}")
+            lines.append(
+                f"    {st['us_per_run']:>7.1f} us {st['wal_bytes_per_run']:>6} B "
+                f"{st['calls']:>7} calls  {st['query'][:80]}"
+            )
     if publishes:
-        lines.append("  publish (submit_message commit, then publish_run commit, per message; "
-                     "no worker):")
-        lines.append(f"  {'clients':>7} {'messages/s':>11} {'PG CPU ms/msg':>14} "
-                     f"{'WAL B/msg':>10} {'NOTIFY-lock waiters mean / max':>31}")
+        lines.append(
+            "  publish (submit_message commit, then publish_run commit, per message; no worker):"
+        )
+        lines.append(
+            f"  {'clients':>7} {'messages/s':>11} {'PG CPU ms/msg':>14} "
+            f"{'WAL B/msg':>10} {'NOTIFY-lock waiters mean / max':>31}"
+        )
         for p in publishes:
-            lines.append(f"  {p['clients']:>7} {p['messages_per_s']:>11.0f} "
-                         f"{p['pg_cpu_ms_per_message']:>14.3f} {p['wal_bytes_per_message']:>10} "
-                         f"{p['notify_lock_waiters_mean']:>24.2f} / {p['notify_lock_waiters_max']}")
+            lines.append(
+                f"  {p['clients']:>7} {p['messages_per_s']:>11.0f} "
+                f"{p['pg_cpu_ms_per_message']:>14.3f} {p['wal_bytes_per_message']:>10} "
+                f"{p['notify_lock_waiters_mean']:>24.2f} / {p['notify_lock_waiters_max']}"
+            )
     if queued:
-        lines.append(f"  claim_runs(p_limit => 10) with {queued['queued']:,} queued runs over "
-                     f"{queued['organizations']:,} organizations ({queued['table_mb']} MB): "
-                     + ", ".join(f"{k} p50 {v['p50_ms']:.3f} ms (p99 {v['p99_ms']:.3f})"
-                                 for k, v in queued.items() if isinstance(v, dict)))
+        lines.append(
+            f"  claim_runs(p_limit => 10) with {queued['queued']:,} queued runs over "
+            f"{queued['organizations']:,} organizations ({queued['table_mb']} MB): "
+            + ", ".join(
+                f"{k} p50 {v['p50_ms']:.3f} ms (p99 {v['p99_ms']:.3f})"
+                for k, v in queued.items()
+                if isinstance(v, dict)
+            )
+        )
     if info["cores"] and max(args.workers, default=0) > info["cores"]:
-        lines.append(f"  ({info['cores']} cores: beyond {info['cores']} worker processes the "
-                     f"figures measure contention for the cores, not capacity)")
+        lines.append(
+            f"  ({info['cores']} cores: beyond {info['cores']} worker processes the "
+            f"figures measure contention for the cores, not capacity)"
+        )
     lines.append(f"  ({time.monotonic() - began:.0f} s; {path})")
     print("\n".join(lines))
     return lines

@@ -100,10 +100,14 @@ def timed(conn: psycopg.Connection, sql: str) -> float:
 
 
 def parse(argv):
-    ap = argparse.ArgumentParser(prog="python -m bench spend_history",
-                                 description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true",
-                    help="fewer calls (the 500,000-run history is the point and stays)")
+    ap = argparse.ArgumentParser(
+        prog="python -m bench spend_history", description=__doc__.splitlines()[0]
+    )
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="fewer calls (the 500,000-run history is the point and stays)",
+    )
     ap.add_argument("--small", type=int, default=1_000, help="charged runs, small case")
     ap.add_argument("--history", type=int, default=500_000, help="charged runs, big case")
     ap.add_argument("--calls", type=int, help="measured calls of each kind per database (600)")
@@ -153,16 +157,22 @@ def main(argv=None) -> list[str]:
                 conn.close()
 
         results = []
-        summary = [f"spend checks with an owner's charged runs this week, "
-                   f"{args.calls} calls of each per database:"]
+        summary = [
+            f"spend checks with an owner's charged runs this week, "
+            f"{args.calls} calls of each per database:"
+        ]
         ratios = {}
         for kind in kinds:
             stats = {}
             for size in dsns:
                 ms = [v * 1000 for v in timings[(kind, size)]]
-                stats[size] = {"call": kind, "charged_runs": size, "calls": len(ms),
-                               "p50_ms": round(_common.percentile(ms, 0.5), 3),
-                               "p90_ms": round(_common.percentile(ms, 0.9), 3)}
+                stats[size] = {
+                    "call": kind,
+                    "charged_runs": size,
+                    "calls": len(ms),
+                    "p50_ms": round(_common.percentile(ms, 0.5), 3),
+                    "p90_ms": round(_common.percentile(ms, 0.9), 3),
+                }
                 results.append(stats[size])
             small, big = stats[args.small], stats[args.history]
             ratios[kind] = big["p50_ms"] / small["p50_ms"]
@@ -171,19 +181,29 @@ def main(argv=None) -> list[str]:
                 f"  {kind:<12} {args.small:>7,}: p50 {small['p50_ms']:.3f} ms, "
                 f"p90 {small['p90_ms']:.3f} ms | {args.history:>7,}: p50 "
                 f"{big['p50_ms']:.3f} ms, p90 {big['p90_ms']:.3f} ms | ratio p50 "
-                f"{ratios[kind]:.2f} (goal < {GOAL}: {verdict})")
-        reference = {size: round(_common.percentile([v * 1000 for v in values], 0.5), 1)
-                     for size, values in before.items()}
+                f"{ratios[kind]:.2f} (goal < {GOAL}: {verdict})"
+            )
+        reference = {
+            size: round(_common.percentile([v * 1000 for v in values], 0.5), 1)
+            for size, values in before.items()
+        }
         summary.append(
             "  reference, the pre-ledger query (runs.cost by creation week), p50: "
-            + ", ".join(f"{size:,} runs {ms} ms" for size, ms in reference.items()))
+            + ", ".join(f"{size:,} runs {ms} ms" for size, ms in reference.items())
+        )
         if any(spent[size] != Decimal("0.01") * size for size in dsns):
             raise RuntimeError(f"weekly_spend answered {spent}, expected 0.01 per run")
         info = _common.machine(pg)
-    path = _common.write_result("spend_history", {
-        "machine": info, "results": results, "ratio_p50": {k: round(v, 3)
-                                                          for k, v in ratios.items()},
-        "pre_ledger_query_p50_ms": reference, "goal": GOAL})
+    path = _common.write_result(
+        "spend_history",
+        {
+            "machine": info,
+            "results": results,
+            "ratio_p50": {k: round(v, 3) for k, v in ratios.items()},
+            "pre_ledger_query_p50_ms": reference,
+            "goal": GOAL,
+        },
+    )
     summary.append(f"  ({time.monotonic() - started:.0f} s; {path})")
     print("\n".join(summary))
     return summary

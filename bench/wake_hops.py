@@ -90,11 +90,13 @@ for i in range(int(sys.argv[2])):
     time.sleep(float(sys.argv[3]))
 """
 
-HOPS = (("publish -> notification", "published", "notified"),
-        ("notification -> claim sent", "notified", "sent"),
-        ("claim sent -> reply read", "sent", "replied"),
-        ("reply read -> first step", "replied", "stepped"),
-        ("publish -> first step", "published", "stepped"))
+HOPS = (
+    ("publish -> notification", "published", "notified"),
+    ("notification -> claim sent", "notified", "sent"),
+    ("claim sent -> reply read", "sent", "replied"),
+    ("reply read -> first step", "replied", "stepped"),
+    ("publish -> first step", "published", "stepped"),
+)
 
 
 class Marks:
@@ -102,8 +104,9 @@ class Marks:
     worker's agent (an object with `step`), it takes the last and finishes the run."""
 
     def __init__(self):
-        self.at: dict[str, list[float]] = {k: [] for k in ("notified", "sent", "replied",
-                                                            "stepped")}
+        self.at: dict[str, list[float]] = {
+            k: [] for k in ("notified", "sent", "replied", "stepped")
+        }
 
     def install(self) -> None:
         marks = self.at
@@ -133,13 +136,18 @@ class Marks:
 async def measure(dsn: str, idle: int, warmup: int, gap: float) -> dict:
     marks = Marks()
     marks.install()
-    worker = Worker(WorkerConfig(dsn=dsn, lanes=["interactive"],
-                                 agent=marks, maintenance=None))
+    worker = Worker(WorkerConfig(dsn=dsn, lanes=["interactive"], agent=marks, maintenance=None))
     task = asyncio.create_task(worker.run())
     await asyncio.sleep(2)  # started, listening, its first (empty) pass made
     publisher = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", PUBLISHER, dsn, str(warmup + idle), str(gap),
-        stdout=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-c",
+        PUBLISHER,
+        dsn,
+        str(warmup + idle),
+        str(gap),
+        stdout=asyncio.subprocess.PIPE,
+    )
     out, _ = await publisher.communicate()
     await asyncio.sleep(0.5)
     worker.request_stop()
@@ -152,8 +160,10 @@ async def measure(dsn: str, idle: int, warmup: int, gap: float) -> dict:
     hops = {}
     for name, start, end in HOPS:
         ms = sorted((at[end][i] - at[start][i]) * 1000 for i in range(warmup, n))
-        hops[name] = {"p50_ms": round(statistics.median(ms), 3),
-                      "p99_ms": round(_common.percentile(ms, 0.99), 3)}
+        hops[name] = {
+            "p50_ms": round(statistics.median(ms), 3),
+            "p99_ms": round(_common.percentile(ms, 0.99), 3),
+        }
     return hops
 
 
@@ -179,16 +189,15 @@ class Rung(NamedTuple):
     asynchronous: bool = False  # its commit does not wait for the WAL flush
 
 
-RUNGS = (Rung("floor: one UPDATE of a one-table queue", floor_worker_module.CLAIM,
-              queue="floor_queue"),
-         Rung("floor + fence, lease, journal, receipt", LADDER_SMALL_WRITES,
-              queue="floor_writes_queue"),
-         Rung("the run's claim UPDATE alone", LADDER_RUN_UPDATE),
-         Rung("+ journal row and receipt, one statement", LADDER_ALL_WRITES),
-         Rung("runlane.claim_runs (the worker's call)", dispatcher_module.CLAIM),
-         Rung("claim_runs, commit not waiting for flush", dispatcher_module.CLAIM,
-              asynchronous=True),
-         Rung("hand-off: read the run claimed for it", LADDER_HANDED_READ))
+RUNGS = (
+    Rung("floor: one UPDATE of a one-table queue", floor_worker_module.CLAIM, queue="floor_queue"),
+    Rung("floor + fence, lease, journal, receipt", LADDER_SMALL_WRITES, queue="floor_writes_queue"),
+    Rung("the run's claim UPDATE alone", LADDER_RUN_UPDATE),
+    Rung("+ journal row and receipt, one statement", LADDER_ALL_WRITES),
+    Rung("runlane.claim_runs (the worker's call)", dispatcher_module.CLAIM),
+    Rung("claim_runs, commit not waiting for flush", dispatcher_module.CLAIM, asynchronous=True),
+    Rung("hand-off: read the run claimed for it", LADDER_HANDED_READ),
+)
 
 
 LEASE = timedelta(seconds=60)
@@ -222,9 +231,10 @@ def claim_ladder(dsn: str, rounds: int, warmup: int, gap: float) -> dict:
         setup.execute(LADDER_HAND_OFF)
         setup.execute(floor_worker_module.RUNLANE_RECEIPT)
     publisher = psycopg.connect(dsn, autocommit=True)
-    claimers = {False: psycopg.connect(dsn, autocommit=True),
-                True: psycopg.connect(dsn, autocommit=True,
-                                      options="-c synchronous_commit=off")}
+    claimers = {
+        False: psycopg.connect(dsn, autocommit=True),
+        True: psycopg.connect(dsn, autocommit=True, options="-c synchronous_commit=off"),
+    }
     bound = {"bound": str(WorkerConfig.max_per_org)}
     for conn in claimers.values():
         conn.execute(dispatcher_module.CLAIM_SESSION, bound)
@@ -237,40 +247,55 @@ def claim_ladder(dsn: str, rounds: int, warmup: int, gap: float) -> dict:
         for i in range(warmup + rounds):
             order = list(enumerate(RUNGS))
             for n, rung in order if i % 2 == 0 else reversed(order):
-                params = {"worker": "ladder-worker", "lanes": ["interactive"], "limit": 10,
-                          "lease": LEASE, "claim_key": uuid.uuid4(), "run_id": None}
+                params = {
+                    "worker": "ladder-worker",
+                    "lanes": ["interactive"],
+                    "limit": 10,
+                    "lease": LEASE,
+                    "claim_key": uuid.uuid4(),
+                    "run_id": None,
+                }
                 if rung.queue:
                     publisher.execute(f"insert into {rung.queue} default values")
                 else:
                     run_id = params["run_id"] = publisher.execute(
                         "select run_id from runlane.submit_message('agent1', %s, 'ladder')",
-                        (f"ladder-{i}-{n}",)).fetchone()[0]
+                        (f"ladder-{i}-{n}",),
+                    ).fetchone()[0]
                     started = time.perf_counter()
                     if rung.statement is LADDER_HANDED_READ:  # handed over before the wait
                         handed = publisher.execute(
                             "select * from public.ladder_publish_and_hand(%(run_id)s, "
                             "%(worker)s, %(lanes)s, %(limit)s, %(lease)s, %(claim_key)s)",
-                            params, prepare=True).fetchall()
+                            params,
+                            prepare=True,
+                        ).fetchall()
                         if [r[0] for r in handed] != [run_id]:
                             raise RuntimeError(f"the hand-off claimed {handed}, not {run_id}")
                     else:
-                        publisher.execute("select runlane.publish_run(%s)", (run_id,),
-                                          prepare=True)
+                        publisher.execute("select runlane.publish_run(%s)", (run_id,), prepare=True)
                     published_ms = (time.perf_counter() - started) * 1000
                 time.sleep(gap)
                 started = time.perf_counter()
-                row = claimers[rung.asynchronous].execute(
-                    rung.statement, None if rung.statement is floor_worker_module.CLAIM
-                    else params, prepare=True).fetchone()
+                row = (
+                    claimers[rung.asynchronous]
+                    .execute(
+                        rung.statement,
+                        None if rung.statement is floor_worker_module.CLAIM else params,
+                        prepare=True,
+                    )
+                    .fetchone()
+                )
                 ms = (time.perf_counter() - started) * 1000
                 if row is None:
                     raise RuntimeError(f"rung {rung.name!r} claimed nothing in round {i}")
                 if not rung.queue:
                     if row[0] != run_id:
-                        raise RuntimeError(f"rung {rung.name!r} claimed run {row[0]}, "
-                                           f"not {run_id}")
-                    publisher.execute("select runlane.finish_run(%s::bigint, %s::bigint, "
-                                      "'succeeded')", (run_id, row[1]))
+                        raise RuntimeError(f"rung {rung.name!r} claimed run {row[0]}, not {run_id}")
+                    publisher.execute(
+                        "select runlane.finish_run(%s::bigint, %s::bigint, 'succeeded')",
+                        (run_id, row[1]),
+                    )
                 if i >= warmup:
                     took[rung.name].append(ms)
                     if not rung.queue:
@@ -279,13 +304,18 @@ def claim_ladder(dsn: str, rounds: int, warmup: int, gap: float) -> dict:
         publisher.close()
         for claimer in claimers.values():
             claimer.close()
-    rungs = {name: {"p50_ms": round(statistics.median(ms), 3),
-                    "p90_ms": round(_common.percentile(ms, 0.9), 3)}
-             for name, ms in took.items()}
+    rungs = {
+        name: {
+            "p50_ms": round(statistics.median(ms), 3),
+            "p90_ms": round(_common.percentile(ms, 0.9), 3),
+        }
+        for name, ms in took.items()
+    }
     for name, ms in publishing.items():
         rungs[name]["publish_p50_ms"] = round(statistics.median(ms), 3)
-        rungs[name]["end_to_end_p50_ms"] = round(statistics.median(
-            p + c for p, c in zip(ms, took[name], strict=True)), 3)
+        rungs[name]["end_to_end_p50_ms"] = round(
+            statistics.median(p + c for p, c in zip(ms, took[name], strict=True)), 3
+        )
     return rungs
 
 
@@ -297,8 +327,10 @@ CLAIM_RUNS_SQL = Path(__file__).resolve().parent.parent / "sql/functions/dispatc
 # part named ends there). A change of claim_runs that moves one fails here, loudly.
 PART_ENDS = (
     ("arguments checked", "    -- STEP: resend replay."),
-    ("queue probe + receipt lock",
-     "        if not v_eligible and v_key is distinct from p_claim_key then"),
+    (
+        "queue probe + receipt lock",
+        "        if not v_eligible and v_key is distinct from p_claim_key then",
+    ),
     ("resend checks", "    -- STEP: the per-worker organization bound"),
     ("the worker's bound row locked", "    -- STEP: idle chat fast path."),
     ("idle statement: find, lock, order", "        if v_idle and cardinality(v_accepted) = 0 then"),
@@ -323,48 +355,66 @@ def _claim_runs_source() -> str:
     """The six-argument claim_runs, as installed (its file, up to its comment)."""
     text = CLAIM_RUNS_SQL.read_text()
     start = text.index("create or replace function runlane.claim_runs(")
-    return text[start:text.index("comment on function runlane.claim_runs(text, text[], int, "
-                                 "interval, uuid, boolean)")]
+    return text[
+        start : text.index(
+            "comment on function runlane.claim_runs(text, text[], int, interval, uuid, boolean)"
+        )
+    ]
 
 
 def _between(text: str, start: str, end: str) -> str:
-    return text[text.index(start):text.index(end)]
+    return text[text.index(start) : text.index(end)]
 
 
 def _copy_edits(source: str) -> dict[str, list[tuple[str, str]]]:
     """The copies: claim_runs as it is, and without each part of its claim statement."""
-    source_row = _between(source, "    left join lateral (\n        select source.created_at",
-                          "    order by o.position;")
-    journal = _between(source, "    journal as (\n        insert into runlane.run_events",
-                       "    select\n        (o.run).run_id,")
+    source_row = _between(
+        source,
+        "    left join lateral (\n        select source.created_at",
+        "    order by o.position;",
+    )
+    journal = _between(
+        source,
+        "    journal as (\n        insert into runlane.run_events",
+        "    select\n        (o.run).run_id,",
+    )
     select = "\n    select\n        (o.run).run_id"
     journal_end = ("    )," + select, "    )" + select)
     no_timing = [(_TIMING_ROW, "null::jsonb"), (source_row, "")]
     no_journal = [(journal, ""), journal_end]
-    return {"as is": [],
-            "no timing row": no_timing,
-            "no journal row": no_journal,
-            "no iteration cap": [(_ITERATION_CAP, "null::int")],
-            "the UPDATE alone": [*no_timing, *no_journal, (_ITERATION_CAP, "null::int")]}
+    return {
+        "as is": [],
+        "no timing row": no_timing,
+        "no journal row": no_journal,
+        "no iteration cap": [(_ITERATION_CAP, "null::int")],
+        "the UPDATE alone": [*no_timing, *no_journal, (_ITERATION_CAP, "null::int")],
+    }
 
 
 def _marked_copy(source: str, name: str, edits: list[tuple[str, str]]) -> str:
     """claim_runs as public.<name>, with clock marks at PART_ENDS and the edits made; it
     raises the marks as a notice before it returns (an idle claim's one way out)."""
     text = source.replace("runlane.claim_runs(", f"public.{name}(", 1)
-    text = text.replace("    v_eligible boolean;\n", "    v_eligible boolean;\n"
-                        "    v_marks timestamptz[] := array[clock_timestamp()];\n", 1)
+    text = text.replace(
+        "    v_eligible boolean;\n",
+        "    v_eligible boolean;\n    v_marks timestamptz[] := array[clock_timestamp()];\n",
+        1,
+    )
     for old, new in [*((end, None) for _, end in PART_ENDS), *edits]:
         if text.count(old) != 1:
-            raise RuntimeError(f"claim_runs changed: {old.strip()[:60]!r} is not in it once; "
-                               f"update bench/wake_hops.py")
+            raise RuntimeError(
+                f"claim_runs changed: {old.strip()[:60]!r} is not in it once; "
+                f"update bench/wake_hops.py"
+            )
         if new is None:
-            indent = old[:len(old) - len(old.lstrip())]
+            indent = old[: len(old) - len(old.lstrip())]
             new = f"{indent}v_marks := v_marks || clock_timestamp();\n{old}"
         text = text.replace(old, new)
     last = text.rindex("end;\n$$;")
-    return (text[:last] + "    v_marks := v_marks || clock_timestamp();\n"
-            "    raise notice '%', v_marks;\n" + text[last:])
+    return (
+        text[:last] + "    v_marks := v_marks || clock_timestamp();\n"
+        "    raise notice '%', v_marks;\n" + text[last:]
+    )
 
 
 def claim_parts(dsn: str, rounds: int, warmup: int, gap: float) -> dict:
@@ -389,32 +439,46 @@ def claim_parts(dsn: str, rounds: int, warmup: int, gap: float) -> dict:
             for label in labels:
                 run_id = publisher.execute(
                     "select run_id from runlane.submit_message('agent1', %s, 'parts')",
-                    (f"parts-{i}-{copies[label]}",)).fetchone()[0]
+                    (f"parts-{i}-{copies[label]}",),
+                ).fetchone()[0]
                 publisher.execute("select runlane.publish_run(%s)", (run_id,), prepare=True)
                 time.sleep(gap)
                 notices.clear()
                 started = time.perf_counter()
-                claim = dispatcher_module.CLAIM.replace("runlane.claim_runs(",
-                                                        f"public.{copies[label]}(")
+                claim = dispatcher_module.CLAIM.replace(
+                    "runlane.claim_runs(", f"public.{copies[label]}("
+                )
                 rows = claimer.execute(
                     claim,
-                    {"worker": "parts-worker", "lanes": ["interactive"], "limit": 10,
-                     "lease": LEASE, "claim_key": uuid.uuid4()}, prepare=True).fetchall()
+                    {
+                        "worker": "parts-worker",
+                        "lanes": ["interactive"],
+                        "limit": 10,
+                        "lease": LEASE,
+                        "claim_key": uuid.uuid4(),
+                    },
+                    prepare=True,
+                ).fetchall()
                 ms = (time.perf_counter() - started) * 1000
                 if [r[0] for r in rows] != [run_id] or len(notices) != 1:
-                    raise RuntimeError(f"copy {label!r} claimed {[r[0] for r in rows]} (not "
-                                       f"[{run_id}]) with {len(notices)} notices")
-                publisher.execute("select runlane.finish_run(%s::bigint, %s::bigint, "
-                                  "'succeeded')", (run_id, rows[0][1]))
+                    raise RuntimeError(
+                        f"copy {label!r} claimed {[r[0] for r in rows]} (not "
+                        f"[{run_id}]) with {len(notices)} notices"
+                    )
+                publisher.execute(
+                    "select runlane.finish_run(%s::bigint, %s::bigint, 'succeeded')",
+                    (run_id, rows[0][1]),
+                )
                 if i < warmup:
                     continue
-                marks = [datetime.fromisoformat(m.strip('"'))
-                         for m in notices[0].strip("{}").split(",")]
+                marks = [
+                    datetime.fromisoformat(m.strip('"')) for m in notices[0].strip("{}").split(",")
+                ]
                 if len(marks) != len(PART_ENDS) + 2:
-                    raise RuntimeError(f"copy {label!r} took {len(marks)} marks: not the "
-                                       f"idle path")
-                spans = [(b - a).total_seconds() * 1e6
-                         for a, b in zip(marks, marks[1:], strict=False)]
+                    raise RuntimeError(f"copy {label!r} took {len(marks)} marks: not the idle path")
+                spans = [
+                    (b - a).total_seconds() * 1e6 for a, b in zip(marks, marks[1:], strict=False)
+                ]
                 whole = (marks[-1] - marks[0]).total_seconds() * 1e6
                 for part, us in zip(PARTS, [*spans, whole], strict=True):
                     took[label][part].append(us)
@@ -422,10 +486,15 @@ def claim_parts(dsn: str, rounds: int, warmup: int, gap: float) -> dict:
     finally:
         publisher.close()
         claimer.close()
-    return {label: {"parts_p50_us": {part: round(statistics.median(us), 1)
-                                     for part, us in took[label].items()},
-                    "round_trip_p50_ms": round(statistics.median(trips[label]), 3)}
-            for label in copies}
+    return {
+        label: {
+            "parts_p50_us": {
+                part: round(statistics.median(us), 1) for part, us in took[label].items()
+            },
+            "round_trip_p50_ms": round(statistics.median(trips[label]), 3),
+        }
+        for label in copies
+    }
 
 
 # A schedule storm held back by its organization's cap (--storm N): N queued background
@@ -446,18 +515,23 @@ STORM = (
 
 
 def parse(argv):
-    ap = argparse.ArgumentParser(prog="python -m bench wake_hops", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m bench wake_hops",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--quick", action="store_true", help="100 wake-ups")
     ap.add_argument("--idle", type=int, help="measured wake-ups (300; quick 100)")
     ap.add_argument("--warmup", type=int, default=20, help="unmeasured wake-ups first")
     ap.add_argument("--gap", type=float, default=0.02, help="seconds between messages")
     ap.add_argument("--ladder", type=int, help="rounds of the claim ladder (200; quick 60)")
-    ap.add_argument("--storm", type=int, default=0,
-                    help="queued background runs held back by their cap, beside the chat "
-                         "traffic (0)")
-    ap.add_argument("--parts", type=int,
-                    help="rounds of claim_runs' marked copies (150; quick 50)")
+    ap.add_argument(
+        "--storm",
+        type=int,
+        default=0,
+        help="queued background runs held back by their cap, beside the chat traffic (0)",
+    )
+    ap.add_argument("--parts", type=int, help="rounds of claim_runs' marked copies (150; quick 50)")
     args = ap.parse_args(argv)
     if args.idle is None:
         args.idle = 100 if args.quick else 300
@@ -486,53 +560,79 @@ def main(argv=None) -> list[str]:
                 "select round((total_exec_time / calls * 1000)::numeric, 1) "
                 "from pg_stat_statements where query like %s and toplevel "
                 "order by calls desc limit 1",
-                ("%runlane.claim_runs(%p_claim_key%",)).fetchone()
+                ("%runlane.claim_runs(%p_claim_key%",),
+            ).fetchone()
         ladder = claim_ladder(dsn, args.ladder, args.warmup, args.gap)
         parts = claim_parts(dsn, args.parts, args.warmup, args.gap)
         info = _common.machine(pg)
     finally:
         pg.destroy()
-    storm = (f", {args.storm} background runs queued behind their cap" if args.storm
-             else "")
-    lines = [f"idle wake-up hops, one in-process worker, one chat message every "
-             f"{args.gap * 1000:.0f} ms, {args.idle} measured, durable commits{storm}:"]
+    storm = f", {args.storm} background runs queued behind their cap" if args.storm else ""
+    lines = [
+        f"idle wake-up hops, one in-process worker, one chat message every "
+        f"{args.gap * 1000:.0f} ms, {args.idle} measured, durable commits{storm}:"
+    ]
     for name, _, _ in HOPS:
-        lines.append(f"  {name:<28} p50 {hops[name]['p50_ms']:>7.3f}  "
-                     f"p99 {hops[name]['p99_ms']:>7.3f} ms")
-    lines.append(f"  the worker's claim statement: {claim_us[0] if claim_us else '?'} us per "
-                 f"call (pg_stat_statements, top level)")
-    lines.append(f"one claim of one run after {args.gap * 1000:.0f} ms idle, round trip from "
-                 f"psycopg, {args.ladder} rounds (the rungs in turn):")
+        lines.append(
+            f"  {name:<28} p50 {hops[name]['p50_ms']:>7.3f}  p99 {hops[name]['p99_ms']:>7.3f} ms"
+        )
+    lines.append(
+        f"  the worker's claim statement: {claim_us[0] if claim_us else '?'} us per "
+        f"call (pg_stat_statements, top level)"
+    )
+    lines.append(
+        f"one claim of one run after {args.gap * 1000:.0f} ms idle, round trip from "
+        f"psycopg, {args.ladder} rounds (the rungs in turn):"
+    )
     floor_p50 = ladder[RUNGS[0].name]["p50_ms"]
     for name in (r.name for r in RUNGS):
         rung = ladder[name]
-        lines.append(f"  {name:<42} p50 {rung['p50_ms']:>6.3f} ({rung['p50_ms'] / floor_p50:.2f}x"
-                     f" the floor)  p90 {rung['p90_ms']:>6.3f} ms")
-    lines.append("publish + the claim, end to end (the publisher's call, then the worker's; "
-                 "p50 of the sums):")
+        lines.append(
+            f"  {name:<42} p50 {rung['p50_ms']:>6.3f} ({rung['p50_ms'] / floor_p50:.2f}x"
+            f" the floor)  p90 {rung['p90_ms']:>6.3f} ms"
+        )
+    lines.append(
+        "publish + the claim, end to end (the publisher's call, then the worker's; "
+        "p50 of the sums):"
+    )
     for name in (r.name for r in RUNGS if "end_to_end_p50_ms" in ladder[r.name]):
         rung = ladder[name]
-        lines.append(f"  {name:<42} publish {rung['publish_p50_ms']:>6.3f} + claim "
-                     f"{rung['p50_ms']:>6.3f}: {rung['end_to_end_p50_ms']:>6.3f} ms")
-    lines.append(f"inside claim_runs, one idle chat claim after {args.gap * 1000:.0f} ms idle, "
-                 f"p50 us per part, {args.parts} rounds (marked copies, taken in turn; each "
-                 f"later copy leaves one part of the claim statement out):")
+        lines.append(
+            f"  {name:<42} publish {rung['publish_p50_ms']:>6.3f} + claim "
+            f"{rung['p50_ms']:>6.3f}: {rung['end_to_end_p50_ms']:>6.3f} ms"
+        )
+    lines.append(
+        f"inside claim_runs, one idle chat claim after {args.gap * 1000:.0f} ms idle, "
+        f"p50 us per part, {args.parts} rounds (marked copies, taken in turn; each "
+        f"later copy leaves one part of the claim statement out):"
+    )
     lines.append(f"  {'':<36}" + "".join(f"{label:>17}" for label in parts))
     for part in PARTS:
-        lines.append(f"  {part:<36}" + "".join(
-            f"{parts[label]['parts_p50_us'][part]:>17.1f}" for label in parts))
-    lines.append(f"  {'round trip, ms':<36}" + "".join(
-        f"{parts[label]['round_trip_p50_ms']:>17.3f}" for label in parts))
+        lines.append(
+            f"  {part:<36}"
+            + "".join(f"{parts[label]['parts_p50_us'][part]:>17.1f}" for label in parts)
+        )
+    lines.append(
+        f"  {'round trip, ms':<36}"
+        + "".join(f"{parts[label]['round_trip_p50_ms']:>17.3f}" for label in parts)
+    )
     lines.append(f"  ({time.monotonic() - started:.0f} s)")
     for line in lines:
         print(line, flush=True)
-    _common.write_result("wake_hops", {"machine": info, "settings": dc.DURABLE_SETTINGS,
-                                      "storm": args.storm, "idle": args.idle,
-                                      "gap_s": args.gap, "hops": hops,
-                                      "claim_ladder": {"rounds": args.ladder, "rungs": ladder},
-                                      "claim_parts": {"rounds": args.parts, "copies": parts},
-                                      "claim_statement_us": float(claim_us[0]) if claim_us
-                                      else None})
+    _common.write_result(
+        "wake_hops",
+        {
+            "machine": info,
+            "settings": dc.DURABLE_SETTINGS,
+            "storm": args.storm,
+            "idle": args.idle,
+            "gap_s": args.gap,
+            "hops": hops,
+            "claim_ladder": {"rounds": args.ladder, "rungs": ladder},
+            "claim_parts": {"rounds": args.parts, "copies": parts},
+            "claim_statement_us": float(claim_us[0]) if claim_us else None,
+        },
+    )
     return lines
 
 

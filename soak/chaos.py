@@ -120,26 +120,73 @@ DURABLE_SETTINGS = {
     "max_connections": "300",
 }
 
-FAULT_KINDS = ("kill9", "sigterm", "terminate_backend", "restart_fast", "restart_immediate",
-               "suppress_notify", "sigstop_worker", "sigstop_worker_computer", "sigstop_leader",
-               "lost_ack", "notify_queue", "squat_locks", "forged_notify", "org_lock",
-               "notify_half")
+FAULT_KINDS = (
+    "kill9",
+    "sigterm",
+    "terminate_backend",
+    "restart_fast",
+    "restart_immediate",
+    "suppress_notify",
+    "sigstop_worker",
+    "sigstop_worker_computer",
+    "sigstop_leader",
+    "lost_ack",
+    "notify_queue",
+    "squat_locks",
+    "forged_notify",
+    "org_lock",
+    "notify_half",
+)
 # Faults that run as a window beside the others (the fault thread moves on at once).
-WINDOW_KINDS = {"sigstop_worker", "sigstop_worker_computer", "sigstop_leader", "lost_ack",
-                "notify_queue", "squat_locks", "forged_notify", "org_lock", "notify_half"}
+WINDOW_KINDS = {
+    "sigstop_worker",
+    "sigstop_worker_computer",
+    "sigstop_leader",
+    "lost_ack",
+    "notify_queue",
+    "squat_locks",
+    "forged_notify",
+    "org_lock",
+    "notify_half",
+}
 # Windows that judge maintenance, and the faults that may not overlap them (an open
 # organization lock holds up the leader's tick: 5 s per due agent of that organization).
 JUDGED_KINDS = {"sigstop_leader", "squat_locks"}
-DISTURBING_KINDS = {"kill9", "sigterm", "terminate_backend", "restart_fast",
-                    "restart_immediate", "sigstop_worker", "sigstop_worker_computer",
-                    "sigstop_leader", "squat_locks", "org_lock"}
+DISTURBING_KINDS = {
+    "kill9",
+    "sigterm",
+    "terminate_backend",
+    "restart_fast",
+    "restart_immediate",
+    "sigstop_worker",
+    "sigstop_worker_computer",
+    "sigstop_leader",
+    "squat_locks",
+    "org_lock",
+}
 # Windows a judged window does not start beside (they stall maintenance themselves).
 STALLING_KINDS = {"org_lock"}
 # Every check by name; `attempts` and `logs` always run (the others read what they find).
-CHECKS = ("outputs_within_attempts", "first_response", "org_caps", "computers", "schedules",
-          "interactive_started", "messages", "computer_fencing", "duplicate_outputs",
-          "streams", "lost_acks", "maintenance_continues", "submissions", "notify_queue",
-          "forged_start", "worker_tracebacks", "org_lock", "chat_first_response")
+CHECKS = (
+    "outputs_within_attempts",
+    "first_response",
+    "org_caps",
+    "computers",
+    "schedules",
+    "interactive_started",
+    "messages",
+    "computer_fencing",
+    "duplicate_outputs",
+    "streams",
+    "lost_acks",
+    "maintenance_continues",
+    "submissions",
+    "notify_queue",
+    "forged_start",
+    "worker_tracebacks",
+    "org_lock",
+    "chat_first_response",
+)
 # A login with no runlane grant at all: it squats locks, forges notifications, fills the
 # NOTIFY queue. Nothing it does may stop or mislead runlane.
 SQUATTER = "soak_squatter"
@@ -147,17 +194,27 @@ SQUATTER = "soak_squatter"
 # for org-<o>. One of them holds its organization's settings row open (org_lock).
 TENANT = "soak_tenant_{}"
 # The real reading, restored after a simulated half-full NOTIFY queue (notify_half).
-NOTIFY_USAGE_SQL = (Path(__file__).resolve().parents[1] / "sql" / "functions" / "notify"
-                    / "notify_queue_usage.sql")
+NOTIFY_USAGE_SQL = (
+    Path(__file__).resolve().parents[1] / "sql" / "functions" / "notify" / "notify_queue_usage.sql"
+)
 SIMULATED_USAGE = """
 create or replace function runlane.notify_queue_usage() returns double precision
 language sql stable security definer set search_path = pg_catalog, pg_temp
 as $$ select {}::float8 $$
 """
-MAINTENANCE_LOCK = 7_317_002   # the advisory key a leader takes on a schema before migration 0005
-FORGED_PAYLOADS = ('{"lane":[]}', '{"lane":{"a":1}}', '{"run_id":1e400}', "not json",
-                   '{"run_id":' + "9" * 400 + "}", '{"lane":5}', '{"run_id":"x"}', "[]",
-                   "null", '{"run_id":-1e400,"lane":null}')
+MAINTENANCE_LOCK = 7_317_002  # the advisory key a leader takes on a schema before migration 0005
+FORGED_PAYLOADS = (
+    '{"lane":[]}',
+    '{"lane":{"a":1}}',
+    '{"run_id":1e400}',
+    "not json",
+    '{"run_id":' + "9" * 400 + "}",
+    '{"lane":5}',
+    '{"run_id":"x"}',
+    "[]",
+    "null",
+    '{"run_id":-1e400,"lane":null}',
+)
 WORKER_ID = re.compile(r"soak-w\d+-g\d+")
 TERMINAL_STATES = {"succeeded", "failed", "canceled", "skipped"}
 REQUEUE_EVENTS = {"run.lease_expired", "run.retry_scheduled", "run.released"}
@@ -167,52 +224,52 @@ MARKER = f"soak-secret-{uuid.uuid4().hex}"
 
 @dataclass
 class SoakConfig:
-    runs: int = 20_000                 # runs to create (all triggers) before the load stops
+    runs: int = 20_000  # runs to create (all triggers) before the load stops
     workers: int = 4
-    duration: float = 240.0            # the fault phase lasts at least this many seconds
+    duration: float = 240.0  # the fault phase lasts at least this many seconds
     seed: int = 20260301
-    caps: tuple[int, ...] = (2, 3, 4, 6)   # one organization per cap
+    caps: tuple[int, ...] = (2, 3, 4, 6)  # one organization per cap
     chat_agents_per_org: int = 6
     background_agents_per_org: int = 8
-    scheduled_per_org: int = 2         # of the background agents
-    computers_per_org: int = 2         # each shared by several agents of both lanes
-    background_share: float = 0.2      # of the submissions
-    thread_reuse: float = 0.15         # a chat message on a recently used thread
+    scheduled_per_org: int = 2  # of the background agents
+    computers_per_org: int = 2  # each shared by several agents of both lanes
+    background_share: float = 0.2  # of the submissions
+    thread_reuse: float = 0.15  # a chat message on a recently used thread
     lease: float = 4.0
     scan_interval: float = 1.0
     tick_interval: float = 1.0
     leader_retry: float = 1.0
-    leader_ttl: float = 4.0            # the leader lease, where the worker has --leader-ttl
+    leader_ttl: float = 4.0  # the leader lease, where the worker has --leader-ttl
     shutdown_grace: float = 2.0
-    echo_delay: float = 0.05           # per chunk: runs are in flight when a fault hits
+    echo_delay: float = 0.05  # per chunk: runs are in flight when a fault hits
     echo_chunks: int = 3
     fault_gap: tuple[float, float] = (3.0, 7.0)
     suppress_window: tuple[float, float] = (2.0, 5.0)
     warp_interval: float = 3.0
-    faults: tuple[str, ...] = FAULT_KINDS   # the kinds to inject (each at least once)
-    checks: tuple[str, ...] = CHECKS         # the checks to run
+    faults: tuple[str, ...] = FAULT_KINDS  # the kinds to inject (each at least once)
+    checks: tuple[str, ...] = CHECKS  # the checks to run
     stop_past_lease: tuple[float, float] = (0.3, 1.5)  # SIGSTOP of a worker: lease + this
-    leader_stop_leases: float = 3.0    # SIGSTOP of the maintenance leader: this many leases
-    lost_ack_window: float = 6.0       # the proxy loses one claim, step and finish reply
-    notify_fill_mb: int = 256          # junk pushed into the NOTIFY queue a listener pins
+    leader_stop_leases: float = 3.0  # SIGSTOP of the maintenance leader: this many leases
+    lost_ack_window: float = 6.0  # the proxy loses one claim, step and finish reply
+    notify_fill_mb: int = 256  # junk pushed into the NOTIFY queue a listener pins
     notify_window: tuple[float, float] = (3.0, 5.0)
     squat_window: tuple[float, float] = (8.0, 10.0)
     forge_window: tuple[float, float] = (3.0, 5.0)
-    org_lock_hold: tuple[float, float] = (6.0, 9.0)   # longer than the 5 s lock_timeout
-    org_lock_bound: float = 5.0        # org_lock: no other organization's run waits a
-                                       # whole hold longer than this with a worker serving
-    notify_half: str = "simulated"     # or "real": 4 GB of junk, once (about 45 s to fill)
-    notify_half_window: tuple[float, float] = (3.0, 5.0)   # the queue held past half
-    notify_half_usage: float = 0.6     # the simulated reading
-    notify_half_fill_timeout: float = 600.0   # real: give up filling after this long
-    chat_p99_bound: float = 10.0       # chat_first_response: a generous bound on the p99
-                                       # of the messages no fault was acting on
-    submit_timeout: float = 3.0        # statement_timeout of the driver's submissions
-    stream_readers: int = 3            # runlane.stream followers of chat runs
-    proxied_workers: int = 1           # worker slots whose DSN is the reply dropper's
+    org_lock_hold: tuple[float, float] = (6.0, 9.0)  # longer than the 5 s lock_timeout
+    org_lock_bound: float = 5.0  # org_lock: no other organization's run waits a
+    # whole hold longer than this with a worker serving
+    notify_half: str = "simulated"  # or "real": 4 GB of junk, once (about 45 s to fill)
+    notify_half_window: tuple[float, float] = (3.0, 5.0)  # the queue held past half
+    notify_half_usage: float = 0.6  # the simulated reading
+    notify_half_fill_timeout: float = 600.0  # real: give up filling after this long
+    chat_p99_bound: float = 10.0  # chat_first_response: a generous bound on the p99
+    # of the messages no fault was acting on
+    submit_timeout: float = 3.0  # statement_timeout of the driver's submissions
+    stream_readers: int = 3  # runlane.stream followers of chat runs
+    proxied_workers: int = 1  # worker slots whose DSN is the reply dropper's
     drain_timeout: float = 240.0
     workdir: str | None = None
-    keep: bool = False                 # keep the cluster and logs afterwards
+    keep: bool = False  # keep the cluster and logs afterwards
 
     @property
     def rate(self) -> float:
@@ -223,9 +280,9 @@ class SoakConfig:
 @dataclass
 class Fault:
     kind: str
-    at: float                          # epoch seconds when injected
+    at: float  # epoch seconds when injected
     target: str = ""
-    ready_at: float | None = None      # restart: server accepting again; worker: replaced
+    ready_at: float | None = None  # restart: server accepting again; worker: replaced
     held_runs: list[int] = field(default_factory=list)
     detail: dict[str, Any] = field(default_factory=dict)
 
@@ -249,77 +306,87 @@ class Report:
     computer_handovers_after_expiry: int = 0
     worker_tracebacks: int = 0
     max_org_running: dict[str, list[int]] = field(default_factory=dict)
-    lost_acks: dict[str, int] = field(default_factory=dict)          # replies lost, by kind
-    streams: dict[str, int] = field(default_factory=dict)            # stream readers' tally
-    streams_died_of: dict[str, int] = field(default_factory=dict)    # SQLSTATE or error -> readers
+    lost_acks: dict[str, int] = field(default_factory=dict)  # replies lost, by kind
+    streams: dict[str, int] = field(default_factory=dict)  # stream readers' tally
+    streams_died_of: dict[str, int] = field(default_factory=dict)  # SQLSTATE or error -> readers
     duplicate_outputs: int = 0
     writes_without_computer: int = 0
     maintenance_reap_s: dict[str, float] = field(default_factory=dict)
     max_submit_s: float = 0.0
     driver_errors: dict[str, int] = field(default_factory=dict)
-    failed_submissions: list[dict[str, Any]] = field(default_factory=list)   # JSON only
+    failed_submissions: list[dict[str, Any]] = field(default_factory=list)  # JSON only
     notify_queue_usage_max: float = 0.0
     forged_start_s: dict[str, float] = field(default_factory=dict)
-    org_lock: dict[str, Any] = field(default_factory=dict)          # holds and their effect
-    notify_half: dict[str, Any] = field(default_factory=dict)       # the queue past half
-    log_55p03: dict[str, int] = field(default_factory=dict)         # worker log event -> lines
+    org_lock: dict[str, Any] = field(default_factory=dict)  # holds and their effect
+    notify_half: dict[str, Any] = field(default_factory=dict)  # the queue past half
+    log_55p03: dict[str, int] = field(default_factory=dict)  # worker log event -> lines
     chat_first_response_p99_s: dict[str, float] = field(default_factory=dict)
     chat_first_response_runs: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     violations_by_check: dict[str, int] = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
-    fault_log: list[dict[str, Any]] = field(default_factory=list)   # faults and recoveries, timed
+    fault_log: list[dict[str, Any]] = field(default_factory=list)  # faults and recoveries, timed
     lost_ack_log: list[dict[str, Any]] = field(default_factory=list)  # the proxy's drops
     settings: dict[str, Any] = field(default_factory=dict)
 
     def text(self) -> str:
         lines = [
             f"runs: {self.runs} ("
-            + ", ".join(f"{k} {v}" for k, v in sorted(self.by_lane_state.items())) + ")",
+            + ", ".join(f"{k} {v}" for k, v in sorted(self.by_lane_state.items()))
+            + ")",
             f"attempts: {self.attempts} (re-claims {self.claims_after_first}), "
             f"outputs: {self.outputs}, messages acknowledged: {self.messages_acknowledged}",
             f"routines: fired {self.routine_fired}, coalesced {self.routine_coalesced}",
             "faults injected: " + ", ".join(f"{k} {v}" for k, v in sorted(self.faults.items())),
             "recoveries: " + ", ".join(f"{k} {v}" for k, v in sorted(self.recoveries.items())),
-            "max recovery (fault -> next claim/finish), s: " + ", ".join(
-                f"{k} {v:.2f}" for k, v in sorted(self.max_recovery_s.items())),
+            "max recovery (fault -> next claim/finish), s: "
+            + ", ".join(f"{k} {v:.2f}" for k, v in sorted(self.max_recovery_s.items())),
             "max orphan recovery (a victim's running run -> requeued/released/closed), s: "
-            + ", ".join(f"{k} {v:.2f} ({self.orphaned_runs[k]} runs)"
-                        for k, v in sorted(self.max_orphan_recovery_s.items())),
+            + ", ".join(
+                f"{k} {v:.2f} ({self.orphaned_runs[k]} runs)"
+                for k, v in sorted(self.max_orphan_recovery_s.items())
+            ),
             f"max start of an unpublished chat run without a computer "
             f"(created -> first start), s: "
             f"{self.max_unpublished_start_s:.2f}",
             f"computer handovers after an expired lease (not violations): "
             f"{self.computer_handovers_after_expiry}",
-            "max running background runs per org (seen/cap): " + ", ".join(
-                f"{k} {v[0]}/{v[1]}" for k, v in sorted(self.max_org_running.items())),
+            "max running background runs per org (seen/cap): "
+            + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in sorted(self.max_org_running.items())),
             f"tracebacks on worker stderr: {self.worker_tracebacks}",
-            "replies lost after commit (proxy): " + ", ".join(
-                f"{k} {v}" for k, v in sorted(self.lost_acks.items())),
+            "replies lost after commit (proxy): "
+            + ", ".join(f"{k} {v}" for k, v in sorted(self.lost_acks.items())),
             "stream readers: " + ", ".join(f"{k} {v}" for k, v in sorted(self.streams.items())),
             f"repeated output chunks: {self.duplicate_outputs}, writes accepted after the "
             f"computer changed hands: {self.writes_without_computer}",
             "maintenance while its leader was stopped or its lock squatted "
-            "(planted orphan: lease expiry -> reaped), s: " + ", ".join(
-                f"{k} {v:.2f}" for k, v in sorted(self.maintenance_reap_s.items())),
+            "(planted orphan: lease expiry -> reaped), s: "
+            + ", ".join(f"{k} {v:.2f}" for k, v in sorted(self.maintenance_reap_s.items())),
             f"max submission (submit_message/create_run/run_now), s: {self.max_submit_s:.2f}; "
-            "driver errors: " + (", ".join(f"{k} {v}" for k, v in sorted(
-                self.driver_errors.items())) or "none"),
+            "driver errors: "
+            + (", ".join(f"{k} {v}" for k, v in sorted(self.driver_errors.items())) or "none"),
             f"max NOTIFY queue usage (pg_notification_queue_usage): "
             f"{self.notify_queue_usage_max:.6f}",
-            "chat start (created -> first start) under forged notifications, s: " + ", ".join(
-                f"{k} {v:.3f}" for k, v in self.forged_start_s.items()),
+            "chat start (created -> first start) under forged notifications, s: "
+            + ", ".join(f"{k} {v:.3f}" for k, v in self.forged_start_s.items()),
             self._org_lock_text(),
             self._notify_half_text(),
-            "worker log lines with 55P03 (lock timeout): " + (", ".join(
-                f"{k} {v}" for k, v in sorted(self.log_55p03.items())) or "none"),
-            "chat first response p99 (message -> first output), s: " + ", ".join(
+            "worker log lines with 55P03 (lock timeout): "
+            + (", ".join(f"{k} {v}" for k, v in sorted(self.log_55p03.items())) or "none"),
+            "chat first response p99 (message -> first output), s: "
+            + ", ".join(
                 f"{k} {v:.2f} ({self.chat_first_response_runs.get(k, 0)} runs)"
-                for k, v in self.chat_first_response_p99_s.items()),
+                for k, v in self.chat_first_response_p99_s.items()
+            ),
             "phases, s: " + ", ".join(f"{k} {v:.1f}" for k, v in self.seconds.items()),
-            f"violations: {len(self.violations)}" + (" (" + ", ".join(
-                f"{k} {v}" for k, v in sorted(self.violations_by_check.items()) if v) + ")"
-                if any(self.violations_by_check.values()) else ""),
+            f"violations: {len(self.violations)}"
+            + (
+                " ("
+                + ", ".join(f"{k} {v}" for k, v in sorted(self.violations_by_check.items()) if v)
+                + ")"
+                if any(self.violations_by_check.values())
+                else ""
+            ),
         ]
         lines += [f"  - {v}" for v in self.violations[:50]]
         return "\n".join(lines)
@@ -329,27 +396,34 @@ class Report:
         if not o.get("holds"):
             return "organization lock held open (org_lock): no hold"
         own = ", ".join(f"{k} {v}" for k, v in sorted(o.get("own_submissions", {}).items()))
-        return (f"organization lock held open (org_lock): {o['holds']} holds ("
-                + ", ".join(f"{h:.1f}" for h in o["hold_s"]) + " s); other organizations' "
-                f"background runs claimed during holds {o['other_claims']} (fewest in one "
-                f"hold {o['other_claims_min']}); longest wait of another organization's "
-                f"queued run inside a hold {o['longest_other_wait_s']:.2f} s (runs that "
-                f"waited a whole hold: {o['whole_hold_waiters']}); the held organization's "
-                f"own submissions: {own or 'none'}, slowest {o['own_submission_max_s']:.2f} "
-                f"s; longest gap in tick journal rows across a hold "
-                f"{o['tick_gap_max_s']:.2f} s")
+        return (
+            f"organization lock held open (org_lock): {o['holds']} holds ("
+            + ", ".join(f"{h:.1f}" for h in o["hold_s"])
+            + " s); other organizations' "
+            f"background runs claimed during holds {o['other_claims']} (fewest in one "
+            f"hold {o['other_claims_min']}); longest wait of another organization's "
+            f"queued run inside a hold {o['longest_other_wait_s']:.2f} s (runs that "
+            f"waited a whole hold: {o['whole_hold_waiters']}); the held organization's "
+            f"own submissions: {own or 'none'}, slowest {o['own_submission_max_s']:.2f} "
+            f"s; longest gap in tick journal rows across a hold "
+            f"{o['tick_gap_max_s']:.2f} s"
+        )
 
     def _notify_half_text(self) -> str:
         n = self.notify_half
         if not n.get("windows"):
             return "NOTIFY queue held past half (notify_half): no window"
-        text = (f"NOTIFY queue held past half (notify_half, {n['mode']}): {n['windows']} "
-                f"windows ({n['past_half_s']:.1f} s past half in all); notify.queue_usage "
-                f"warnings during them {n['warnings']} (naming the holder: "
-                f"{n['warnings_naming_holder']})")
+        text = (
+            f"NOTIFY queue held past half (notify_half, {n['mode']}): {n['windows']} "
+            f"windows ({n['past_half_s']:.1f} s past half in all); notify.queue_usage "
+            f"warnings during them {n['warnings']} (naming the holder: "
+            f"{n['warnings_naming_holder']})"
+        )
         if n.get("filled_mb"):
-            text += (f"; filled {n['filled_mb']} MB in {n['fill_s']:.1f} s, usage max "
-                     f"{n['usage_max']:.3f}")
+            text += (
+                f"; filled {n['filled_mb']} MB in {n['fill_s']:.1f} s, usage max "
+                f"{n['usage_max']:.3f}"
+            )
         return text
 
 
@@ -361,7 +435,8 @@ def _leader_worker_id(db: Db) -> str | None:
     tables = db.execute(
         "select format('%I.%I', table_schema, table_name) from information_schema.tables "
         "where table_schema = 'runlane' and (table_name like '%leader%' "
-        "or table_name like '%maintenance%') order by 1")   # no parameters: % as it is
+        "or table_name like '%maintenance%') order by 1"
+    )  # no parameters: % as it is
     for (table,) in tables:
         for (row,) in db.execute(f"select row_to_json(l)::text from {table} as l"):
             found = WORKER_ID.search(row or "")
@@ -370,7 +445,9 @@ def _leader_worker_id(db: Db) -> str | None:
     rows = db.execute(
         "select a.application_name from pg_locks as l join pg_stat_activity as a "
         "on a.pid = l.pid where l.locktype = 'advisory' and l.granted and l.classid = 0 "
-        "and l.objid = %s and l.objsubid = 1", (MAINTENANCE_LOCK,))
+        "and l.objid = %s and l.objsubid = 1",
+        (MAINTENANCE_LOCK,),
+    )
     for (name,) in rows:
         found = WORKER_ID.search(name or "")
         if found:
@@ -389,22 +466,33 @@ class Db:
         self.dsn = dsn
         self.name = name
         self.conn: psycopg.Connection | None = None
-        self.options = (f"-c statement_timeout={int(statement_timeout * 1000)}"
-                        if statement_timeout else "")
+        self.options = (
+            f"-c statement_timeout={int(statement_timeout * 1000)}" if statement_timeout else ""
+        )
 
     def _connect(self, deadline: float) -> psycopg.Connection:
         while True:
             try:
-                return psycopg.connect(self.dsn, autocommit=True, connect_timeout=3,
-                                       application_name=f"soak-{self.name}",
-                                       options=self.options)
+                return psycopg.connect(
+                    self.dsn,
+                    autocommit=True,
+                    connect_timeout=3,
+                    application_name=f"soak-{self.name}",
+                    options=self.options,
+                )
             except psycopg.OperationalError:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)
 
-    def execute(self, sql: str, params: Any = None, fetch: str = "all",
-                retry: bool = True, timeout: float = 60.0) -> Any:
+    def execute(
+        self,
+        sql: str,
+        params: Any = None,
+        fetch: str = "all",
+        retry: bool = True,
+        timeout: float = 60.0,
+    ) -> Any:
         """Run one statement; on a broken connection reconnect and, when `retry`, resend
         (only for statements that are safe to repeat)."""
         deadline = time.monotonic() + timeout
@@ -437,14 +525,14 @@ class WorkerSlot:
     def __init__(self, chaos: Chaos, slot: int, dsn: str | None = None):
         self.chaos = chaos
         self.slot = slot
-        self.dsn = dsn or chaos.dsn       # the reply dropper's port for a proxied slot
+        self.dsn = dsn or chaos.dsn  # the reply dropper's port for a proxied slot
         self.proxied = dsn is not None
-        self.stopped = False              # SIGSTOPped now
+        self.stopped = False  # SIGSTOPped now
         self.generation = 0
         self.proc: subprocess.Popen | None = None
         self.worker_id = ""
-        self.logs: list[Path] = []          # stdout: the JSON log lines
-        self.stderr_logs: list[Path] = []   # stderr: library warnings, tracebacks
+        self.logs: list[Path] = []  # stdout: the JSON log lines
+        self.stderr_logs: list[Path] = []  # stderr: library warnings, tracebacks
         self._out = None
         self._err = None
 
@@ -456,24 +544,48 @@ class WorkerSlot:
         self.logs.append(log_path)
         self.stderr_logs.append(log_path.with_suffix(".stderr"))
         self.stopped = False
-        cmd = [sys.executable, "-m", "runlane", "worker", "--dsn", self.dsn,
-               "--worker-id", self.worker_id, "--lane", "interactive", "--lane", "background",
-               "--agent", "runlane.agents.echo:agent", "--lease", str(cfg.lease),
-               "--scan-interval", str(cfg.scan_interval),
-               "--tick-interval", str(cfg.tick_interval),
-               "--leader-retry", str(cfg.leader_retry),
-               "--shutdown-grace", str(cfg.shutdown_grace),
-               "--memory-buffer-mb", "1"]
-        if "--leader-ttl" in self.chaos.worker_help:   # leadership as a lease row
+        cmd = [
+            sys.executable,
+            "-m",
+            "runlane",
+            "worker",
+            "--dsn",
+            self.dsn,
+            "--worker-id",
+            self.worker_id,
+            "--lane",
+            "interactive",
+            "--lane",
+            "background",
+            "--agent",
+            "runlane.agents.echo:agent",
+            "--lease",
+            str(cfg.lease),
+            "--scan-interval",
+            str(cfg.scan_interval),
+            "--tick-interval",
+            str(cfg.tick_interval),
+            "--leader-retry",
+            str(cfg.leader_retry),
+            "--shutdown-grace",
+            str(cfg.shutdown_grace),
+            "--memory-buffer-mb",
+            "1",
+        ]
+        if "--leader-ttl" in self.chaos.worker_help:  # leadership as a lease row
             cmd += ["--leader-ttl", str(cfg.leader_ttl)]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1",
-               "RUNLANE_ECHO_DELAY": str(cfg.echo_delay),
-               "RUNLANE_ECHO_CHUNKS": str(cfg.echo_chunks)}
+        env = {
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+            "RUNLANE_ECHO_DELAY": str(cfg.echo_delay),
+            "RUNLANE_ECHO_CHUNKS": str(cfg.echo_chunks),
+        }
         self._close_files()
         self._out = open(log_path, "w")  # noqa: SIM115 - closed on the next start/close
         self._err = open(self.stderr_logs[-1], "w")  # noqa: SIM115 - likewise
-        self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=self._err,
-                                     env=env, start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd, stdout=self._out, stderr=self._err, env=env, start_new_session=True
+        )
 
     def _close_files(self) -> None:
         for f in (self._out, self._err):
@@ -525,9 +637,9 @@ class Chaos:
         self.slots: list[WorkerSlot] = []
         self.faults: list[Fault] = []
         self.recoveries: Counter[str] = Counter()
-        self.acknowledged: list[int] = []           # message ids the API returned
-        self.unpublished: list[int] = []            # runs created while notifications were off
-        self.first_response: dict[int, Any] = {}    # run id -> first value seen
+        self.acknowledged: list[int] = []  # message ids the API returned
+        self.unpublished: list[int] = []  # runs created while notifications were off
+        self.first_response: dict[int, Any] = {}  # run id -> first value seen
         self.violations: list[str] = []
         self.suppress_until = 0.0
         self.load_done = threading.Event()
@@ -537,24 +649,24 @@ class Chaos:
         self.chat_agents: list[str] = []
         self.background_agents: list[str] = []
         self.scheduled_agents: list[str] = []
-        self.plain_chat_agents: list[str] = []      # chat agents without a computer
-        self.threads: list[tuple[str, str]] = []    # chat threads the load used, in order
+        self.plain_chat_agents: list[str] = []  # chat agents without a computer
+        self.threads: list[tuple[str, str]] = []  # chat threads the load used, in order
         self.created = 0
         self.errors: Counter[str] = Counter()
         self.max_submit_s = 0.0
-        self.squat_dsn = ""                          # the no-grant login's DSN
-        self.proxy: ReplyDropper | None = None       # in front of the proxied slots
-        self.windows: list[threading.Thread] = []    # window faults in progress or done
-        self.active: set[str] = set()                # window kinds in progress
+        self.squat_dsn = ""  # the no-grant login's DSN
+        self.proxy: ReplyDropper | None = None  # in front of the proxied slots
+        self.windows: list[threading.Thread] = []  # window faults in progress or done
+        self.active: set[str] = set()  # window kinds in progress
         self.orphans = 0
-        self.stream_queue: deque[int] = deque(maxlen=20)   # chat runs to follow next
-        self.streams: dict[int, dict[str, Any]] = {}       # run id -> what a reader saw
+        self.stream_queue: deque[int] = deque(maxlen=20)  # chat runs to follow next
+        self.streams: dict[int, dict[str, Any]] = {}  # run id -> what a reader saw
         self.notify_usage_max = 0.0
-        self.worker_help = ""                        # `runlane worker --help`: its options
+        self.worker_help = ""  # `runlane worker --help`: its options
         self.load_seconds = 0.0
-        self.tenant_dsn: dict[str, str] = {}        # org -> its scoped API login's DSN
+        self.tenant_dsn: dict[str, str] = {}  # org -> its scoped API login's DSN
         self.held_orgs: frozenset[str] = frozenset()  # organizations held open (org_lock)
-        self.notify_half_done = False                # real notify_half: once per soak
+        self.notify_half_done = False  # real notify_half: once per soak
         self.submitting: tuple[str, str] = ("", "")  # the driver's call in flight, its agent
         self.failed_submissions: list[dict[str, Any]] = []
 
@@ -569,22 +681,27 @@ class Chaos:
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             migrate(conn)
             self._populate(conn)
-            conn.execute(f"create role {SQUATTER} login")   # and no grant of any kind
+            conn.execute(f"create role {SQUATTER} login")  # and no grant of any kind
             for o in range(len(self.config.caps)):
                 login = TENANT.format(o)
                 conn.execute(f"create role {login} login")
                 conn.execute(f"grant runlane_api to {login}")
                 conn.execute("select runlane.scope_api_login(%s, %s)", (login, f"org-{o}"))
                 self.tenant_dsn[f"org-{o}"] = (
-                    f"postgresql://{login}@127.0.0.1:{self.cluster.port}/soak")
+                    f"postgresql://{login}@127.0.0.1:{self.cluster.port}/soak"
+                )
         self.squat_dsn = f"postgresql://{SQUATTER}@127.0.0.1:{self.cluster.port}/soak"
         self.worker_help = subprocess.run(
-            [sys.executable, "-m", "runlane", "worker", "--help"], capture_output=True,
-            text=True, check=False).stdout
+            [sys.executable, "-m", "runlane", "worker", "--help"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
         if "lost_ack" in self.config.faults and self.config.proxied_workers:
             cfg = self.config
-            self.proxy = ReplyDropper(self.cluster.port, lifetime=(
-                cfg.duration * 4 + cfg.drain_timeout + 600))
+            self.proxy = ReplyDropper(
+                self.cluster.port, lifetime=(cfg.duration * 4 + cfg.drain_timeout + 600)
+            )
             self.proxy.start()
 
     def _populate(self, conn: psycopg.Connection) -> None:
@@ -592,14 +709,19 @@ class Chaos:
         for o, cap in enumerate(cfg.caps):
             org = f"org-{o}"
             owner = f"owner-{o}"
-            conn.execute("insert into runlane.platform_settings (org_id, agent_max_concurrency) "
-                         "values (%s, %s)", (org, cap))
-            conn.execute("insert into runlane.users (user_id, org_id, timezone) "
-                         "values (%s, %s, %s)",
-                         (owner, org, ["UTC", "Europe/Berlin", "America/New_York"][o % 3]))
+            conn.execute(
+                "insert into runlane.platform_settings (org_id, agent_max_concurrency) "
+                "values (%s, %s)",
+                (org, cap),
+            )
+            conn.execute(
+                "insert into runlane.users (user_id, org_id, timezone) values (%s, %s, %s)",
+                (owner, org, ["UTC", "Europe/Berlin", "America/New_York"][o % 3]),
+            )
             computers = [f"box-{o}-{c}" for c in range(cfg.computers_per_org)]
-            agents = ([("chat", i) for i in range(cfg.chat_agents_per_org)]
-                      + [("bg", i) for i in range(cfg.background_agents_per_org)])
+            agents = [("chat", i) for i in range(cfg.chat_agents_per_org)] + [
+                ("bg", i) for i in range(cfg.background_agents_per_org)
+            ]
             for n, (kind, i) in enumerate(agents):
                 agent_id = f"{kind}-{o}-{i}"
                 # Every third agent shares one of the organization's computers.
@@ -608,8 +730,15 @@ class Chaos:
                 conn.execute(
                     "insert into runlane.agents (agent_id, org_id, owner_id, model, prompt, "
                     "computer_id, schedule) values (%s, %s, %s, 'echo', %s, %s, %s)",
-                    (agent_id, org, owner, f"Routine work {MARKER}", computer,
-                     "every hour" if scheduled else ""))
+                    (
+                        agent_id,
+                        org,
+                        owner,
+                        f"Routine work {MARKER}",
+                        computer,
+                        "every hour" if scheduled else "",
+                    ),
+                )
                 if kind == "chat":
                     self.chat_agents.append(agent_id)
                     if computer is None:
@@ -651,7 +780,7 @@ class Chaos:
                         self._chat(db, rng, self.threads)
                     self.max_submit_s = max(self.max_submit_s, time.monotonic() - began)
                 except psycopg.errors.QueryCanceled:
-                    self.errors["load.57014"] += 1      # statement_timeout: a hang
+                    self.errors["load.57014"] += 1  # statement_timeout: a hang
                     self._failed_submission("57014", began)
                 except psycopg.OperationalError:
                     self.errors["load.connection"] += 1
@@ -670,9 +799,15 @@ class Chaos:
         """What failed, for the report's JSON (the first 50)."""
         if len(self.failed_submissions) < 50:
             what, agent = self.submitting
-            self.failed_submissions.append({
-                "at": time.time() - (time.monotonic() - began), "sqlstate": sqlstate,
-                "call": what, "agent": agent, "held_orgs": sorted(self.held_orgs)})
+            self.failed_submissions.append(
+                {
+                    "at": time.time() - (time.monotonic() - began),
+                    "sqlstate": sqlstate,
+                    "call": what,
+                    "agent": agent,
+                    "held_orgs": sorted(self.held_orgs),
+                }
+            )
 
     def _publish(self, db: Db, run_id: int) -> None:
         if time.time() < self.suppress_until:
@@ -686,7 +821,7 @@ class Chaos:
 
     @staticmethod
     def _org_of(agent: str) -> str:
-        return "org-" + agent.split("-")[1]     # chat-<o>-<i>, bg-<o>-<i>
+        return "org-" + agent.split("-")[1]  # chat-<o>-<i>, bg-<o>-<i>
 
     def _pick(self, rng: random.Random, agents: list[str]) -> str:
         """An agent of an organization nobody holds open: while its tenant holds its
@@ -708,8 +843,12 @@ class Chaos:
         body = f"hello {rng.randint(0, 10**6)} {MARKER}"
         self.submitting = ("submit_message", agent)
         # Not resent on a broken connection: the outcome of that commit is unknown.
-        row = db.execute("select * from runlane.submit_message(%s, %s, %s)",
-                         (agent, thread, body), fetch="one", retry=False)
+        row = db.execute(
+            "select * from runlane.submit_message(%s, %s, %s)",
+            (agent, thread, body),
+            fetch="one",
+            retry=False,
+        )
         message_id, run_id, disposition = row
         with self.lock:
             self.acknowledged.append(message_id)
@@ -722,12 +861,14 @@ class Chaos:
         agent = self._pick(rng, self.background_agents)
         self.submitting = ("create_run" if rng.random() < 0.5 else "run_now", agent)
         if self.submitting[0] == "create_run":
-            run_id = db.execute("select runlane.create_run(%s, 'reaction')", (agent,),
-                                fetch="one", retry=False)[0]
+            run_id = db.execute(
+                "select runlane.create_run(%s, 'reaction')", (agent,), fetch="one", retry=False
+            )[0]
             state = None
         else:
-            row = db.execute("select run_id, state from runlane.run_now(%s)", (agent,),
-                             fetch="one", retry=False)
+            row = db.execute(
+                "select run_id, state from runlane.run_now(%s)", (agent,), fetch="one", retry=False
+            )
             run_id, state = row
         self.created += 1
         if state != "skipped":
@@ -740,7 +881,10 @@ class Chaos:
             db.execute(
                 "update runlane.agents set schedule_anchor = now() - interval '1 hour 0.5 second', "
                 "next_run_at = now() - interval '1 second' where agent_id = any(%s)",
-                (self.scheduled_agents,), fetch="none", retry=False)
+                (self.scheduled_agents,),
+                fetch="none",
+                retry=False,
+            )
         except psycopg.OperationalError:
             self.errors["warp.connection"] += 1
 
@@ -757,19 +901,24 @@ class Chaos:
             db.close()
 
     def _sample_once(self, db: Db) -> None:
-        rows = db.execute("select run_id, first_response_at from runlane.runs "
-                          "where first_response_at is not null", retry=False)
+        rows = db.execute(
+            "select run_id, first_response_at from runlane.runs "
+            "where first_response_at is not null",
+            retry=False,
+        )
         for run_id, value in rows:
             seen = self.first_response.setdefault(run_id, value)
             if seen != value:
                 self.violations.append(
-                    f"first_response_at of run {run_id} moved from {seen} to {value}")
+                    f"first_response_at of run {run_id} moved from {seen} to {value}"
+                )
                 self.first_response[run_id] = value
 
     # -- stream readers ----------------------------------------------------------------
     def _stream_readers(self) -> None:
         """`runlane.stream` followers of fresh chat runs, as a chat client would run them;
         what each yielded is checked against the committed rows ("streams")."""
+
         async def reader() -> None:
             while not self.stop_sampler.is_set():
                 try:
@@ -777,8 +926,12 @@ class Chaos:
                 except IndexError:
                     await asyncio.sleep(0.1)
                     continue
-                seen: dict[str, Any] = {"rows": [], "complete": False, "reconnects": 0,
-                                        "died": None}
+                seen: dict[str, Any] = {
+                    "rows": [],
+                    "complete": False,
+                    "reconnects": 0,
+                    "died": None,
+                }
                 self.streams[run_id] = seen
                 await self._follow(run_id, seen)
 
@@ -791,18 +944,20 @@ class Chaos:
         last = 0
         while not self.stop_sampler.is_set():
             try:
-                async with contextlib.aclosing(follow_stream(
-                        self.dsn, run_id, after=last, poll=self.config.scan_interval)) as rows:
+                async with contextlib.aclosing(
+                    follow_stream(self.dsn, run_id, after=last, poll=self.config.scan_interval)
+                ) as rows:
                     async for row in rows:
-                        seen["rows"].append((row["output_id"], row["attempt"], row["kind"],
-                                             row["body"]))
+                        seen["rows"].append(
+                            (row["output_id"], row["attempt"], row["kind"], row["body"])
+                        )
                         last = row["output_id"]
                         if self.stop_sampler.is_set():
                             return
                 seen["complete"] = True
                 return
             except psycopg.OperationalError:
-                seen["reconnects"] += 1      # a restart or a terminated backend: resume
+                seen["reconnects"] += 1  # a restart or a terminated backend: resume
                 await asyncio.sleep(0.2)
             except Exception as exc:  # noqa: BLE001 - a reader that dies is the finding
                 seen["died"] = getattr(exc, "sqlstate", None) or type(exc).__name__
@@ -814,20 +969,26 @@ class Chaos:
         rng = self.rng
         db = Db(self.dsn, "driver")
         kinds = list(cfg.faults)
-        rng.shuffle(kinds)        # every kind once first, in a random order, then at random
+        rng.shuffle(kinds)  # every kind once first, in a random order, then at random
         started = time.monotonic()
         try:
             while True:
-                if not kinds and self.load_done.is_set() \
-                        and time.monotonic() - started >= cfg.duration:
+                if (
+                    not kinds
+                    and self.load_done.is_set()
+                    and time.monotonic() - started >= cfg.duration
+                ):
                     break
                 time.sleep(rng.uniform(*cfg.fault_gap))
-                allowed = [k for k in (reversed(kinds) if kinds else cfg.faults)
-                           if self._allowed(k)
-                           # the load is over: no new window to wait for at the end
-                           and (kinds or not self.load_done.is_set() or k not in WINDOW_KINDS)]
+                allowed = [
+                    k
+                    for k in (reversed(kinds) if kinds else cfg.faults)
+                    if self._allowed(k)
+                    # the load is over: no new window to wait for at the end
+                    and (kinds or not self.load_done.is_set() or k not in WINDOW_KINDS)
+                ]
                 if not allowed:
-                    continue              # what is left waits for a window to end
+                    continue  # what is left waits for a window to end
                 kind = allowed[0] if kinds else rng.choice(allowed)
                 if kinds:
                     kinds.remove(kind)
@@ -837,7 +998,7 @@ class Chaos:
                     self.errors[f"fault.{kind}"] += 1  # the server was away; try another
         finally:
             db.close()
-            for t in self.windows:    # every window ends (stopped workers continue) first
+            for t in self.windows:  # every window ends (stopped workers continue) first
                 t.join()
             self.faults_done.set()
 
@@ -848,9 +1009,9 @@ class Chaos:
         if kind in self.active:
             return False
         if kind == "lost_ack" and not any(s.proxied for s in self._victims()):
-            return False                  # nobody behind the proxy is running now
+            return False  # nobody behind the proxy is running now
         if kind == "notify_half" and self.notify_half_done:
-            return False                  # a real fill: once per soak
+            return False  # a real fill: once per soak
         if kind in JUDGED_KINDS and self.active & STALLING_KINDS:
             return False
         return not (self.active & JUDGED_KINDS and kind in DISTURBING_KINDS)
@@ -859,8 +1020,11 @@ class Chaos:
         """Slots a fault may hit now: running, not stopped, and not behind the proxy
         while it is losing replies (a lost reply is judged on its own)."""
         spare_proxied = "lost_ack" in self.active
-        return [s for s in self.slots if s.alive() and not s.stopped
-                and not (spare_proxied and s.proxied)]
+        return [
+            s
+            for s in self.slots
+            if s.alive() and not s.stopped and not (spare_proxied and s.proxied)
+        ]
 
     def _victim(self) -> WorkerSlot:
         alive = self._victims()
@@ -896,11 +1060,17 @@ class Chaos:
         try:
             deadline = time.monotonic() + 5
             while True:
-                holders = dict(db.execute(
-                    "select lease_owner, bool_or(computer_id is not null) from runlane.runs "
-                    "where state = 'running' group by lease_owner"))
-                fits = [s for s in self._victims()
-                        if s.worker_id in holders and holders[s.worker_id] == want_computer]
+                holders = dict(
+                    db.execute(
+                        "select lease_owner, bool_or(computer_id is not null) from runlane.runs "
+                        "where state = 'running' group by lease_owner"
+                    )
+                )
+                fits = [
+                    s
+                    for s in self._victims()
+                    if s.worker_id in holders and holders[s.worker_id] == want_computer
+                ]
                 if fits or time.monotonic() > deadline:
                     break
                 time.sleep(0.1)
@@ -908,9 +1078,14 @@ class Chaos:
             fault.detail["fallback"] = not fits
             fault.target = slot.worker_id
             fault.held_runs = self._held(db, slot.worker_id)
-            fault.detail["computer_runs"] = [r[0] for r in db.execute(
-                "select run_id from runlane.runs where state = 'running' and lease_owner = %s "
-                "and computer_id is not null", (slot.worker_id,))]
+            fault.detail["computer_runs"] = [
+                r[0]
+                for r in db.execute(
+                    "select run_id from runlane.runs where state = 'running' and lease_owner = %s "
+                    "and computer_id is not null",
+                    (slot.worker_id,),
+                )
+            ]
         finally:
             db.close()
         fault.at = time.time()
@@ -930,16 +1105,28 @@ class Chaos:
         for _ in range(20):
             message_id, _run, _disp = db.execute(
                 "select * from runlane.submit_message(%s, %s, %s)",
-                (self.rng.choice(self.plain_chat_agents), f"th-orphan-{uuid.uuid4().hex[:8]}",
-                 f"orphan {MARKER}"), fetch="one", retry=False)
+                (
+                    self.rng.choice(self.plain_chat_agents),
+                    f"th-orphan-{uuid.uuid4().hex[:8]}",
+                    f"orphan {MARKER}",
+                ),
+                fetch="one",
+                retry=False,
+            )
             with self.lock:
                 self.acknowledged.append(message_id)
             rows = db.execute(
                 "select c.run_id, c.attempt from runlane.claim_runs(%s, array['interactive'], "
-                "1, %s) as c", (owner, timedelta(seconds=cfg.lease)), retry=False)
+                "1, %s) as c",
+                (owner, timedelta(seconds=cfg.lease)),
+                retry=False,
+            )
             if rows:
-                fault.detail["orphan"] = {"run_id": rows[0][0], "attempt": rows[0][1],
-                                          "owner": owner}
+                fault.detail["orphan"] = {
+                    "run_id": rows[0][0],
+                    "attempt": rows[0][1],
+                    "owner": owner,
+                }
                 return
             time.sleep(0.05)
 
@@ -989,36 +1176,43 @@ class Chaos:
         PostgreSQL 15's queue takes 8 GB before it refuses: this fills a bounded part."""
         cfg = self.config
         window = self.rng.uniform(*cfg.notify_window)
-        holder = psycopg.connect(self.squat_dsn, autocommit=True,
-                                 application_name="soak-notify-holder")
-        filler = psycopg.connect(self.squat_dsn, autocommit=True,
-                                 application_name="soak-notify-filler")
+        holder = psycopg.connect(
+            self.squat_dsn, autocommit=True, application_name="soak-notify-holder"
+        )
+        filler = psycopg.connect(
+            self.squat_dsn, autocommit=True, application_name="soak-notify-filler"
+        )
         db = Db(self.dsn, "notify-usage")
         usage = 0.0
         try:
             holder.execute("listen soak_junk")
             holder.autocommit = False
-            holder.execute("select 1")       # idle in transaction from here on
+            holder.execute("select 1")  # idle in transaction from here on
             filled = 0
             for mb in range(cfg.notify_fill_mb):
                 # ~1 MB per statement: 132 distinct notifications of 7,900 bytes (a payload
                 # must stay under 8,000).
-                filler.execute("select count(pg_notify('soak_junk', lpad(%s || ':' || g, "
-                               "7900, 'x'))) from generate_series(1, 132) as g", (str(mb),))
+                filler.execute(
+                    "select count(pg_notify('soak_junk', lpad(%s || ':' || g, "
+                    "7900, 'x'))) from generate_series(1, 132) as g",
+                    (str(mb),),
+                )
                 filled += 1
                 if mb % 8 == 0:
-                    usage = max(usage, db.execute(
-                        "select pg_notification_queue_usage()", fetch="one")[0])
+                    usage = max(
+                        usage, db.execute("select pg_notification_queue_usage()", fetch="one")[0]
+                    )
             fault.detail["filled_mb"] = filled
             while time.time() < fault.at + window:
-                usage = max(usage, db.execute(
-                    "select pg_notification_queue_usage()", fetch="one")[0])
+                usage = max(
+                    usage, db.execute("select pg_notification_queue_usage()", fetch="one")[0]
+                )
                 time.sleep(0.25)
         finally:
             fault.detail["queue_usage_max"] = usage
             self.notify_usage_max = max(self.notify_usage_max, usage)
             with contextlib.suppress(psycopg.Error):
-                holder.rollback()             # the queue drains from here
+                holder.rollback()  # the queue drains from here
             for conn in (holder, filler):
                 conn.close()
             db.close()
@@ -1032,8 +1226,9 @@ class Chaos:
         cfg = self.config
         window = self.rng.uniform(*cfg.squat_window)
         db = Db(self.dsn, "squat")
-        keys = ([f"runlane.thread:{a}/{t}" for a, t in list(self.threads[-50:])]
-                + [f"runlane.agent:{a}" for a in self.chat_agents + self.background_agents])
+        keys = [f"runlane.thread:{a}/{t}" for a, t in list(self.threads[-50:])] + [
+            f"runlane.agent:{a}" for a in self.chat_agents + self.background_agents
+        ]
         fault.detail["keys_wanted"] = len(keys)
         conn: psycopg.Connection | None = None
         got = False
@@ -1042,12 +1237,14 @@ class Chaos:
             while time.time() < fault.at + window:
                 try:
                     if conn is None or conn.closed:
-                        conn = psycopg.connect(self.squat_dsn, autocommit=True,
-                                               application_name="soak-squatter")
+                        conn = psycopg.connect(
+                            self.squat_dsn, autocommit=True, application_name="soak-squatter"
+                        )
                         fault.detail["keys_held"] = conn.execute(
                             "select count(*) filter (where pg_try_advisory_lock("
                             "hashtextextended(k, 0))) from unnest(%s::text[]) as k",
-                            (keys,)).fetchone()[0]
+                            (keys,),
+                        ).fetchone()[0]
                         fault.detail["squats"] = fault.detail.get("squats", 0) + 1
                         got = False
                     if "leader" not in fault.detail:
@@ -1056,14 +1253,18 @@ class Chaos:
                             fault.detail["leader_sessions_cut"] = db.execute(
                                 "select count(*) filter (where pg_terminate_backend(pid)) "
                                 "from pg_stat_activity where application_name = %s",
-                                (f"runlane-worker:{leader}:maintenance",), fetch="one")[0]
+                                (f"runlane-worker:{leader}:maintenance",),
+                                fetch="one",
+                            )[0]
                     if not got:
-                        got = conn.execute("select pg_try_advisory_lock(%s)",
-                                           (MAINTENANCE_LOCK,)).fetchone()[0]
+                        got = conn.execute(
+                            "select pg_try_advisory_lock(%s)", (MAINTENANCE_LOCK,)
+                        ).fetchone()[0]
                         fault.detail["maintenance_key_squatted"] = got or fault.detail.get(
-                            "maintenance_key_squatted", False)
+                            "maintenance_key_squatted", False
+                        )
                     else:
-                        conn.execute("select 1")    # notice a lost session at once
+                        conn.execute("select 1")  # notice a lost session at once
                     if not planted and (got or time.time() > fault.at + 2):
                         planted = True
                         self._plant_orphan(db, fault)
@@ -1111,24 +1312,29 @@ class Chaos:
         hold = self.rng.uniform(*cfg.org_lock_hold)
         fault.target = fault.detail["org"] = org
         self.held_orgs = self.held_orgs | {org}
-        time.sleep(0.2)                   # the driver's submission in flight ends first
-        holder = psycopg.connect(self.tenant_dsn[org], connect_timeout=3,
-                                 application_name="soak-org-holder")
-        own = psycopg.connect(self.tenant_dsn[org], autocommit=True, connect_timeout=3,
-                              application_name="soak-org-own",
-                              options="-c statement_timeout=15000")
+        time.sleep(0.2)  # the driver's submission in flight ends first
+        holder = psycopg.connect(
+            self.tenant_dsn[org], connect_timeout=3, application_name="soak-org-holder"
+        )
+        own = psycopg.connect(
+            self.tenant_dsn[org],
+            autocommit=True,
+            connect_timeout=3,
+            application_name="soak-org-own",
+            options="-c statement_timeout=15000",
+        )
         try:
             holder.execute("select runlane.put_org(%s, '{}'::jsonb)", (org,))
-            start = fault.at = time.time()   # held from here: the transaction is open
+            start = fault.at = time.time()  # held from here: the transaction is open
             fault.detail["hold_start"] = start
             time.sleep(0.5)
-            agent = self.rng.choice([a for a in self.plain_chat_agents
-                                     if self._org_of(a) == org])
+            agent = self.rng.choice([a for a in self.plain_chat_agents if self._org_of(a) == org])
             began = time.monotonic()
             try:
                 message_id, run_id, disposition = own.execute(
                     "select * from runlane.submit_message(%s, %s, %s)",
-                    (agent, f"th-held-{uuid.uuid4().hex[:8]}", f"held {MARKER}")).fetchone()
+                    (agent, f"th-held-{uuid.uuid4().hex[:8]}", f"held {MARKER}"),
+                ).fetchone()
                 outcome = "ok"
                 with self.lock:
                     self.acknowledged.append(message_id)
@@ -1136,11 +1342,13 @@ class Chaos:
                     own.execute("select runlane.publish_run(%s)", (run_id,))
             except psycopg.Error as exc:
                 outcome = exc.sqlstate or type(exc).__name__
-            fault.detail["own_submission"] = {"outcome": outcome,
-                                              "s": round(time.monotonic() - began, 3)}
+            fault.detail["own_submission"] = {
+                "outcome": outcome,
+                "s": round(time.monotonic() - began, 3),
+            }
             while time.time() < start + hold:
                 try:
-                    holder.execute("select 1")    # notice a lost session (a restart)
+                    holder.execute("select 1")  # notice a lost session (a restart)
                 except psycopg.OperationalError:
                     fault.detail["broken"] = True
                     break
@@ -1151,7 +1359,8 @@ class Chaos:
             if "hold_start" in fault.detail:
                 fault.detail["hold_end"] = time.time()
                 fault.detail["hold_s"] = round(
-                    fault.detail["hold_end"] - fault.detail["hold_start"], 2)
+                    fault.detail["hold_end"] - fault.detail["hold_start"], 2
+                )
             self.held_orgs = self.held_orgs - {org}
             for conn in (holder, own):
                 conn.close()
@@ -1167,15 +1376,16 @@ class Chaos:
         cfg = self.config
         window = self.rng.uniform(*cfg.notify_half_window)
         fault.detail["mode"] = cfg.notify_half
-        holder = psycopg.connect(self.squat_dsn, autocommit=True,
-                                 application_name="soak-notify-half-holder")
+        holder = psycopg.connect(
+            self.squat_dsn, autocommit=True, application_name="soak-notify-half-holder"
+        )
         db = Db(self.dsn, "notify-half")
         replaced = False
         try:
             holder.execute("listen soak_half")
             fault.detail["holder_pid"] = holder.info.backend_pid
             holder.autocommit = False
-            holder.execute("select 1")        # idle in transaction from here on
+            holder.execute("select 1")  # idle in transaction from here on
             if cfg.notify_half == "real":
                 self.notify_half_done = True
                 self._fill_past_half(fault)
@@ -1185,21 +1395,21 @@ class Chaos:
             fault.detail["past_half_at"] = time.time()
             readings = []
             while time.time() < fault.detail["past_half_at"] + window:
-                readings.append(db.execute("select runlane.notify_queue_usage()",
-                                           fetch="one")[0])
+                readings.append(db.execute("select runlane.notify_queue_usage()", fetch="one")[0])
                 time.sleep(0.25)
             fault.detail["reading_min"] = min(readings, default=None)
         finally:
             if "past_half_at" in fault.detail:
                 fault.detail["past_half_end"] = time.time()
-            if replaced:        # the real reading again, whatever happened meanwhile
+            if replaced:  # the real reading again, whatever happened meanwhile
                 db.execute(NOTIFY_USAGE_SQL.read_text(), fetch="none", timeout=120)
-            holder.close()      # its LISTEN goes with the session: the queue drains
+            holder.close()  # its LISTEN goes with the session: the queue drains
             db.close()
 
     def _fill_past_half(self, fault: Fault) -> None:
-        filler = psycopg.connect(self.squat_dsn, autocommit=True,
-                                 application_name="soak-notify-half-filler")
+        filler = psycopg.connect(
+            self.squat_dsn, autocommit=True, application_name="soak-notify-half-filler"
+        )
         began = time.monotonic()
         batches = 0
         usage = 0.0
@@ -1208,9 +1418,11 @@ class Chaos:
                 if time.monotonic() - began > self.config.notify_half_fill_timeout:
                     raise TimeoutError("the NOTIFY queue did not reach half")
                 # 1,000 distinct notifications of 7,999 bytes (a payload stays under 8,000)
-                filler.execute("select count(pg_notify('soak_half', lpad(%s || ':' || g, "
-                               "7999, 'x'))) from generate_series(1, 1000) as g",
-                               (str(batches),))
+                filler.execute(
+                    "select count(pg_notify('soak_half', lpad(%s || ':' || g, "
+                    "7999, 'x'))) from generate_series(1, 1000) as g",
+                    (str(batches),),
+                )
                 batches += 1
                 usage = filler.execute("select pg_notification_queue_usage()").fetchone()[0]
         finally:
@@ -1221,16 +1433,19 @@ class Chaos:
             filler.close()
 
     def _held(self, db: Db, worker_id: str) -> list[int]:
-        rows = db.execute("select run_id from runlane.runs where state = 'running' "
-                          "and lease_owner = %s", (worker_id,))
+        rows = db.execute(
+            "select run_id from runlane.runs where state = 'running' and lease_owner = %s",
+            (worker_id,),
+        )
         return [r[0] for r in rows]
 
     def _inject(self, kind: str, db: Db) -> None:
         cfg = self.config
         if kind in ("kill9", "sigterm"):
             slot = self._victim()
-            fault = Fault(kind, time.time(), slot.worker_id,
-                          held_runs=self._held(db, slot.worker_id))
+            fault = Fault(
+                kind, time.time(), slot.worker_id, held_runs=self._held(db, slot.worker_id)
+            )
             fault.at = time.time()
             slot.signal(signal.SIGKILL if kind == "kill9" else signal.SIGTERM)
             self.faults.append(fault)
@@ -1246,12 +1461,15 @@ class Chaos:
             self.recoveries["worker_restarted"] += 1
         elif kind == "terminate_backend":
             slot = self._victim()
-            fault = Fault(kind, time.time(), slot.worker_id,
-                          held_runs=self._held(db, slot.worker_id))
+            fault = Fault(
+                kind, time.time(), slot.worker_id, held_runs=self._held(db, slot.worker_id)
+            )
             fault.at = time.time()
             rows = db.execute(
                 "select count(*) filter (where pg_terminate_backend(pid)) from pg_stat_activity "
-                "where application_name like %s", (f"runlane-worker:{slot.worker_id}%",))
+                "where application_name like %s",
+                (f"runlane-worker:{slot.worker_id}%",),
+            )
             fault.detail["terminated"] = rows[0][0]
             fault.ready_at = fault.at
             self.faults.append(fault)
@@ -1267,15 +1485,17 @@ class Chaos:
         elif kind in WINDOW_KINDS:
             if kind == "lost_ack" and self.proxy is None:
                 return
-            body = {"sigstop_worker": self._stop_worker,
-                    "sigstop_worker_computer": self._stop_worker,
-                    "sigstop_leader": self._stop_leader,
-                    "lost_ack": self._lose_acks,
-                    "notify_queue": self._fill_notify_queue,
-                    "squat_locks": self._squat_locks,
-                    "forged_notify": self._forge,
-                    "org_lock": self._hold_org,
-                    "notify_half": self._notify_half}[kind]
+            body = {
+                "sigstop_worker": self._stop_worker,
+                "sigstop_worker_computer": self._stop_worker,
+                "sigstop_leader": self._stop_leader,
+                "lost_ack": self._lose_acks,
+                "notify_queue": self._fill_notify_queue,
+                "squat_locks": self._squat_locks,
+                "forged_notify": self._forge,
+                "org_lock": self._hold_org,
+                "notify_half": self._notify_half,
+            }[kind]
             self._window(Fault(kind, time.time()), body)
         elif kind == "suppress_notify":
             window = self.rng.uniform(*cfg.suppress_window)
@@ -1289,27 +1509,34 @@ class Chaos:
 
     # -- the soak --------------------------------------------------------------------
     def run(self) -> Report:
-        report = Report(settings={k: v for k, v in asdict(self.config).items()
-                                  if k not in ("workdir", "keep")})
+        report = Report(
+            settings={k: v for k, v in asdict(self.config).items() if k not in ("workdir", "keep")}
+        )
         t0 = time.monotonic()
         try:
             self.setup()
             report.seconds["setup"] = time.monotonic() - t0
             n = self.config.workers
             proxied = min(self.config.proxied_workers, n) if self.proxy is not None else 0
-            proxy_dsn = (f"postgresql://postgres@127.0.0.1:{self.proxy.port}/soak"
-                         "?sslmode=disable&gssencmode=disable" if proxied else None)
-            self.slots = [WorkerSlot(self, i, proxy_dsn if i >= n - proxied else None)
-                          for i in range(n)]
+            proxy_dsn = (
+                f"postgresql://postgres@127.0.0.1:{self.proxy.port}/soak"
+                "?sslmode=disable&gssencmode=disable"
+                if proxied
+                else None
+            )
+            self.slots = [
+                WorkerSlot(self, i, proxy_dsn if i >= n - proxied else None) for i in range(n)
+            ]
             for slot in self.slots:
                 slot.start()
             self._wait_ready()
             t1 = time.monotonic()
-            threads = [threading.Thread(target=self._load, name="load", daemon=True),
-                       threading.Thread(target=self._faults, name="faults", daemon=True),
-                       threading.Thread(target=self._sample, name="sampler", daemon=True),
-                       threading.Thread(target=self._stream_readers, name="streams",
-                                        daemon=True)]
+            threads = [
+                threading.Thread(target=self._load, name="load", daemon=True),
+                threading.Thread(target=self._faults, name="faults", daemon=True),
+                threading.Thread(target=self._sample, name="sampler", daemon=True),
+                threading.Thread(target=self._stream_readers, name="streams", daemon=True),
+            ]
             for t in threads:
                 t.start()
             threads[0].join()
@@ -1319,7 +1546,7 @@ class Chaos:
             report.seconds["load_and_faults"] = time.monotonic() - t1
             report.seconds["load"] = self.load_seconds
             t2 = time.monotonic()
-            for slot in self.slots:      # every slot serves while the queue drains
+            for slot in self.slots:  # every slot serves while the queue drains
                 if not slot.alive():
                     slot.start()
             self.suppress_until = 0.0
@@ -1334,8 +1561,10 @@ class Chaos:
                 if not slot.wait(self.config.shutdown_grace + 30):
                     slot.close()
             if not drained:
-                self.violations.append("the queue did not drain: queued or running runs "
-                                       f"remain after {self.config.drain_timeout:.0f} s")
+                self.violations.append(
+                    "the queue did not drain: queued or running runs "
+                    f"remain after {self.config.drain_timeout:.0f} s"
+                )
             with psycopg.connect(self.dsn, autocommit=True) as conn:
                 self._sample_once(Db(self.dsn, "final"))
                 Checks(self, conn, report).run()
@@ -1371,8 +1600,10 @@ class Chaos:
         deadline = time.monotonic() + self.config.drain_timeout
         try:
             while time.monotonic() < deadline:
-                left = db.execute("select count(*) from runlane.runs "
-                                  "where state in ('queued', 'running')", fetch="one")[0]
+                left = db.execute(
+                    "select count(*) from runlane.runs where state in ('queued', 'running')",
+                    fetch="one",
+                )[0]
                 if left == 0:
                     return True
                 for slot in self.slots:
@@ -1395,25 +1626,35 @@ class Checks:
 
     def run(self) -> None:
         conn = self.conn
-        self.runs = {r[0]: r for r in conn.execute(
-            "select run_id, org_id, lane, trigger, state, reason, computer_id, attempts, fence, "
-            "first_started_at, first_response_at, extract(epoch from created_at), "
-            "extract(epoch from first_started_at) from runlane.runs order by run_id")}
+        self.runs = {
+            r[0]: r
+            for r in conn.execute(
+                "select run_id, org_id, lane, trigger, state, reason, computer_id, attempts, "
+                "fence, first_started_at, first_response_at, extract(epoch from created_at), "
+                "extract(epoch from first_started_at) from runlane.runs order by run_id"
+            )
+        }
         self.events = defaultdict(list)
         for run_id, event_id, event, detail, ts in conn.execute(
-                "select e.run_id, e.event_id, e.event, e.detail, "
-                "extract(epoch from pg_xact_commit_timestamp(e.xmin))::float8 "
-                "from runlane.run_events as e order by e.run_id, 5, e.event_id"):
+            "select e.run_id, e.event_id, e.event, e.detail, "
+            "extract(epoch from pg_xact_commit_timestamp(e.xmin))::float8 "
+            "from runlane.run_events as e order by e.run_id, 5, e.event_id"
+        ):
             self.events[run_id].append((ts, event_id, event, detail or {}))
         self.outputs = conn.execute(
             "select o.run_id, o.attempt, "
             "extract(epoch from pg_xact_commit_timestamp(o.xmin))::float8 "
-            "from runlane.run_outputs as o").fetchall()
+            "from runlane.run_outputs as o"
+        ).fetchall()
         self.output_rows = conn.execute(
             "select o.output_id, o.run_id, o.attempt, o.kind, o.body from runlane.run_outputs "
-            "as o order by o.run_id, o.output_id").fetchall()
-        self.caps = dict(conn.execute(
-            "select org_id, agent_max_concurrency from runlane.platform_settings").fetchall())
+            "as o order by o.run_id, o.output_id"
+        ).fetchall()
+        self.caps = dict(
+            conn.execute(
+                "select org_id, agent_max_concurrency from runlane.platform_settings"
+            ).fetchall()
+        )
         rep = self.report
         rep.runs = len(self.runs)
         rep.by_lane_state = dict(Counter(f"{r[2]}/{r[4]}" for r in self.runs.values()))
@@ -1445,20 +1686,22 @@ class Checks:
 
     # exactly one terminal state; claims: fences 1, 2, 3… with one requeue between two
     def attempts(self) -> None:
-        self.intervals: dict[tuple[int, int], list] = {}   # (run, attempt) -> [start, end, how]
+        self.intervals: dict[tuple[int, int], list] = {}  # (run, attempt) -> [start, end, how]
         self.fence_attempt: dict[tuple[int, int], int] = {}
         claims = 0
         for run_id, run in self.runs.items():
             state = run[4]
             if state not in TERMINAL_STATES:
                 self.v.append(f"run {run_id} is still {state}")
-            terminal = [e for e in self.events[run_id]
-                        if e[2] == "run.skipped" or e[2] == "run.finished"]
+            terminal = [
+                e for e in self.events[run_id] if e[2] == "run.skipped" or e[2] == "run.finished"
+            ]
             if len(terminal) != 1:
                 self.v.append(f"run {run_id} has {len(terminal)} terminal journal rows")
             elif terminal[0][2] == "run.finished" and terminal[0][3].get("outcome") != state:
-                self.v.append(f"run {run_id} is {state} but its journal says "
-                              f"{terminal[0][3].get('outcome')}")
+                self.v.append(
+                    f"run {run_id} is {state} but its journal says {terminal[0][3].get('outcome')}"
+                )
             elif terminal[0][2] == "run.skipped" and state != "skipped":
                 self.v.append(f"run {run_id} was journaled skipped but is {state}")
             open_attempt = None
@@ -1471,12 +1714,13 @@ class Checks:
                     if closed:
                         self.v.append(f"run {run_id} claimed (fence {fence}) after it ended")
                     if open_attempt is not None:
-                        self.v.append(f"run {run_id} claimed at fence {fence} while attempt "
-                                      f"{open_attempt} still owned it (two live owners)")
+                        self.v.append(
+                            f"run {run_id} claimed at fence {fence} while attempt "
+                            f"{open_attempt} still owned it (two live owners)"
+                        )
                     # +1 per claim; a promoted server's first claim of a run jumps to its
                     # timeline's floor (runlane._fence_floor: a multiple of 2^32)
-                    if fence != last_fence + 1 and not (fence > last_fence
-                                                        and fence % 2**32 == 0):
+                    if fence != last_fence + 1 and not (fence > last_fence and fence % 2**32 == 0):
                         self.v.append(f"run {run_id} fence {fence} after {last_fence}")
                     last_fence = fence
                     open_attempt = attempt
@@ -1502,8 +1746,10 @@ class Checks:
             if span is None or ts < span[0] or (span[1] is not None and ts > span[1]):
                 bad += 1
                 if bad <= 5:
-                    self.v.append(f"output of run {run_id} attempt {attempt} committed outside "
-                                  f"that attempt's ownership")
+                    self.v.append(
+                        f"output of run {run_id} attempt {attempt} committed outside "
+                        f"that attempt's ownership"
+                    )
         if bad > 5:
             self.v.append(f"... {bad} outputs outside their attempt in all")
 
@@ -1522,7 +1768,7 @@ class Checks:
             points[key].append((start, 1, (run_id, attempt)))
             points[key].append((end if end is not None else float("inf"), 0, (run_id, attempt)))
         for key in points:
-            points[key].sort()   # an end (0) before a start (1) at the same instant
+            points[key].sort()  # an end (0) before a start (1) at the same instant
         return points
 
     def org_caps(self) -> None:
@@ -1532,8 +1778,10 @@ class Checks:
             for ts, delta, who in pts:
                 running += 1 if delta else -1
                 if running > self.caps[org]:
-                    self.v.append(f"{org} ran {running} background runs (cap {self.caps[org]}) "
-                                  f"at {ts:.6f}, claim of run {who[0]}")
+                    self.v.append(
+                        f"{org} ran {running} background runs (cap {self.caps[org]}) "
+                        f"at {ts:.6f}, claim of run {who[0]}"
+                    )
                 peak = max(peak, running)
             self.report.max_org_running[org] = [peak, self.caps[org]]
 
@@ -1551,21 +1799,25 @@ class Checks:
                     how = self.intervals[other][2]
                     reaped = how is not None and (
                         how[0] == "run.lease_expired"
-                        or (how[0] == "run.finished" and how[1].get("reason") == "stale"))
+                        or (how[0] == "run.finished" and how[1].get("reason") == "stale")
+                    )
                     late_writes = [t for t in outputs_by_attempt[other] if t > ts]
                     if reaped and not late_writes:
                         self.report.computer_handovers_after_expiry += 1
                     else:
-                        self.v.append(f"computer {computer}: run {who[0]} claimed it while run "
-                                      f"{other[0]} attempt {other[1]} still held it "
-                                      f"(ended by {how[0] if how else 'nothing'}, "
-                                      f"{len(late_writes)} outputs after the takeover)")
+                        self.v.append(
+                            f"computer {computer}: run {who[0]} claimed it while run "
+                            f"{other[0]} attempt {other[1]} still held it "
+                            f"(ended by {how[0] if how else 'nothing'}, "
+                            f"{len(late_writes)} outputs after the takeover)"
+                        )
                 holders.add(who)
 
     def schedules(self) -> None:
         dup = self.conn.execute(
             "select count(*) from (select 1 from runlane.runs where timer_routine is not null "
-            "group by timer_routine, timer_occurrence having count(*) > 1) as d").fetchone()[0]
+            "group by timer_routine, timer_occurrence having count(*) > 1) as d"
+        ).fetchone()[0]
         if dup:
             self.v.append(f"{dup} routine occurrences have more than one run")
         seen: Counter[tuple[str, str]] = Counter()
@@ -1584,8 +1836,9 @@ class Checks:
 
     def _agent_of(self, run_id: int) -> str:
         if not hasattr(self, "_agents"):
-            self._agents = dict(self.conn.execute(
-                "select run_id, agent_id from runlane.runs").fetchall())
+            self._agents = dict(
+                self.conn.execute("select run_id, agent_id from runlane.runs").fetchall()
+            )
         return self._agents[run_id]
 
     def interactive_started(self) -> None:
@@ -1597,7 +1850,9 @@ class Checks:
         acked = self.chaos.acknowledged
         found, unattached = self.conn.execute(
             "select count(*), count(*) filter (where run_id is null) from runlane.messages "
-            "where message_id = any(%s)", (acked,)).fetchone()
+            "where message_id = any(%s)",
+            (acked,),
+        ).fetchone()
         if found != len(acked):
             self.v.append(f"{len(acked) - found} acknowledged messages are missing")
         if unattached:
@@ -1610,7 +1865,7 @@ class Checks:
         self.lease_lost: Counter[tuple[int, int]] = Counter()
         self.log_sqlstates: Counter[str] = Counter()
         self.log_55p03: Counter[str] = Counter()
-        self.queue_usage_lines: list[tuple[float, dict]] = []   # (time, the log record)
+        self.queue_usage_lines: list[tuple[float, dict]] = []  # (time, the log record)
         for slot in self.chaos.slots:
             for path in slot.logs:
                 lines = path.read_text(errors="replace").splitlines()
@@ -1626,8 +1881,13 @@ class Checks:
                             self.v.append(f"{path.name}: a line that is not JSON: {line[:80]}")
                         continue
                     if record.get("message") == "run.execution_started":
-                        started[(record.get("run.id"), record.get("run.attempt"),
-                                 record.get("run.fence"))] += 1
+                        started[
+                            (
+                                record.get("run.id"),
+                                record.get("run.attempt"),
+                                record.get("run.fence"),
+                            )
+                        ] += 1
                     elif record.get("message") == "run.lease_lost":
                         self.lease_lost[(record.get("run.id"), record.get("run.attempt"))] += 1
                     if record.get("error.sqlstate"):
@@ -1635,9 +1895,9 @@ class Checks:
                         if record["error.sqlstate"] == "55P03":
                             self.log_55p03[str(record.get("message"))] += 1
                     if record.get("message") == "notify.queue_usage":
-                        self.queue_usage_lines.append((
-                            datetime.fromisoformat(str(record.get("time"))).timestamp(),
-                            record))
+                        self.queue_usage_lines.append(
+                            (datetime.fromisoformat(str(record.get("time"))).timestamp(), record)
+                        )
             for path in slot.stderr_logs:
                 text = path.read_text(errors="replace") if path.exists() else ""
                 if MARKER in text:
@@ -1646,28 +1906,38 @@ class Checks:
         self.report.log_55p03 = dict(self.log_55p03)
         for (run_id, attempt, fence), n in started.items():
             if n > 1:
-                self.v.append(f"run {run_id} attempt {attempt} started {n} times in the logs"
-                              if fence is None else
-                              f"run {run_id} attempt {attempt} fence {fence} started {n} "
-                              "times in the logs")
-            journaled = ((run_id, attempt) in self.intervals if fence is None
-                         else self.fence_attempt.get((run_id, fence)) == attempt)
+                self.v.append(
+                    f"run {run_id} attempt {attempt} started {n} times in the logs"
+                    if fence is None
+                    else f"run {run_id} attempt {attempt} fence {fence} started {n} "
+                    "times in the logs"
+                )
+            journaled = (
+                (run_id, attempt) in self.intervals
+                if fence is None
+                else self.fence_attempt.get((run_id, fence)) == attempt
+            )
             if not journaled:
-                self.v.append(f"run {run_id} attempt {attempt} started in a log, "
-                              "not in the journal")
+                self.v.append(
+                    f"run {run_id} attempt {attempt} started in a log, not in the journal"
+                )
 
     # -- the faults of round two ------------------------------------------------------
     @staticmethod
     def _reaped(how: Any) -> bool:
-        return how is not None and (how[0] == "run.lease_expired" or (
-            how[0] == "run.finished" and how[1].get("reason") == "stale"))
+        return how is not None and (
+            how[0] == "run.lease_expired"
+            or (how[0] == "run.finished" and how[1].get("reason") == "stale")
+        )
 
     @staticmethod
     def _by_worker(how: Any) -> bool:
         """The attempt's end was written by its own worker (not the reaper, not a
         maintenance cancel): a write like its outputs."""
-        return how is not None and (how[0] in ("run.retry_scheduled", "run.released") or (
-            how[0] == "run.finished" and how[1].get("reason") not in ("stale", "redundant")))
+        return how is not None and (
+            how[0] in ("run.retry_scheduled", "run.released")
+            or (how[0] == "run.finished" and how[1].get("reason") not in ("stale", "redundant"))
+        )
 
     def computer_fencing(self) -> None:
         """No write accepted from a run that did not hold its computer at that moment: no
@@ -1688,7 +1958,7 @@ class Checks:
         for computer, seq in claims.items():
             seq.sort()
             for i, (start, run_id, attempt) in enumerate(seq):
-                later = next((c for c in seq[i + 1:] if c[0] > start), None)
+                later = next((c for c in seq[i + 1 :] if c[0] > start), None)
                 if later is None:
                     continue
                 late = sorted(w for w in writes[(run_id, attempt)] if w[0] > later[0])
@@ -1698,7 +1968,8 @@ class Checks:
                         self.v.append(
                             f"computer {computer}: run {run_id} attempt {attempt} wrote "
                             f"{len(late)} times ({', '.join(sorted({w[1] for w in late}))}) "
-                            f"after run {later[1]} attempt {later[2]} claimed the computer")
+                            f"after run {later[1]} attempt {later[2]} claimed the computer"
+                        )
         self.report.writes_without_computer = bad
         if bad > 5:
             self.v.append(f"... {bad} writes accepted without the computer in all")
@@ -1713,11 +1984,13 @@ class Checks:
         bad = 0
         for (run_id, attempt), seq in per_attempt.items():
             for i in range(1, len(seq)):
-                if any(i >= k and seq[i - k:i] == seq[i:i + k] for k in (1, 2, 3)):
+                if any(i >= k and seq[i - k : i] == seq[i : i + k] for k in (1, 2, 3)):
                     bad += 1
                     if bad <= 5:
-                        self.v.append(f"run {run_id} attempt {attempt}: output {i + 1} "
-                                      f"repeats what the attempt had just written")
+                        self.v.append(
+                            f"run {run_id} attempt {attempt}: output {i + 1} "
+                            f"repeats what the attempt had just written"
+                        )
                     break
         self.report.duplicate_outputs = bad
         if bad > 5:
@@ -1747,17 +2020,23 @@ class Checks:
                 tally["duplicated"] += 1
                 self.v.append(f"a stream reader got an output of run {run_id} twice")
             want = visible.get(run_id, [])
-            if (seen["complete"] and got != want) or got != want[:len(got)]:
+            if (seen["complete"] and got != want) or got != want[: len(got)]:
                 tally["mismatched"] += 1
                 if tally["mismatched"] <= 5:
-                    self.v.append(f"the stream of run {run_id} differs from its committed "
-                                  f"outputs ({len(got)} read, {len(want)} committed)")
+                    self.v.append(
+                        f"the stream of run {run_id} differs from its committed "
+                        f"outputs ({len(got)} read, {len(want)} committed)"
+                    )
         if tally["died"] > 5:
-            self.v.append(f"... {tally['died']} stream readers died in all ("
-                          + ", ".join(f"{k} {n}" for k, n in died_of.most_common()) + ")")
+            self.v.append(
+                f"... {tally['died']} stream readers died in all ("
+                + ", ".join(f"{k} {n}" for k, n in died_of.most_common())
+                + ")"
+            )
         if tally["mismatched"] > 5:
-            self.v.append(f"... {tally['mismatched']} streams differed from their committed "
-                          f"outputs in all")
+            self.v.append(
+                f"... {tally['mismatched']} streams differed from their committed outputs in all"
+            )
         self.report.streams = dict(tally)
         self.report.streams_died_of = dict(died_of)
 
@@ -1772,37 +2051,60 @@ class Checks:
         """No run failed only because an acknowledgement was lost: for each reply the
         proxy lost after commit, the attempt it concerned ends by its own worker (not by
         its lease running out), and no `run.lease_lost` is logged for it."""
-        disturbing = [f for f in self.chaos.faults if f.kind in (
-            "kill9", "sigterm", "terminate_backend", "restart_fast", "restart_immediate",
-            "sigstop_worker", "sigstop_worker_computer", "sigstop_leader")]
+        disturbing = [
+            f
+            for f in self.chaos.faults
+            if f.kind
+            in (
+                "kill9",
+                "sigterm",
+                "terminate_backend",
+                "restart_fast",
+                "restart_immediate",
+                "sigstop_worker",
+                "sigstop_worker_computer",
+                "sigstop_leader",
+            )
+        ]
         for drop in self._drops():
             worker = WORKER_ID.search(drop.client or "")
             worker = worker.group(0) if worker else ""
-            for run_id, fence, attempt in zip(drop.run_ids, drop.fences, drop.attempts,
-                                              strict=True):
+            for run_id, fence, attempt in zip(
+                drop.run_ids, drop.fences, drop.attempts, strict=True
+            ):
                 if run_id is None or run_id not in self.runs:
                     continue
                 if attempt is None:
-                    attempt = (self.fence_attempt.get((run_id, fence)) if fence is not None
-                               else self._attempt_at(run_id, drop.at))
+                    attempt = (
+                        self.fence_attempt.get((run_id, fence))
+                        if fence is not None
+                        else self._attempt_at(run_id, drop.at)
+                    )
                 span = self.intervals.get((run_id, attempt))
                 if span is None:
                     continue
                 end = span[1] if span[1] is not None else float("inf")
-                if any(drop.at - 1 <= f.at <= end and (f.target in ("", worker)
-                                                        or f.kind.startswith("restart"))
-                       for f in disturbing):
+                if any(
+                    drop.at - 1 <= f.at <= end
+                    and (f.target in ("", worker) or f.kind.startswith("restart"))
+                    for f in disturbing
+                ):
                     continue  # another fault hit that worker or the server meanwhile
                 if self._reaped(span[2]):
-                    how = span[2][0] + (f" {span[2][1].get('reason')}"
-                                        if span[2][1].get("reason") else "")
-                    self.v.append(f"run {run_id} attempt {attempt} ended by its lease "
-                                  f"({how}) after the reply to its {drop.kind} was "
-                                  f"lost: a lost acknowledgement failed it")
+                    how = span[2][0] + (
+                        f" {span[2][1].get('reason')}" if span[2][1].get("reason") else ""
+                    )
+                    self.v.append(
+                        f"run {run_id} attempt {attempt} ended by its lease "
+                        f"({how}) after the reply to its {drop.kind} was "
+                        f"lost: a lost acknowledgement failed it"
+                    )
                 elif self.lease_lost[(run_id, attempt)]:
-                    self.v.append(f"run {run_id} attempt {attempt}: run.lease_lost logged "
-                                  f"after the reply to its {drop.kind} was lost, though it "
-                                  f"ended {span[2][0] if span[2] else 'nowhere'}")
+                    self.v.append(
+                        f"run {run_id} attempt {attempt}: run.lease_lost logged "
+                        f"after the reply to its {drop.kind} was lost, though it "
+                        f"ended {span[2][0] if span[2] else 'nowhere'}"
+                    )
 
     def maintenance_continues(self) -> None:
         """While the leader is stopped or its lock is squatted, maintenance goes on: the
@@ -1819,20 +2121,24 @@ class Checks:
             reaped = span[1] if self._reaped(span[2]) else None
             if reaped is not None and reaped <= fault.ready_at:
                 self.report.maintenance_reap_s[fault.kind] = max(
-                    self.report.maintenance_reap_s.get(fault.kind, 0.0), reaped - expiry)
+                    self.report.maintenance_reap_s.get(fault.kind, 0.0), reaped - expiry
+                )
             else:
                 self.v.append(
                     f"{fault.kind}: maintenance stopped: run {orphan['run_id']} (lease "
                     f"expired {expiry - fault.at:.1f} s in) was not reaped before the "
-                    f"window ended ({fault.ready_at - fault.at:.1f} s in)")
+                    f"window ended ({fault.ready_at - fault.at:.1f} s in)"
+                )
 
     def submissions(self) -> None:
         """No submission hangs on a lock (the driver's statement_timeout) or fails for a
         lock or a full NOTIFY queue."""
         errors = self.chaos.errors
-        for code, what in (("57014", "hung until the driver's statement_timeout"),
-                           ("55P03", "failed on a lock timeout"),
-                           ("54000", "failed on a full NOTIFY queue")):
+        for code, what in (
+            ("57014", "hung until the driver's statement_timeout"),
+            ("55P03", "failed on a lock timeout"),
+            ("54000", "failed on a full NOTIFY queue"),
+        ):
             n = errors.get(f"load.{code}", 0)
             if n:
                 self.v.append(f"{n} submissions {what} ({code})")
@@ -1847,26 +2153,34 @@ class Checks:
         """Forged notifications do not collapse chat first-start latency: the median of
         chat runs (no computer, announced) created during forged windows against the
         median of those created outside them."""
-        windows = [(f.at, f.ready_at) for f in self.chaos.faults
-                   if f.kind == "forged_notify" and f.ready_at is not None]
+        windows = [
+            (f.at, f.ready_at)
+            for f in self.chaos.faults
+            if f.kind == "forged_notify" and f.ready_at is not None
+        ]
         if not windows:
             return
         unpublished = set(self.chaos.unpublished)
         inside, outside = [], []
         for r in self.runs.values():
-            if r[2] != "interactive" or r[6] is not None or r[12] is None \
-                    or r[0] in unpublished:
+            if r[2] != "interactive" or r[6] is not None or r[12] is None or r[0] in unpublished:
                 continue
             created, took = float(r[11]), float(r[12]) - float(r[11])
             (inside if any(a <= created <= b for a, b in windows) else outside).append(took)
         if not inside or not outside:
             return
         p50, base = statistics.median(inside), statistics.median(outside)
-        self.report.forged_start_s = {"p50": p50, "max": max(inside), "baseline_p50": base,
-                                      "runs": float(len(inside))}
+        self.report.forged_start_s = {
+            "p50": p50,
+            "max": max(inside),
+            "baseline_p50": base,
+            "runs": float(len(inside)),
+        }
         if p50 > max(0.5, 10 * base):
-            self.v.append(f"chat start under forged notifications: median {p50:.3f} s "
-                          f"against {base:.3f} s without them")
+            self.v.append(
+                f"chat start under forged notifications: median {p50:.3f} s "
+                f"against {base:.3f} s without them"
+            )
 
     def _room(self, org: str, a: float, b: float) -> float:
         """Seconds within [a, b] in which `org` ran fewer background runs than its cap
@@ -1901,8 +2215,11 @@ class Checks:
         holds = [f for f in self.chaos.faults if f.kind == "org_lock" and "hold_end" in f.detail]
         if not holds:
             return
-        restarts = [(f.at, f.ready_at or f.at + 60) for f in self.chaos.faults
-                    if f.kind.startswith("restart")]
+        restarts = [
+            (f.at, f.ready_at or f.at + 60)
+            for f in self.chaos.faults
+            if f.kind.startswith("restart")
+        ]
         unpublished = set(self.chaos.unpublished)
         taken: dict[int, float] = {}
         ticks = []
@@ -1913,8 +2230,11 @@ class Checks:
                 if ev in ("routine.fired", "routine.coalesced"):
                     ticks.append(ts)
         ticks.sort()
-        claims = sorted((ts, self.runs[run_id][1]) for (run_id, _a), (ts, _e, _h)
-                        in self.intervals.items() if self.runs[run_id][2] == "background")
+        claims = sorted(
+            (ts, self.runs[run_id][1])
+            for (run_id, _a), (ts, _e, _h) in self.intervals.items()
+            if self.runs[run_id][2] == "background"
+        )
         per_hold, longest, whole, tick_gap = [], 0.0, 0, 0.0
         own: Counter[str] = Counter()
         own_max = 0.0
@@ -1929,7 +2249,8 @@ class Checks:
                 if b > hs and a < he:
                     tick_gap = max(tick_gap, b - a)
             judged = he - hs > cfg.org_lock_bound and not any(
-                a <= he and b >= hs for a, b in restarts)
+                a <= he and b >= hs for a, b in restarts
+            )
             for r in self.runs.values():
                 if r[2] != "background" or r[1] == org or r[6] is not None:
                     continue
@@ -1945,16 +2266,22 @@ class Checks:
                         self.v.append(
                             f"org_lock: run {r[0]} of {r[1]} waited {waited:.1f} s unclaimed "
                             f"with room under its cap while {org} was held open "
-                            f"({he - hs:.1f} s hold)")
+                            f"({he - hs:.1f} s hold)"
+                        )
         if whole > 5:
             self.v.append(f"... {whole} runs of other organizations waited through a hold")
         spans = [f.detail["hold_end"] - f.detail["hold_start"] for f in holds]
         self.report.org_lock = {
-            "holds": len(holds), "hold_s": spans,
-            "other_claims": sum(per_hold), "other_claims_min": min(per_hold),
-            "longest_other_wait_s": longest, "whole_hold_waiters": whole,
-            "own_submissions": dict(own), "own_submission_max_s": own_max,
-            "tick_gap_max_s": tick_gap}
+            "holds": len(holds),
+            "hold_s": spans,
+            "other_claims": sum(per_hold),
+            "other_claims_min": min(per_hold),
+            "longest_other_wait_s": longest,
+            "whole_hold_waiters": whole,
+            "own_submissions": dict(own),
+            "own_submission_max_s": own_max,
+            "tick_gap_max_s": tick_gap,
+        }
 
     def _fault_spans(self) -> dict[str, list[tuple[float, float]]]:
         """When each fault was acting: a window from its start to its end (the queue
@@ -1985,15 +2312,22 @@ class Checks:
         fault's cost, not a failure, and a computer's queue is its own: one run at a time,
         and while notifications are off the next one starts on a scan, so a backlog a
         fault left on a computer outlives the fault."""
-        orphans = {f.detail["orphan"]["run_id"] for f in self.chaos.faults
-                   if f.detail.get("orphan")}
-        rows = [(origin, took, computer) for run_id, origin, took, computer in self.conn.execute(
-            "select r.run_id, extract(epoch from coalesce(m.created_at, r.created_at))::float8, "
-            "extract(epoch from r.first_response_at - coalesce(m.created_at, r.created_at))"
-            "::float8, r.computer_id from runlane.runs as r "
-            "left join runlane.messages as m on m.message_id = r.source_message_id "
-            "where r.lane = 'interactive' and r.source_message_id is not null "
-            "and r.first_response_at is not null") if run_id not in orphans]
+        orphans = {
+            f.detail["orphan"]["run_id"] for f in self.chaos.faults if f.detail.get("orphan")
+        }
+        rows = [
+            (origin, took, computer)
+            for run_id, origin, took, computer in self.conn.execute(
+                "select r.run_id, "
+                "extract(epoch from coalesce(m.created_at, r.created_at))::float8, "
+                "extract(epoch from r.first_response_at - coalesce(m.created_at, r.created_at))"
+                "::float8, r.computer_id from runlane.runs as r "
+                "left join runlane.messages as m on m.message_id = r.source_message_id "
+                "where r.lane = 'interactive' and r.source_message_id is not null "
+                "and r.first_response_at is not null"
+            )
+            if run_id not in orphans
+        ]
         if not rows:
             return
         spans = self._fault_spans()
@@ -2015,20 +2349,25 @@ class Checks:
             values = sorted(groups[name])
             if values:
                 rep.chat_first_response_p99_s[name] = values[
-                    max(0, -(-99 * len(values) // 100) - 1)]
+                    max(0, -(-99 * len(values) // 100) - 1)
+                ]
                 rep.chat_first_response_runs[name] = len(values)
         p99 = rep.chat_first_response_p99_s.get("no_computer_outside_faults", 0.0)
         if p99 > self.chaos.config.chat_p99_bound:
-            self.v.append(f"chat first response p99 outside faults (runs without a computer) "
-                          f"{p99:.2f} s, over {self.chaos.config.chat_p99_bound:.0f} s")
+            self.v.append(
+                f"chat first response p99 outside faults (runs without a computer) "
+                f"{p99:.2f} s, over {self.chaos.config.chat_p99_bound:.0f} s"
+            )
 
     def notify_half_figures(self) -> None:
         """What the queue held past half looked like: its windows, and the leader's
         notify.queue_usage warnings during them (and whether they named the holder)."""
-        windows = [f for f in self.chaos.faults if f.kind == "notify_half"
-                   and "past_half_end" in f.detail]
+        windows = [
+            f for f in self.chaos.faults if f.kind == "notify_half" and "past_half_end" in f.detail
+        ]
         if not windows:
             return
+
         def names(value: Any, pid: int) -> bool:
             """The record names the holder: its login, its application_name or its pid."""
             if isinstance(value, dict):
@@ -2036,25 +2375,35 @@ class Checks:
             if isinstance(value, list):
                 return any(names(v, pid) for v in value)
             if isinstance(value, str):
-                return (SQUATTER in value or "soak-notify-half-holder" in value
-                        or value == str(pid))
+                return SQUATTER in value or "soak-notify-half-holder" in value or value == str(pid)
             return value == pid and not isinstance(value, bool)
 
-        spans = [(f.detail["past_half_at"], f.detail["past_half_end"],
-                  f.detail.get("holder_pid", -1)) for f in windows]
+        spans = [
+            (f.detail["past_half_at"], f.detail["past_half_end"], f.detail.get("holder_pid", -1))
+            for f in windows
+        ]
         during = []
         for ts, record in self.queue_usage_lines:
             window = next((w for w in spans if w[0] <= ts <= w[1] + 1.0), None)
             if window is not None:
-                during.append(names({k: v for k, v in record.items() if k != "time"},
-                                    window[2]))
+                during.append(names({k: v for k, v in record.items() if k != "time"}, window[2]))
         fill = [f.detail for f in windows if f.detail.get("filled_mb")]
         self.report.notify_half = {
-            "mode": self.chaos.config.notify_half, "windows": len(windows),
-            "past_half_s": sum(b - a for a, b, _pid in spans), "warnings": len(during),
+            "mode": self.chaos.config.notify_half,
+            "windows": len(windows),
+            "past_half_s": sum(b - a for a, b, _pid in spans),
+            "warnings": len(during),
             "warnings_naming_holder": sum(during),
-            **({"filled_mb": fill[0]["filled_mb"], "fill_s": fill[0]["fill_s"],
-                "usage_max": fill[0]["usage_max"]} if fill else {})}
+            **(
+                {
+                    "filled_mb": fill[0]["filled_mb"],
+                    "fill_s": fill[0]["fill_s"],
+                    "usage_max": fill[0]["usage_max"],
+                }
+                if fill
+                else {}
+            ),
+        }
 
     def worker_tracebacks(self) -> None:
         """A worker never lets an exception escape to its stderr (a forged payload that
@@ -2064,8 +2413,12 @@ class Checks:
 
     def recovery_times(self) -> None:
         rep = self.report
-        marks = sorted(ts for events in self.events.values() for ts, _e, ev, _d in events
-                       if ev in ("run.claimed", "run.finished"))
+        marks = sorted(
+            ts
+            for events in self.events.values()
+            for ts, _e, ev, _d in events
+            if ev in ("run.claimed", "run.finished")
+        )
         for fault in self.chaos.faults:
             ready = fault.ready_at or fault.at
             i = bisect.bisect_right(marks, ready)
@@ -2073,57 +2426,89 @@ class Checks:
                 took = marks[i] - fault.at
                 rep.max_recovery_s[fault.kind] = max(rep.max_recovery_s.get(fault.kind, 0.0), took)
             for run_id in fault.held_runs:
-                after = [ts for ts, _e, ev, _d in self.events[run_id]
-                         if ts > fault.at and (ev in REQUEUE_EVENTS or ev in
-                                               ("run.finished", "run.claimed"))]
+                after = [
+                    ts
+                    for ts, _e, ev, _d in self.events[run_id]
+                    if ts > fault.at
+                    and (ev in REQUEUE_EVENTS or ev in ("run.finished", "run.claimed"))
+                ]
                 if after:
                     rep.orphaned_runs[fault.kind] = rep.orphaned_runs.get(fault.kind, 0) + 1
                     rep.max_orphan_recovery_s[fault.kind] = max(
-                        rep.max_orphan_recovery_s.get(fault.kind, 0.0), after[0] - fault.at)
+                        rep.max_orphan_recovery_s.get(fault.kind, 0.0), after[0] - fault.at
+                    )
         for run_id in self.chaos.unpublished:
             run = self.runs.get(run_id)
             # Background runs may wait for their organization's cap or a computer, however
             # they were announced: only chat runs without a computer measure the scan.
-            if run is not None and run[12] is not None and run[2] == "interactive" \
-                    and run[6] is None:
-                rep.max_unpublished_start_s = max(rep.max_unpublished_start_s,
-                                                  float(run[12]) - float(run[11]))
+            if (
+                run is not None
+                and run[12] is not None
+                and run[2] == "interactive"
+                and run[6] is None
+            ):
+                rep.max_unpublished_start_s = max(
+                    rep.max_unpublished_start_s, float(run[12]) - float(run[11])
+                )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m soak.chaos",
-                                     description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m soak.chaos", description=__doc__.split("\n")[0]
+    )
     defaults = SoakConfig()
     parser.add_argument("--runs", type=int, default=defaults.runs)
     parser.add_argument("--workers", type=int, default=defaults.workers)
-    parser.add_argument("--duration", type=float, default=defaults.duration,
-                        help="minimum seconds of the fault phase")
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=defaults.duration,
+        help="minimum seconds of the fault phase",
+    )
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--json", dest="json_path", default=None, help="also write the report here")
     parser.add_argument("--keep", action="store_true", help="keep the cluster data and logs")
-    parser.add_argument("--faults", default=",".join(FAULT_KINDS),
-                        help="comma-separated fault kinds to inject (default: all): "
-                        + ", ".join(FAULT_KINDS))
-    parser.add_argument("--checks", default=",".join(CHECKS),
-                        help="comma-separated checks to run (default: all; attempts and "
-                        "logs always run): " + ", ".join(CHECKS))
-    parser.add_argument("--notify-half", choices=("simulated", "real"),
-                        default=defaults.notify_half,
-                        help="the NOTIFY queue past half (notify_half): a replaced reading "
-                        "(default), or a real 4 GB fill, once per soak (about 45 s on a "
-                        "quiet 2-core machine)")
+    parser.add_argument(
+        "--faults",
+        default=",".join(FAULT_KINDS),
+        help="comma-separated fault kinds to inject (default: all): " + ", ".join(FAULT_KINDS),
+    )
+    parser.add_argument(
+        "--checks",
+        default=",".join(CHECKS),
+        help="comma-separated checks to run (default: all; attempts and "
+        "logs always run): " + ", ".join(CHECKS),
+    )
+    parser.add_argument(
+        "--notify-half",
+        choices=("simulated", "real"),
+        default=defaults.notify_half,
+        help="the NOTIFY queue past half (notify_half): a replaced reading "
+        "(default), or a real 4 GB fill, once per soak (about 45 s on a "
+        "quiet 2-core machine)",
+    )
     args = parser.parse_args(argv)
     faults = tuple(k for k in args.faults.split(",") if k)
     checks = tuple(k for k in args.checks.split(",") if k)
     unknown = sorted((set(faults) - set(FAULT_KINDS)) | (set(checks) - set(CHECKS)))
     if unknown:
         parser.error(f"unknown fault kinds or checks: {', '.join(unknown)}")
-    config = SoakConfig(runs=args.runs, workers=args.workers, duration=args.duration,
-                        seed=args.seed, keep=args.keep, faults=faults, checks=checks,
-                        notify_half=args.notify_half)
+    config = SoakConfig(
+        runs=args.runs,
+        workers=args.workers,
+        duration=args.duration,
+        seed=args.seed,
+        keep=args.keep,
+        faults=faults,
+        checks=checks,
+        notify_half=args.notify_half,
+    )
     chaos = Chaos(config)
-    print(f"soak: {config.runs} runs, {config.workers} workers, >= {config.duration:.0f} s of "
-          f"faults, seed {config.seed}, work dir {chaos.workdir}", flush=True)
+    print(
+        f"soak: {config.runs} runs, {config.workers} workers, >= {config.duration:.0f} s of "
+        f"faults, seed {config.seed}, work dir {chaos.workdir}",
+        flush=True,
+    )
     report = chaos.run()
     print(report.text())
     if args.json_path:

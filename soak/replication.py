@@ -99,7 +99,7 @@ class Node:
                 continue
             with contextlib.suppress(OSError, ValueError, IndexError):
                 stat = (entry / "stat").read_text()
-                ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+                ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
                 if ppid == root:
                     found.append(int(entry.name))
         return found
@@ -112,12 +112,17 @@ class Node:
         sockets = self.datadir.parent / f"{self.name}.sockets"
         sockets.mkdir(exist_ok=True)
         self.cluster._chown(sockets)
-        lines = [f"port = {self.port}", f"unix_socket_directories = '{sockets}'",
-                 "synchronous_standby_names = ''"]
+        lines = [
+            f"port = {self.port}",
+            f"unix_socket_directories = '{sockets}'",
+            "synchronous_standby_names = ''",
+        ]
         if standby_of is not None:
-            lines += [f"primary_conninfo = '{standby_of.conninfo()} application_name={self.name}'",
-                      f"primary_slot_name = '{self.name}'",
-                      "recovery_target_timeline = 'latest'"]
+            lines += [
+                f"primary_conninfo = '{standby_of.conninfo()} application_name={self.name}'",
+                f"primary_slot_name = '{self.name}'",
+                "recovery_target_timeline = 'latest'",
+            ]
             signal_file = self.datadir / "standby.signal"
             signal_file.touch()
             self.cluster._chown(signal_file)
@@ -161,8 +166,9 @@ def _wait_gone(alive, timeout: float) -> None:
 class ReplicatedPair:
     """A primary and a streaming standby (see the module's docstring)."""
 
-    def __init__(self, sync: bool = True, settings: dict[str, str] | None = None,
-                 workdir: Path | None = None):
+    def __init__(
+        self, sync: bool = True, settings: dict[str, str] | None = None, workdir: Path | None = None
+    ):
         self.sync = sync
         self.root = Path(workdir or tempfile.mkdtemp(prefix="runlane-repl-"))
         self.os_user = _server_user()
@@ -172,15 +178,17 @@ class ReplicatedPair:
         self.nodes = [Node("node0", self.root, merged), Node("node1", self.root, merged)]
         self.primary, self.standby = self.nodes
         self.failovers = 0
-        self.rebuilds: list[str] = []   # how each standby was rebuilt: rewind / basebackup
+        self.rebuilds: list[str] = []  # how each standby was rebuilt: rewind / basebackup
 
     # -- addresses ---------------------------------------------------------------------
     def dsn_for(self, dbname: str) -> str:
         """Both nodes, in a fixed order: libpq connects to the one that accepts writes."""
         hosts = ",".join("127.0.0.1" for _ in self.nodes)
         ports = ",".join(str(n.port) for n in self.nodes)
-        return (f"host={hosts} port={ports} user={SUPERUSER} dbname={dbname} "
-                "target_session_attrs=read-write connect_timeout=3")
+        return (
+            f"host={hosts} port={ports} user={SUPERUSER} dbname={dbname} "
+            "target_session_attrs=read-write connect_timeout=3"
+        )
 
     @property
     def dsn(self) -> str:
@@ -206,17 +214,31 @@ class ReplicatedPair:
         node.datadir.mkdir(parents=True)
         node.cluster._chown(node.datadir)
         os.chmod(node.datadir, 0o700)
-        node.run("pg_basebackup", "-d", primary.conninfo(), "-D", str(node.datadir),
-                 "-X", "stream", "-c", "fast", "--no-sync")
+        node.run(
+            "pg_basebackup",
+            "-d",
+            primary.conninfo(),
+            "-D",
+            str(node.datadir),
+            "-X",
+            "stream",
+            "-c",
+            "fast",
+            "--no-sync",
+        )
         node.own_settings(primary)
         self._start_standby(node, primary)
 
     def _create_slot(self, primary: Node, name: str) -> None:
         with psycopg.connect(primary.dsn_for("postgres"), autocommit=True) as conn:
-            conn.execute("select pg_drop_replication_slot(slot_name) from pg_replication_slots "
-                         "where slot_name = %s and not active", (name,))
-            if not conn.execute("select 1 from pg_replication_slots where slot_name = %s",
-                                (name,)).fetchone():
+            conn.execute(
+                "select pg_drop_replication_slot(slot_name) from pg_replication_slots "
+                "where slot_name = %s and not active",
+                (name,),
+            )
+            if not conn.execute(
+                "select 1 from pg_replication_slots where slot_name = %s", (name,)
+            ).fetchone():
                 conn.execute("select pg_create_physical_replication_slot(%s, true)", (name,))
 
     def _start_standby(self, node: Node, primary: Node) -> None:
@@ -229,35 +251,43 @@ class ReplicatedPair:
                 conn.execute("select pg_reload_conf()")
             self.wait_streaming(primary, node, state="sync")
 
-    def wait_streaming(self, primary: Node, node: Node, state: str | None = None,
-                       timeout: float = 60.0) -> None:
+    def wait_streaming(
+        self, primary: Node, node: Node, state: str | None = None, timeout: float = 60.0
+    ) -> None:
         """Until `primary` streams to `node` (and, with `state`, reports that sync_state)."""
         deadline = time.monotonic() + timeout
         with psycopg.connect(primary.dsn_for("postgres"), autocommit=True) as conn:
             while True:
                 row = conn.execute(
-                    "select state, sync_state from pg_stat_replication "
-                    "where application_name = %s", (node.name,)).fetchone()
+                    "select state, sync_state from pg_stat_replication where application_name = %s",
+                    (node.name,),
+                ).fetchone()
                 if row and row[0] == "streaming" and (state is None or row[1] == state):
                     return
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"{node.name} does not stream from {primary.name} "
-                                       f"({row}): {node.cluster._log_tail()}")
+                    raise RuntimeError(
+                        f"{node.name} does not stream from {primary.name} "
+                        f"({row}): {node.cluster._log_tail()}"
+                    )
                 time.sleep(0.05)
 
-    def wait_caught_up(self, primary: Node | None = None, node: Node | None = None,
-                       timeout: float = 60.0) -> None:
+    def wait_caught_up(
+        self, primary: Node | None = None, node: Node | None = None, timeout: float = 60.0
+    ) -> None:
         """Until the standby has replayed everything the primary has written so far."""
         primary, node = primary or self.primary, node or self.standby
         with psycopg.connect(primary.dsn_for("postgres"), autocommit=True) as conn:
             target = conn.execute("select pg_current_wal_lsn()").fetchone()[0]
         deadline = time.monotonic() + timeout
         with psycopg.connect(node.dsn_for("postgres"), autocommit=True) as conn:
-            while not conn.execute("select pg_last_wal_replay_lsn() >= %s::pg_lsn",
-                                   (target,)).fetchone()[0]:
+            while not conn.execute(
+                "select pg_last_wal_replay_lsn() >= %s::pg_lsn", (target,)
+            ).fetchone()[0]:
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"{node.name} did not catch up with {primary.name}: "
-                                       f"{node.cluster._log_tail()}")
+                    raise RuntimeError(
+                        f"{node.name} did not catch up with {primary.name}: "
+                        f"{node.cluster._log_tail()}"
+                    )
                 time.sleep(0.05)
 
     def hold_replication(self) -> None:
@@ -296,8 +326,9 @@ class ReplicatedPair:
         deadline = time.monotonic() + 60
         while True:
             try:
-                with psycopg.connect(node.dsn_for("postgres"), autocommit=True,
-                                     connect_timeout=2) as conn:
+                with psycopg.connect(
+                    node.dsn_for("postgres"), autocommit=True, connect_timeout=2
+                ) as conn:
                     if not conn.execute("select pg_is_in_recovery()").fetchone()[0]:
                         break
             except psycopg.OperationalError:
@@ -322,16 +353,23 @@ class ReplicatedPair:
             # old timeline, and pg_rewind would find "no rewind required".
             with psycopg.connect(primary.dsn_for("postgres"), autocommit=True) as conn:
                 conn.execute("checkpoint")
-            result = node.run("pg_rewind", "--target-pgdata", str(node.datadir),
-                              "--source-server", primary.conninfo(), "--no-sync",
-                              check=False)
+            result = node.run(
+                "pg_rewind",
+                "--target-pgdata",
+                str(node.datadir),
+                "--source-server",
+                primary.conninfo(),
+                "--no-sync",
+                check=False,
+            )
             if result.returncode == 0:
                 node.own_settings(primary)
                 self._start_standby(node, primary)
                 done = "rewind"
             else:
                 self.rewind_errors = getattr(self, "rewind_errors", []) + [
-                    (result.stderr or result.stdout).strip()[-500:]]
+                    (result.stderr or result.stdout).strip()[-500:]
+                ]
         if done == "basebackup":
             self._make_standby(node, primary)
         self.rebuilds.append(done)

@@ -93,7 +93,7 @@ def parse_bind(payload: bytes) -> tuple[str, list[tuple[bytes | None, int]]]:
         pos += 4
         raw = None
         if length >= 0:
-            raw = payload[pos:pos + length]
+            raw = payload[pos : pos + length]
             pos += length
         fmt = fmts[i] if len(fmts) > 1 else (fmts[0] if fmts else 0)
         params.append((raw, fmt))
@@ -103,9 +103,10 @@ def parse_bind(payload: bytes) -> tuple[str, list[tuple[bytes | None, int]]]:
 @dataclass
 class _Unit:
     """One request unit and what the proxy does with its reply."""
+
     kind: str | None = None
     drop: bool = False
-    generation: int = 0             # of the arming it was taken from
+    generation: int = 0  # of the arming it was taken from
     query: str = ""
     params: list[tuple[bytes | None, int]] = field(default_factory=list)
 
@@ -113,23 +114,24 @@ class _Unit:
 @dataclass
 class Drop:
     kind: str
-    at: float                       # epoch seconds: the reply was complete and discarded
+    at: float  # epoch seconds: the reply was complete and discarded
     run_ids: list[int]
     fences: list[int | None]
     attempts: list[int | None]
-    client: str                     # the client's application_name, when it sent one
+    client: str  # the client's application_name, when it sent one
 
 
 class _Conn:
     """One client connection and its server connection."""
 
-    def __init__(self, proxy: ReplyDropper, reader: asyncio.StreamReader,
-                 writer: asyncio.StreamWriter):
+    def __init__(
+        self, proxy: ReplyDropper, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ):
         self.proxy = proxy
         self.c_reader, self.c_writer = reader, writer
         self.s_reader: asyncio.StreamReader | None = None
         self.s_writer: asyncio.StreamWriter | None = None
-        self.units: deque[_Unit] = deque([_Unit()])   # the startup exchange first
+        self.units: deque[_Unit] = deque([_Unit()])  # the startup exchange first
         self.pending = _Unit()
         self.prepared: dict[str, str] = {}
         self.application_name = ""
@@ -142,7 +144,7 @@ class _Conn:
         for w in (self.c_writer, self.s_writer):
             if w is not None:
                 with contextlib.suppress(Exception):
-                    w.transport.abort()   # RST-like: no orderly goodbye, as a lost link
+                    w.transport.abort()  # RST-like: no orderly goodbye, as a lost link
 
     async def run(self) -> None:
         try:
@@ -150,7 +152,8 @@ class _Conn:
             if startup is None:
                 return
             self.s_reader, self.s_writer = await asyncio.open_connection(
-                self.proxy.upstream_host, self.proxy.upstream_port)
+                self.proxy.upstream_host, self.proxy.upstream_port
+            )
             self.s_writer.write(startup)
             await asyncio.gather(self._client_to_server(), self._server_to_client())
         except (OSError, asyncio.IncompleteReadError, ValueError, struct.error):
@@ -168,7 +171,7 @@ class _Conn:
             body = await self.c_reader.readexactly(length - 4)
             (code,) = struct.unpack_from("!i", body, 0)
             if code in (SSL_REQUEST, GSSENC_REQUEST):
-                self.c_writer.write(b"N")   # no TLS here: the client goes on in plain text
+                self.c_writer.write(b"N")  # no TLS here: the client goes on in plain text
                 await self.c_writer.drain()
                 continue
             if code == CANCEL_REQUEST:
@@ -263,7 +266,7 @@ def _row_description(payload: bytes) -> list[str]:
     for _ in range(n):
         name, pos = _cstring(payload, pos)
         names.append(name)
-        pos += 18   # table oid, column, type oid, size, modifier, format
+        pos += 18  # table oid, column, type oid, size, modifier, format
     return names
 
 
@@ -276,7 +279,7 @@ def _data_row(payload: bytes) -> list[bytes | None]:
         if length < 0:
             values.append(None)
         else:
-            values.append(payload[pos:pos + length])
+            values.append(payload[pos : pos + length])
             pos += length
     return values
 
@@ -284,8 +287,9 @@ def _data_row(payload: bytes) -> list[bytes | None]:
 class ReplyDropper:
     """The proxy; its own thread and event loop. Thread-safe: arm, drops, close."""
 
-    def __init__(self, upstream_port: int, upstream_host: str = "127.0.0.1",
-                 lifetime: float = 3600.0):
+    def __init__(
+        self, upstream_port: int, upstream_host: str = "127.0.0.1", lifetime: float = 3600.0
+    ):
         if upstream_host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError("the reply dropper is for loopback only")
         self.upstream_host = upstream_host
@@ -295,7 +299,7 @@ class ReplyDropper:
         self.drops: list[Drop] = []
         self.forwarded_units = 0
         self._armed: dict[str, int] = {}
-        self._generation = 0            # a disarm starts a new one
+        self._generation = 0  # a disarm starts a new one
         self._lock = threading.Lock()
         self._conns: set[_Conn] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -353,8 +357,9 @@ class ReplyDropper:
             if kind is not None and generation == self._generation:
                 self._armed[kind] = self._armed.get(kind, 0) + 1
 
-    def _record(self, unit: _Unit, names: list[str], rows: list[list[bytes | None]],
-                client: str) -> None:
+    def _record(
+        self, unit: _Unit, names: list[str], rows: list[list[bytes | None]], client: str
+    ) -> None:
         run_ids: list[int] = []
         fences: list[int | None] = []
         attempts: list[int | None] = []
@@ -378,8 +383,7 @@ class ReplyDropper:
                 fences.append(found.get("p_fence"))
                 attempts.append(None)
         with self._lock:
-            self.drops.append(Drop(unit.kind or "", time.time(), run_ids, fences, attempts,
-                                   client))
+            self.drops.append(Drop(unit.kind or "", time.time(), run_ids, fences, attempts, client))
 
     def _forget(self, conn: _Conn) -> None:
         self._conns.discard(conn)

@@ -28,10 +28,17 @@ def pg_cluster():
     cluster.destroy()
 
 
-def _janitor(cluster: LocalCluster, dbname: str, template: str | None = None,
-             as_template: bool = False) -> DatabaseJanitor:
-    return DatabaseJanitor(user=SUPERUSER, host="127.0.0.1", port=cluster.port, dbname=dbname,
-                           template_dbname=template, as_template=as_template)
+def _janitor(
+    cluster: LocalCluster, dbname: str, template: str | None = None, as_template: bool = False
+) -> DatabaseJanitor:
+    return DatabaseJanitor(
+        user=SUPERUSER,
+        host="127.0.0.1",
+        port=cluster.port,
+        dbname=dbname,
+        template_dbname=template,
+        as_template=as_template,
+    )
 
 
 def load_test_fixtures(conn: psycopg.Connection) -> None:

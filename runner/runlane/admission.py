@@ -24,7 +24,7 @@ from . import log
 @dataclass(frozen=True)
 class Memory:
     available: int | None  # bytes of physical memory available to us (None = unknown)
-    headroom: int | None   # bytes before our own rlimits bite (None = unlimited)
+    headroom: int | None  # bytes before our own rlimits bite (None = unlimited)
 
 
 def _kv_file(path: str) -> dict[str, int]:
@@ -97,15 +97,21 @@ class Admission:
             ok = True
         if not ok and self.waiting_since is None:
             self.waiting_since = time.monotonic()
-            log.get().warning("run.admission_wait", **{
-                "run.lane": lane, "admission.buffer_bytes": self.buffer,
-                "admission.available_bytes": memory.available,
-                "admission.headroom_bytes": memory.headroom})
+            log.get().warning(
+                "run.admission_wait",
+                **{
+                    "run.lane": lane,
+                    "admission.buffer_bytes": self.buffer,
+                    "admission.available_bytes": memory.available,
+                    "admission.headroom_bytes": memory.headroom,
+                },
+            )
         elif ok and self.waiting_since is not None:
             waited = int((time.monotonic() - self.waiting_since) * 1000)
             self.waiting_since = None
-            log.get().info("run.admission_resumed",
-                           **{"run.lane": lane, "admission.wait_ms": waited})
+            log.get().info(
+                "run.admission_resumed", **{"run.lane": lane, "admission.wait_ms": waited}
+            )
         return ok
 
     @property

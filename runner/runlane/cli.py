@@ -31,32 +31,46 @@ DSN_ENVVARS = ("RUNLANE_DSN", "DATABASE_URL")
 def _require_dsn(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str:
     if not value:
         raise click.UsageError(
-            "no database given: pass --dsn postgresql://…, or set RUNLANE_DSN or DATABASE_URL")
+            "no database given: pass --dsn postgresql://…, or set RUNLANE_DSN or DATABASE_URL"
+        )
     return value
 
 
 dsn_option = click.option(
-    "--dsn", envvar=list(DSN_ENVVARS), callback=_require_dsn,
-    help="PostgreSQL connection string (else $RUNLANE_DSN, else $DATABASE_URL).")
+    "--dsn",
+    envvar=list(DSN_ENVVARS),
+    callback=_require_dsn,
+    help="PostgreSQL connection string (else $RUNLANE_DSN, else $DATABASE_URL).",
+)
 
 
 def log_options(command: Any) -> Any:
     """--log-level, --log-format, --log-errors (shared: RUNLANE_LOG_*)."""
     command = click.option(
-        "--log-errors", is_flag=True, envvar="RUNLANE_LOG_ERRORS",
+        "--log-errors",
+        is_flag=True,
+        envvar="RUNLANE_LOG_ERRORS",
         help="Also log exception messages (error.message). Off by default because an "
-             "agent's exception message can quote user content (a prompt, a reply) and "
-             "logs must not carry it; the message is stored with the run either way "
-             "(`runlane run ID`, `runlane journal`).")(command)
+        "agent's exception message can quote user content (a prompt, a reply) and "
+        "logs must not carry it; the message is stored with the run either way "
+        "(`runlane run ID`, `runlane journal`).",
+    )(command)
     command = click.option(
-        "--log-format", type=click.Choice(log.FORMATS), default="json", show_default=True,
+        "--log-format",
+        type=click.Choice(log.FORMATS),
+        default="json",
+        show_default=True,
         envvar="RUNLANE_LOG_FORMAT",
-        help="json: one JSON object per line; text: a readable line for development.")(command)
+        help="json: one JSON object per line; text: a readable line for development.",
+    )(command)
     return click.option(
-        "--log-level", type=click.Choice(log.LEVELS, case_sensitive=False), default="info",
-        show_default=True, envvar="RUNLANE_LOG_LEVEL",
-        help="debug also logs the stack (frames only, no message) of each logged error.")(
-            command)
+        "--log-level",
+        type=click.Choice(log.LEVELS, case_sensitive=False),
+        default="info",
+        show_default=True,
+        envvar="RUNLANE_LOG_LEVEL",
+        help="debug also logs the stack (frames only, no message) of each logged error.",
+    )(command)
 
 
 def version() -> str:
@@ -103,8 +117,14 @@ class _Commands(click.Group):
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
-              callback=_print_version, help="Print the version and exit.")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Print the version and exit.",
+)
 def main() -> None:
     """runlane: durable, Postgres-native dispatch for AI-agent runs.
 
@@ -127,10 +147,13 @@ def load_agent_or_exit(spec: str) -> Any:
     except ModuleNotFoundError as exc:
         wanted = spec.partition(":")[0]
         if exc.name and (wanted == exc.name or wanted.startswith(exc.name + ".")):
-            click.echo(f"error: cannot load agent {spec}: no module named {exc.name!r} in "
-                       f"the current folder ({cwd}) or the installed packages; run runlane "
-                       "from your project's folder, install your package (pip install -e .) "
-                       "or add its folder to PYTHONPATH", err=True)
+            click.echo(
+                f"error: cannot load agent {spec}: no module named {exc.name!r} in "
+                f"the current folder ({cwd}) or the installed packages; run runlane "
+                "from your project's folder, install your package (pip install -e .) "
+                "or add its folder to PYTHONPATH",
+                err=True,
+            )
         else:  # the agent's module exists; something it imports does not
             click.echo(f"error: cannot load agent {spec}: {exc}", err=True)
         sys.exit(2)
@@ -143,8 +166,9 @@ def load_agent_or_exit(spec: str) -> Any:
 API, WORKER = "runlane_api", "runlane_worker"
 
 
-def fail(exc: BaseException, needs: str | None = None, dsn: str | None = None,
-         also: str | None = None) -> None:
+def fail(
+    exc: BaseException, needs: str | None = None, dsn: str | None = None, also: str | None = None
+) -> None:
     """One line for the error and exit non-zero. `needs` is the role the command needs
     (`also`: another that does as well): a permission refusal (42501) then says which
     role to grant the login of `dsn` and the command that grants it."""
@@ -161,11 +185,21 @@ def fail(exc: BaseException, needs: str | None = None, dsn: str | None = None,
 
 @main.command("migrate")
 @dsn_option
-@click.option("--to", "to", type=int, default=None,
-              help="Stop after this migration (e.g. --to 2 for a staged upgrade).")
-@click.option("--lock-timeout", type=float, default=60.0, show_default=True,
-              help="Seconds to wait for another migrator's lock, and for each migration's "
-                   "table locks (1 s attempts, retried); then fail naming the holders.")
+@click.option(
+    "--to",
+    "to",
+    type=int,
+    default=None,
+    help="Stop after this migration (e.g. --to 2 for a staged upgrade).",
+)
+@click.option(
+    "--lock-timeout",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Seconds to wait for another migrator's lock, and for each migration's "
+    "table locks (1 s attempts, retried); then fail naming the holders.",
+)
 def migrate_cmd(dsn: str, to: int | None, lock_timeout: float) -> None:
     """Apply pending migrations, then re-apply the functions."""
     try:
@@ -182,90 +216,197 @@ def migrate_cmd(dsn: str, to: int | None, lock_timeout: float) -> None:
 
 @main.command("worker")
 @dsn_option
-@click.option("--lane", "lanes", multiple=True, required=True,
-              type=click.Choice(["interactive", "background"]),
-              help="Lane to serve; repeat for both (each lane has its own dispatcher).")
-@click.option("--agent", "agent_spec", default=None,
-              help="The agent, as module:attr (imported from the current folder or the "
-                   "installed packages). Required: runlane.agents.echo:agent echoes "
-                   "messages back, a stand-in for trying runlane.")
+@click.option(
+    "--lane",
+    "lanes",
+    multiple=True,
+    required=True,
+    type=click.Choice(["interactive", "background"]),
+    help="Lane to serve; repeat for both (each lane has its own dispatcher).",
+)
+@click.option(
+    "--agent",
+    "agent_spec",
+    default=None,
+    help="The agent, as module:attr (imported from the current folder or the "
+    "installed packages). Required: runlane.agents.echo:agent echoes "
+    "messages back, a stand-in for trying runlane.",
+)
 @click.option("--worker-id", default="", help="Lease owner name (default host-pid-random).")
-@click.option("--shutdown-grace", type=float, default=30.0, show_default=True,
-              help="Seconds runs may finish after SIGTERM/SIGINT before they are released.")
-@click.option("--memory-buffer-mb", type=int, default=64, show_default=True,
-              help="Free memory (and process headroom) required before each claim.")
-@click.option("--memory-probe", default=None,
-              help="module:attr of a probe returning runlane.admission.Memory (tests, ops).")
-@click.option("--lease", type=float, default=60.0, show_default=True,
-              help="Lease seconds; heartbeats every third of it.")
-@click.option("--scan-interval", type=float, default=5.0, show_default=True,
-              help="Seconds between recovery scans of each lane.")
-@click.option("--fast-scan-interval", type=click.FloatRange(min=0.01), default=0.1,
-              show_default=True,
-              help="Seconds between scans of each lane while notifications cannot be "
-                   "counted on: the NOTIFY queue is at least --notify-queue-warn full (from "
-                   "0.5 runlane sends none), or --scan-only.")
-@click.option("--scan-only", is_flag=True,
-              help="Run without LISTEN: no LISTEN check at startup (a worker whose LISTEN "
-                   "cannot be proven refuses to start without this), every lane scans every "
-                   "--fast-scan-interval, a Stop is seen at the run's next heartbeat, and "
-                   "connections prepare no statements. For where LISTEN cannot work, e.g. "
-                   "a transaction-pooled PgBouncer; logged as worker.scan_only (a warning) "
-                   "and shown as runlane_dispatch_scan_only.")
-@click.option("--claim-batch", type=int, default=10, show_default=True,
-              help="Runs per claim_runs() call.")
-@click.option("--pool-size", type=int, default=10, show_default=True,
-              help="Database connections per lane for run work (not a run cap).")
-@click.option("--max-per-org", type=click.IntRange(0, 1_000_000), default=200, show_default=True,
-              help="At most this many runs of one organization in flight on this worker "
-                   "while another organization within its bound has runs waiting, so one "
-                   "organization's burst leaves the others the first places; a lone "
-                   "organization is limited by memory admission alone (0: no bound).")
-@click.option("--max-per-org-strict", is_flag=True, default=False,
-              help="The --max-per-org bound binds always, a lone organization included "
-                   "(for a worker whose limit is not memory). Keep it at least twice the "
-                   "largest claim page (10 x --claim-batch), or one organization's backlog "
-                   "is claimed in part pages.")
-@click.option("--maintenance/--no-maintenance", default=True, show_default=True,
-              help="Take part in the maintenance leader election.")
+@click.option(
+    "--shutdown-grace",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="Seconds runs may finish after SIGTERM/SIGINT before they are released.",
+)
+@click.option(
+    "--memory-buffer-mb",
+    type=int,
+    default=64,
+    show_default=True,
+    help="Free memory (and process headroom) required before each claim.",
+)
+@click.option(
+    "--memory-probe",
+    default=None,
+    help="module:attr of a probe returning runlane.admission.Memory (tests, ops).",
+)
+@click.option(
+    "--lease",
+    type=float,
+    default=60.0,
+    show_default=True,
+    help="Lease seconds; heartbeats every third of it.",
+)
+@click.option(
+    "--scan-interval",
+    type=float,
+    default=5.0,
+    show_default=True,
+    help="Seconds between recovery scans of each lane.",
+)
+@click.option(
+    "--fast-scan-interval",
+    type=click.FloatRange(min=0.01),
+    default=0.1,
+    show_default=True,
+    help="Seconds between scans of each lane while notifications cannot be "
+    "counted on: the NOTIFY queue is at least --notify-queue-warn full (from "
+    "0.5 runlane sends none), or --scan-only.",
+)
+@click.option(
+    "--scan-only",
+    is_flag=True,
+    help="Run without LISTEN: no LISTEN check at startup (a worker whose LISTEN "
+    "cannot be proven refuses to start without this), every lane scans every "
+    "--fast-scan-interval, a Stop is seen at the run's next heartbeat, and "
+    "connections prepare no statements. For where LISTEN cannot work, e.g. "
+    "a transaction-pooled PgBouncer; logged as worker.scan_only (a warning) "
+    "and shown as runlane_dispatch_scan_only.",
+)
+@click.option(
+    "--claim-batch", type=int, default=10, show_default=True, help="Runs per claim_runs() call."
+)
+@click.option(
+    "--pool-size",
+    type=int,
+    default=10,
+    show_default=True,
+    help="Database connections per lane for run work (not a run cap).",
+)
+@click.option(
+    "--max-per-org",
+    type=click.IntRange(0, 1_000_000),
+    default=200,
+    show_default=True,
+    help="At most this many runs of one organization in flight on this worker "
+    "while another organization within its bound has runs waiting, so one "
+    "organization's burst leaves the others the first places; a lone "
+    "organization is limited by memory admission alone (0: no bound).",
+)
+@click.option(
+    "--max-per-org-strict",
+    is_flag=True,
+    default=False,
+    help="The --max-per-org bound binds always, a lone organization included "
+    "(for a worker whose limit is not memory). Keep it at least twice the "
+    "largest claim page (10 x --claim-batch), or one organization's backlog "
+    "is claimed in part pages.",
+)
+@click.option(
+    "--maintenance/--no-maintenance",
+    default=True,
+    show_default=True,
+    help="Take part in the maintenance leader election.",
+)
 @click.option("--tick-interval", type=float, default=5.0, show_default=True)
 @click.option("--queue-delay-interval", type=float, default=30.0, show_default=True)
 @click.option("--queue-delay-threshold", type=float, default=30.0, show_default=True)
-@click.option("--leader-retry", type=float, default=3.0, show_default=True,
-              help="Seconds between a follower's attempts to become maintenance leader.")
-@click.option("--leader-ttl", type=float, default=None,
-              help="Seconds the maintenance leader's lease lasts without renewal (1-60, "
-                   "longer than --tick-interval; default 3 x --tick-interval = 15); a "
-                   "paused leader is replaced within leader-ttl + leader-retry seconds.")
-@click.option("--notify-queue-warn", type=float, default=0.25, show_default=True,
-              help="Log notify.queue_usage (once per maintenance pass, naming the backends "
-                   "likely holding the queue) and scan every --fast-scan-interval while the "
-                   "server's NOTIFY queue is at least this full (and from 0.5 whatever "
-                   "this is: runlane stops notifying there).")
-@click.option("--retention", default=None,
-              help="Delete runs finished longer ago than this (e.g. 30d, 240h, P30D; at "
-                   "least 8 days) with their outputs, messages, charges and journal; the "
-                   "maintenance leader purges in batches each pass. Off by default.")
-@click.option("--deliveries", type=click.Choice(["direct", "legacy"]), default="direct",
-              show_default=True,
-              help="legacy: take run deliveries from run_jobs with the older generation's "
-                   "statements (rolling upgrades); direct: claim runs (the default).")
-@click.option("--metrics-port", type=int, default=None,
-              help="Serve Prometheus metrics on this port at /metrics (needs prometheus_client).")
-@click.option("--metrics-addr", default="127.0.0.1", show_default=True,
-              help="Address the metrics endpoint binds to.")
+@click.option(
+    "--leader-retry",
+    type=float,
+    default=3.0,
+    show_default=True,
+    help="Seconds between a follower's attempts to become maintenance leader.",
+)
+@click.option(
+    "--leader-ttl",
+    type=float,
+    default=None,
+    help="Seconds the maintenance leader's lease lasts without renewal (1-60, "
+    "longer than --tick-interval; default 3 x --tick-interval = 15); a "
+    "paused leader is replaced within leader-ttl + leader-retry seconds.",
+)
+@click.option(
+    "--notify-queue-warn",
+    type=float,
+    default=0.25,
+    show_default=True,
+    help="Log notify.queue_usage (once per maintenance pass, naming the backends "
+    "likely holding the queue) and scan every --fast-scan-interval while the "
+    "server's NOTIFY queue is at least this full (and from 0.5 whatever "
+    "this is: runlane stops notifying there).",
+)
+@click.option(
+    "--retention",
+    default=None,
+    help="Delete runs finished longer ago than this (e.g. 30d, 240h, P30D; at "
+    "least 8 days) with their outputs, messages, charges and journal; the "
+    "maintenance leader purges in batches each pass. Off by default.",
+)
+@click.option(
+    "--deliveries",
+    type=click.Choice(["direct", "legacy"]),
+    default="direct",
+    show_default=True,
+    help="legacy: take run deliveries from run_jobs with the older generation's "
+    "statements (rolling upgrades); direct: claim runs (the default).",
+)
+@click.option(
+    "--metrics-port",
+    type=int,
+    default=None,
+    help="Serve Prometheus metrics on this port at /metrics (needs prometheus_client).",
+)
+@click.option(
+    "--metrics-addr",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address the metrics endpoint binds to.",
+)
 @log_options
-def worker_cmd(dsn: str, lanes: tuple[str, ...], agent_spec: str, worker_id: str,
-               shutdown_grace: float, memory_buffer_mb: int, memory_probe: str | None,
-               lease: float, scan_interval: float, fast_scan_interval: float,
-               scan_only: bool, claim_batch: int, pool_size: int,
-               max_per_org: int, max_per_org_strict: bool, maintenance: bool,
-               tick_interval: float,
-               queue_delay_interval: float, queue_delay_threshold: float, leader_retry: float,
-               leader_ttl: float | None, notify_queue_warn: float, retention: str | None,
-               deliveries: str,
-               metrics_port: int | None, metrics_addr: str,
-               log_level: str, log_format: str, log_errors: bool) -> None:
+def worker_cmd(
+    dsn: str,
+    lanes: tuple[str, ...],
+    agent_spec: str,
+    worker_id: str,
+    shutdown_grace: float,
+    memory_buffer_mb: int,
+    memory_probe: str | None,
+    lease: float,
+    scan_interval: float,
+    fast_scan_interval: float,
+    scan_only: bool,
+    claim_batch: int,
+    pool_size: int,
+    max_per_org: int,
+    max_per_org_strict: bool,
+    maintenance: bool,
+    tick_interval: float,
+    queue_delay_interval: float,
+    queue_delay_threshold: float,
+    leader_retry: float,
+    leader_ttl: float | None,
+    notify_queue_warn: float,
+    retention: str | None,
+    deliveries: str,
+    metrics_port: int | None,
+    metrics_addr: str,
+    log_level: str,
+    log_format: str,
+    log_errors: bool,
+) -> None:
     """Listen, claim and execute runs of AGENT (--agent) until SIGTERM/SIGINT."""
     from .maintenance import MaintenanceConfig
     from .retention import parse_window
@@ -278,8 +419,14 @@ def worker_cmd(dsn: str, lanes: tuple[str, ...], agent_spec: str, worker_id: str
     try:
         window = parse_window(retention) if retention is not None else None
         maintenance_config = MaintenanceConfig(
-            tick_interval, queue_delay_interval, queue_delay_threshold, leader_retry,
-            leader_ttl=leader_ttl, notify_queue_warn=notify_queue_warn, retention=window)
+            tick_interval,
+            queue_delay_interval,
+            queue_delay_threshold,
+            leader_retry,
+            leader_ttl=leader_ttl,
+            notify_queue_warn=notify_queue_warn,
+            retention=window,
+        )
     except ValueError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
@@ -287,16 +434,28 @@ def worker_cmd(dsn: str, lanes: tuple[str, ...], agent_spec: str, worker_id: str
         raise click.UsageError(
             "runlane worker needs an agent: --agent mypkg.agents:researcher (or "
             "RUNLANE_WORKER_AGENT=mypkg.agents:researcher); to try runlane without one, "
-            "--agent runlane.agents.echo:agent echoes each message back")
+            "--agent runlane.agents.echo:agent echoes each message back"
+        )
     agent = load_agent_or_exit(agent_spec)
     config = WorkerConfig(
-        dsn=dsn, lanes=list(dict.fromkeys(lanes)), agent=agent, worker_id=worker_id,
-        shutdown_grace=shutdown_grace, memory_buffer_mb=memory_buffer_mb,
-        memory_probe=memory_probe, lease=lease, scan_interval=scan_interval,
-        fast_scan_interval=fast_scan_interval, fast_scan_from=notify_queue_warn,
-        scan_only=scan_only, claim_batch=claim_batch, pool_size=pool_size,
-        max_per_org=max_per_org, max_per_org_strict=max_per_org_strict,
-        maintenance=maintenance_config if maintenance else None)
+        dsn=dsn,
+        lanes=list(dict.fromkeys(lanes)),
+        agent=agent,
+        worker_id=worker_id,
+        shutdown_grace=shutdown_grace,
+        memory_buffer_mb=memory_buffer_mb,
+        memory_probe=memory_probe,
+        lease=lease,
+        scan_interval=scan_interval,
+        fast_scan_interval=fast_scan_interval,
+        fast_scan_from=notify_queue_warn,
+        scan_only=scan_only,
+        claim_batch=claim_batch,
+        pool_size=pool_size,
+        max_per_org=max_per_org,
+        max_per_org_strict=max_per_org_strict,
+        maintenance=maintenance_config if maintenance else None,
+    )
     if metrics_port is not None:
         from .metrics import Metrics
 
@@ -319,11 +478,18 @@ def worker_cmd(dsn: str, lanes: tuple[str, ...], agent_spec: str, worker_id: str
 @dsn_option
 @click.argument("login")
 @click.option("--api", "role", flag_value="api", help="Give LOGIN runlane_api (applications).")
-@click.option("--worker", "role", flag_value="worker",
-              help="Give LOGIN runlane_worker (workers; they act on every organization).")
-@click.option("--org", default=None,
-              help="With --api: LOGIN acts for this organization only. Without it, --api "
-                   "marks LOGIN as acting for every organization, on purpose.")
+@click.option(
+    "--worker",
+    "role",
+    flag_value="worker",
+    help="Give LOGIN runlane_worker (workers; they act on every organization).",
+)
+@click.option(
+    "--org",
+    default=None,
+    help="With --api: LOGIN acts for this organization only. Without it, --api "
+    "marks LOGIN as acting for every organization, on purpose.",
+)
 def grant_login_cmd(dsn: str, login: str, role: str | None, org: str | None) -> None:
     """Give an existing login the runlane_api or runlane_worker role (run it as the
     schema owner or a superuser). `--api` also enters the login in this database
@@ -345,11 +511,14 @@ def grant_login_cmd(dsn: str, login: str, role: str | None, org: str | None) -> 
             else:
                 scoped = conn.execute(
                     "select org_id from runlane.api_logins where org_id is not null"
-                    " and role_oid = to_regrole(quote_ident(%s))", (login,)).fetchone()
+                    " and role_oid = to_regrole(quote_ident(%s))",
+                    (login,),
+                ).fetchone()
                 if scoped is not None:
                     raise RuntimeError(
                         f"login {login} is limited to organization {scoped[0]}; a worker acts "
-                        "on every organization: use another login for workers")
+                        "on every organization: use another login for workers"
+                    )
                 conn.execute(sql.SQL("grant runlane_worker to {}").format(sql.Identifier(login)))
     except (psycopg.Error, RuntimeError) as exc:
         fail(exc)
@@ -383,8 +552,11 @@ def _publish(conn: psycopg.Connection, run_id: int) -> None:
     try:
         conn.execute("select runlane.publish_run(p_run_id => %s::bigint)", (run_id,))
     except psycopg.Error as exc:
-        click.echo(f"warning: run {run_id} committed but not published "
-                   f"({exc.sqlstate}); a worker's scan will start it", err=True)
+        click.echo(
+            f"warning: run {run_id} committed but not published "
+            f"({exc.sqlstate}); a worker's scan will start it",
+            err=True,
+        )
 
 
 @main.command("run-now")
@@ -394,9 +566,12 @@ def run_now_cmd(dsn: str, agent_id: str) -> None:
     """Start AGENT's background run now (manual "Run now")."""
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
-            run_id, state, reason = one(conn.execute(
-                "select run_id, state, reason from runlane.run_now(p_agent_id => %s::text)",
-                (agent_id,)).fetchone())
+            run_id, state, reason = one(
+                conn.execute(
+                    "select run_id, state, reason from runlane.run_now(p_agent_id => %s::text)",
+                    (agent_id,),
+                ).fetchone()
+            )
             if state == "queued":
                 _publish(conn, run_id)
     except psycopg.Error as exc:
@@ -413,20 +588,25 @@ def submit_cmd(dsn: str, agent_id: str, thread_id: str, text: str) -> None:
     """Send TEXT to AGENT in THREAD (a chat message)."""
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
-            message_id, run_id, disposition = one(conn.execute(
-                "select message_id, run_id, disposition from runlane.submit_message("
-                "p_agent_id => %s::text, p_thread_id => %s::text, p_body => %s::text)",
-                (agent_id, thread_id, text)).fetchone())
+            message_id, run_id, disposition = one(
+                conn.execute(
+                    "select message_id, run_id, disposition from runlane.submit_message("
+                    "p_agent_id => %s::text, p_thread_id => %s::text, p_body => %s::text)",
+                    (agent_id, thread_id, text),
+                ).fetchone()
+            )
             if disposition == "created":
                 _publish(conn, run_id)
     except psycopg.Error as exc:
         fail(exc, API, dsn)
-    click.echo(f"message {message_id} {disposition}"
-               + (f" run {run_id}" if run_id is not None else ""))
+    click.echo(
+        f"message {message_id} {disposition}" + (f" run {run_id}" if run_id is not None else "")
+    )
 
 
-def _legacy_worker(dsn: str, worker_id: str, memory_probe: str | None,
-                   memory_buffer_mb: int) -> None:
+def _legacy_worker(
+    dsn: str, worker_id: str, memory_probe: str | None, memory_buffer_mb: int
+) -> None:
     """The older generation's delivery loop, with memory admission and SIGTERM drain."""
     import os
     import signal
@@ -439,8 +619,9 @@ def _legacy_worker(dsn: str, worker_id: str, memory_probe: str | None,
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     admission = Admission(load_probe(memory_probe), memory_buffer_mb * 1024 * 1024)
-    sys.exit(run_legacy_worker(dsn, worker_id or f"legacy-{os.getpid()}",
-                               admission=admission, stop=stop))
+    sys.exit(
+        run_legacy_worker(dsn, worker_id or f"legacy-{os.getpid()}", admission=admission, stop=stop)
+    )
 
 
 @main.command("upgrade-status")
@@ -489,8 +670,11 @@ def _query(dsn: str, sql: str, params: tuple = (), also: str | None = WORKER) ->
 def _emit_json(data: object) -> None:
     import json
 
-    click.echo(json.dumps(data, default=lambda v: v.isoformat() if hasattr(v, "isoformat")
-                          else str(v), indent=2))
+    click.echo(
+        json.dumps(
+            data, default=lambda v: v.isoformat() if hasattr(v, "isoformat") else str(v), indent=2
+        )
+    )
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
@@ -512,46 +696,99 @@ def status_cmd(dsn: str, as_json: bool) -> None:
     if as_json:
         _emit_json(data)
         return
-    click.echo(render("Lanes", ["lane", "queued", "due (waiting)", "running", "oldest wait ms"],
-                      [[r["lane"], r["queued"], r["due"], r["running"], r["oldest_due_wait_ms"]]
-                       for r in data["lanes"]]))
+    click.echo(
+        render(
+            "Lanes",
+            ["lane", "queued", "due (waiting)", "running", "oldest wait ms"],
+            [
+                [r["lane"], r["queued"], r["due"], r["running"], r["oldest_due_wait_ms"]]
+                for r in data["lanes"]
+            ],
+        )
+    )
     click.echo()
-    click.echo(render("Organizations (background lane)",
-                      ["organization", "running", "queued", "agent_max_concurrency"],
-                      [[r["org_id"], r["running_background"], r["queued_background"],
-                        r["agent_max_concurrency"]] for r in data["organizations"]]))
+    click.echo(
+        render(
+            "Organizations (background lane)",
+            ["organization", "running", "queued", "agent_max_concurrency"],
+            [
+                [
+                    r["org_id"],
+                    r["running_background"],
+                    r["queued_background"],
+                    r["agent_max_concurrency"],
+                ]
+                for r in data["organizations"]
+            ],
+        )
+    )
     click.echo()
-    click.echo(render("Agents", ["agent", "organization", "schedule", "timezone", "status",
-                                 "next run (local)", "next run (UTC)"],
-                      [[r["agent_id"], r["org_id"], r["schedule"] or "-", r["timezone"],
-                        r["status"], r["next_run_local"], r["next_run_at"]]
-                       for r in data["agents"]]))
+    click.echo(
+        render(
+            "Agents",
+            [
+                "agent",
+                "organization",
+                "schedule",
+                "timezone",
+                "status",
+                "next run (local)",
+                "next run (UTC)",
+            ],
+            [
+                [
+                    r["agent_id"],
+                    r["org_id"],
+                    r["schedule"] or "-",
+                    r["timezone"],
+                    r["status"],
+                    r["next_run_local"],
+                    r["next_run_at"],
+                ]
+                for r in data["agents"]
+            ],
+        )
+    )
 
 
 @main.command("timing")
 @dsn_option
-@click.option("--since", default="1h", show_default=True,
-              help="Window, as a PostgreSQL interval (1h, 30m, 2 days).")
-@click.option("--trigger", default=None,
-              type=click.Choice(["interactive", "manual", "scheduled", "reaction", "retry",
-                                 "test"]),
-              help="Only runs with this trigger (default all).")
+@click.option(
+    "--since",
+    default="1h",
+    show_default=True,
+    help="Window, as a PostgreSQL interval (1h, 30m, 2 days).",
+)
+@click.option(
+    "--trigger",
+    default=None,
+    type=click.Choice(["interactive", "manual", "scheduled", "reaction", "retry", "test"]),
+    help="Only runs with this trigger (default all).",
+)
 @json_option
 def timing_cmd(dsn: str, since: str, trigger: str | None, as_json: bool) -> None:
     """Queue wait, first response and total distributions (p50, p90, p99, max): one
     sample per run, its first response for latency and its end for totals."""
     from .tables import render
 
-    rows = _query(dsn, "select * from runlane.timing_summary(p_since => %s::interval, "
-                       "p_trigger => %s::text)", (since, trigger))
+    rows = _query(
+        dsn,
+        "select * from runlane.timing_summary(p_since => %s::interval, p_trigger => %s::text)",
+        (since, trigger),
+    )
     if as_json:
         _emit_json({"since": since, "trigger": trigger, "measures": rows})
         return
-    click.echo(render(f"Timing over the last {since}" + (f", trigger {trigger}" if trigger
-                                                          else "") + " (ms)",
-                      ["measure", "samples", "p50", "p90", "p99", "max"],
-                      [[r["measure"], r["samples"], r["p50_ms"], r["p90_ms"], r["p99_ms"],
-                        r["max_ms"]] for r in rows]))
+    click.echo(
+        render(
+            f"Timing over the last {since}" + (f", trigger {trigger}" if trigger else "") + " (ms)",
+            ["measure", "samples", "p50", "p90", "p99", "max"],
+            [
+                [r["measure"], r["samples"], r["p50_ms"], r["p90_ms"], r["p99_ms"], r["max_ms"]]
+                for r in rows
+            ],
+        )
+    )
 
 
 @main.command("journal")
@@ -564,22 +801,55 @@ def journal_cmd(dsn: str, agent_id: str, limit: int, as_json: bool) -> None:
     (`runlane run ID` shows one run in full)."""
     from .tables import render
 
-    rows = _query(dsn, "select j.*, d.error_class, d.error "
-                       "from runlane.agent_journal(p_agent_id => %s::text, "
-                       "p_limit => %s::int) as j "
-                       "cross join lateral runlane.run_detail(j.run_id) as d "
-                       "order by j.created_at desc, j.run_id desc", (agent_id, limit),
-                  also=None)  # the errors can quote user content: runlane_api only
+    rows = _query(
+        dsn,
+        "select j.*, d.error_class, d.error "
+        "from runlane.agent_journal(p_agent_id => %s::text, "
+        "p_limit => %s::int) as j "
+        "cross join lateral runlane.run_detail(j.run_id) as d "
+        "order by j.created_at desc, j.run_id desc",
+        (agent_id, limit),
+        also=None,
+    )  # the errors can quote user content: runlane_api only
     if as_json:
         _emit_json({"agent_id": agent_id, "runs": rows})
         return
-    click.echo(render(f"Journal of {agent_id} (newest first)",
-                      ["run", "created", "lane", "trigger", "state", "reason", "attempts",
-                       "occurrence", "coalesced", "first response ms", "total ms", "error"],
-                      [[r["run_id"], r["created_at"], r["lane"], r["trigger"], r["state"],
-                        r["reason"], r["attempts"], r["occurrence"], r["coalesced"],
-                        r["first_response_ms"], r["total_ms"], _short_error(r)]
-                       for r in rows]))
+    click.echo(
+        render(
+            f"Journal of {agent_id} (newest first)",
+            [
+                "run",
+                "created",
+                "lane",
+                "trigger",
+                "state",
+                "reason",
+                "attempts",
+                "occurrence",
+                "coalesced",
+                "first response ms",
+                "total ms",
+                "error",
+            ],
+            [
+                [
+                    r["run_id"],
+                    r["created_at"],
+                    r["lane"],
+                    r["trigger"],
+                    r["state"],
+                    r["reason"],
+                    r["attempts"],
+                    r["occurrence"],
+                    r["coalesced"],
+                    r["first_response_ms"],
+                    r["total_ms"],
+                    _short_error(r),
+                ]
+                for r in rows
+            ],
+        )
+    )
 
 
 def _error_text(row: dict) -> str | None:
@@ -593,7 +863,7 @@ def _short_error(row: dict, width: int = 80) -> str | None:
     if text is None:
         return None
     text = " ".join(text.split())
-    return text if len(text) <= width else text[:width - 1] + "…"
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 @main.command("run")
@@ -603,25 +873,33 @@ def _short_error(row: dict, width: int = 80) -> str | None:
 def run_cmd(dsn: str, run_id: int, as_json: bool) -> None:
     """One run: its state, reason, attempts, timing, last error (class and message, as
     the failed attempt raised it) and how many outputs it wrote."""
-    rows = _query(dsn, "select * from runlane.run_detail(p_run_id => %s::bigint)", (run_id,),
-                  also=None)
+    rows = _query(
+        dsn, "select * from runlane.run_detail(p_run_id => %s::bigint)", (run_id,), also=None
+    )
     row = rows[0]
     if as_json:
         _emit_json(row)
         return
     fields = [
-        ("agent", row["agent_id"]), ("organization", row["org_id"]),
-        ("lane", row["lane"]), ("trigger", row["trigger"]),
-        ("state", row["state"]), ("reason", row["reason"]),
+        ("agent", row["agent_id"]),
+        ("organization", row["org_id"]),
+        ("lane", row["lane"]),
+        ("trigger", row["trigger"]),
+        ("state", row["state"]),
+        ("reason", row["reason"]),
         ("attempts", f"{row['attempts']} of {row['max_attempts']}"),
-        ("created", row["created_at"]), ("first started", row["first_started_at"]),
-        ("first response", row["first_response_at"]), ("finished", row["finished_at"]),
+        ("created", row["created_at"]),
+        ("first started", row["first_started_at"]),
+        ("first response", row["first_response_at"]),
+        ("finished", row["finished_at"]),
         ("wakes", row["wake_at"]),
         ("queue wait ms", row["queue_wait_ms"]),
-        ("first response ms", row["first_response_ms"]), ("total ms", row["total_ms"]),
+        ("first response ms", row["first_response_ms"]),
+        ("total ms", row["total_ms"]),
         ("outputs", f"{row['visible_outputs']} visible, {row['outputs']} in all"),
         ("cost", row["cost"]),
-        ("error class", row["error_class"]), ("error", row["error"]),
+        ("error class", row["error_class"]),
+        ("error", row["error"]),
     ]
     click.echo(f"run {row['run_id']}")
     for name, value in fields:
@@ -630,16 +908,36 @@ def run_cmd(dsn: str, run_id: int, as_json: bool) -> None:
 
 
 @main.command("embedded")
-@click.option("--data-dir", default=".runlane/embedded", show_default=True,
-              help="Where the embedded PostgreSQL keeps its data ('' for a throwaway one).")
-@click.option("--agent", "agent_spec", default="runlane.agents.echo:agent", show_default=True,
-              help="The agent, as module:attr.")
-@click.option("--scan-interval", type=float, default=1.0, show_default=True,
-              help="Seconds between recovery scans (runs committed by other processes are "
-                   "found by the scan: embedded mode does not LISTEN).")
+@click.option(
+    "--data-dir",
+    default=".runlane/embedded",
+    show_default=True,
+    help="Where the embedded PostgreSQL keeps its data ('' for a throwaway one).",
+)
+@click.option(
+    "--agent",
+    "agent_spec",
+    default="runlane.agents.echo:agent",
+    show_default=True,
+    help="The agent, as module:attr.",
+)
+@click.option(
+    "--scan-interval",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="Seconds between recovery scans (runs committed by other processes are "
+    "found by the scan: embedded mode does not LISTEN).",
+)
 @log_options
-def embedded_cmd(data_dir: str, agent_spec: str, scan_interval: float, log_level: str,
-                 log_format: str, log_errors: bool) -> None:
+def embedded_cmd(
+    data_dir: str,
+    agent_spec: str,
+    scan_interval: float,
+    log_level: str,
+    log_format: str,
+    log_errors: bool,
+) -> None:
     """One process: an embedded PostgreSQL, migrated, and a worker for both lanes with
     in-process notifications; logs its DSN (embedded.started) and runs until SIGTERM."""
     from .embedded import serve_embedded
@@ -655,8 +953,13 @@ def embedded_cmd(data_dir: str, agent_spec: str, scan_interval: float, log_level
 @main.command("follow")
 @dsn_option
 @click.argument("run_id", type=int)
-@click.option("--after", type=int, default=0, show_default=True,
-              help="Start after this output id (the last one you saw).")
+@click.option(
+    "--after",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Start after this output id (the last one you saw).",
+)
 def follow_cmd(dsn: str, run_id: int, after: int) -> None:
     """Print RUN_ID's visible output as it arrives, until the stream has ended (the
     README's end-of-stream rule: the run is finished and its last output was printed).
@@ -688,12 +991,16 @@ def follow_cmd(dsn: str, run_id: int, after: int) -> None:
                     gone = item["attempts"]
                     if gone:  # the attempts of the superseded outputs printed above
                         which = ("attempts " if len(gone) > 1 else "attempt ") + ", ".join(
-                            str(a) for a in gone)
-                        click.echo(f"\n[{which} did not finish; "
-                                   "its partial output above is superseded]")
+                            str(a) for a in gone
+                        )
+                        click.echo(
+                            f"\n[{which} did not finish; its partial output above is superseded]"
+                        )
                     else:  # printed before --after: name the last superseded output
-                        click.echo(f"[outputs up to {item['through']} were superseded "
-                                   "by an attempt that started over]")
+                        click.echo(
+                            f"[outputs up to {item['through']} were superseded "
+                            "by an attempt that started over]"
+                        )
                 else:
                     state = item["state"]
                     reason = f" ({item['reason']})" if item["reason"] else ""
@@ -716,28 +1023,56 @@ def follow_cmd(dsn: str, run_id: int, after: int) -> None:
 
 @main.command("dashboard")
 @dsn_option
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to bind; anything but loopback needs --token.")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to bind; anything but loopback needs --token.",
+)
 @click.option("--port", type=int, default=8780, show_default=True)
-@click.option("--token", default=None,
-              help="Required on every request; open /?token=… once in a browser.")
-@click.option("--allow-actions", is_flag=True,
-              help="Show the Stop button on running runs (calls cancel_run).")
-@click.option("--show-content", is_flag=True,
-              help="Show output text on run pages (hidden by default).")
-@click.option("--queue-delay-threshold", type=float, default=30.0, show_default=True,
-              help="Seconds an interactive run may wait before the overview warns.")
+@click.option(
+    "--token", default=None, help="Required on every request; open /?token=… once in a browser."
+)
+@click.option(
+    "--allow-actions", is_flag=True, help="Show the Stop button on running runs (calls cancel_run)."
+)
+@click.option(
+    "--show-content", is_flag=True, help="Show output text on run pages (hidden by default)."
+)
+@click.option(
+    "--queue-delay-threshold",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="Seconds an interactive run may wait before the overview warns.",
+)
 @log_options
-def dashboard_cmd(dsn: str, host: str, port: int, token: str | None, allow_actions: bool,
-                  show_content: bool, queue_delay_threshold: float, log_level: str,
-                  log_format: str, log_errors: bool) -> None:
+def dashboard_cmd(
+    dsn: str,
+    host: str,
+    port: int,
+    token: str | None,
+    allow_actions: bool,
+    show_content: bool,
+    queue_delay_threshold: float,
+    log_level: str,
+    log_format: str,
+    log_errors: bool,
+) -> None:
     """The operator's web page: lanes, organizations, agents and runs, live."""
     from .dashboard import serve
 
     log.configure(log_level, fmt=log_format, log_errors=log_errors)
     try:
-        serve(dsn, host=host, port=port, token=token, allow_actions=allow_actions,
-              show_content=show_content, queue_delay_threshold=queue_delay_threshold)
+        serve(
+            dsn,
+            host=host,
+            port=port,
+            token=token,
+            allow_actions=allow_actions,
+            show_content=show_content,
+            queue_delay_threshold=queue_delay_threshold,
+        )
     except ValueError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)

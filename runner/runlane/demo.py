@@ -94,8 +94,7 @@ class DemoResult:
 class _Progress:
     """Prints each run's transitions as the worker makes them (polls the runs table)."""
 
-    def __init__(self, dsn: str, say: Callable[[str], None], started: float,
-                 delay_ms: int = 0):
+    def __init__(self, dsn: str, say: Callable[[str], None], started: float, delay_ms: int = 0):
         self.dsn = dsn
         self.delay_ms = delay_ms
         self.say = say
@@ -122,15 +121,18 @@ class _Progress:
                 self.line(f"{who} running{box} (attempt {r['attempts']})")
             if key[2] and not (before and before[2]):
                 ms = _ms(r["first_response_at"] - r["first_started_at"])
-                self.line(f"{who} first visible output {ms} ms after its start"
-                          f" (incl. the echo agent's deliberate {self.delay_ms} ms wait)")
+                self.line(
+                    f"{who} first visible output {ms} ms after its start"
+                    f" (incl. the echo agent's deliberate {self.delay_ms} ms wait)"
+                )
             if r["state"] in ("succeeded", "failed", "canceled"):
                 ms = _ms(r["finished_at"] - r["first_started_at"]) if r["first_started_at"] else 0
                 self.line(f"{who} {r['state']} after {ms} ms of execution")
 
     async def run(self, stop: asyncio.Event) -> None:
-        conn: psycopg.Connection = await asyncio.to_thread(psycopg.connect, self.dsn,
-                                                           autocommit=True)
+        conn: psycopg.Connection = await asyncio.to_thread(
+            psycopg.connect, self.dsn, autocommit=True
+        )
         try:
             while not stop.is_set():
                 await asyncio.to_thread(self.poll, conn)
@@ -155,37 +157,50 @@ async def _until(predicate: Callable[[], Any], timeout: float, what: str) -> Any
         await asyncio.sleep(0.05)
 
 
-async def run_demo(say: Callable[[str], None] = print, echo_delay: float = 0.35,
-                   timeout: float = 45.0) -> DemoResult:
+async def run_demo(
+    say: Callable[[str], None] = print, echo_delay: float = 0.35, timeout: float = 45.0
+) -> DemoResult:
     """The whole demo; raises if anything in it does not happen as described."""
     log.configure(logging.WARNING)  # the narration below is the output; warnings still show
     started = time.monotonic()
     result = DemoResult()
     agent = EchoAgent(chunks=4, delay=echo_delay)
     say("runlane demo: starting an embedded PostgreSQL (a throwaway cluster)…")
-    async with Embedded(agent, None, autostart=False, scan_interval=1.0, lease=10.0,
-                        maintenance=MaintenanceConfig(tick_interval=2.0)) as rl:
+    async with Embedded(
+        agent,
+        None,
+        autostart=False,
+        scan_interval=1.0,
+        lease=10.0,
+        maintenance=MaintenanceConfig(tick_interval=2.0),
+    ) as rl:
         delay_ms = round(echo_delay * 1000)
         progress = _Progress(rl.dsn, say, started, delay_ms)
         with psycopg.connect(rl.dsn, autocommit=True) as conn:
             conn.execute(SETUP)
-        progress.line("organization demo-org: owners ada (Europe/Berlin) and grace "
-                      "(America/New_York); agents ada-chat, grace-chat, and digest and "
-                      "triage sharing the computer build-box")
+        progress.line(
+            "organization demo-org: owners ada (Europe/Berlin) and grace "
+            "(America/New_York); agents ada-chat, grace-chat, and digest and "
+            "triage sharing the computer build-box"
+        )
 
         # -- 1. the queue fills before the worker is up -----------------------------------
         progress.line("-- before the worker starts --")
         first = await rl.submit_message("ada-chat", "ada-thread", "Hello! What can you do?")
         steer = await rl.submit_message("ada-chat", "ada-thread", "And please keep it short.")
-        progress.line(f"chat: message 1 -> {first['disposition']} run {first['run_id']}; "
-                      f"message 2 -> {steer['disposition']} (joins queued run {steer['run_id']})")
+        progress.line(
+            f"chat: message 1 -> {first['disposition']} run {first['run_id']}; "
+            f"message 2 -> {steer['disposition']} (joins queued run {steer['run_id']})"
+        )
         other = await rl.submit_message("grace-chat", "grace-thread", "Good morning!")
         progress.line(f"chat: grace's message -> {other['disposition']} run {other['run_id']}")
         manual = await rl.run_now("digest")
         again = await rl.run_now("digest")
-        progress.line(f"Run now on digest -> run {manual['run_id']} {manual['state']}; "
-                      f"pressed again -> run {again['run_id']} {again['state']} "
-                      f"({again['reason']})")
+        progress.line(
+            f"Run now on digest -> run {manual['run_id']} {manual['state']}; "
+            f"pressed again -> run {again['run_id']} {again['state']} "
+            f"({again['reason']})"
+        )
         result.events.append(f"run_now:{again['state']}:{again['reason']}")
 
         # The scheduler on a simulated clock: the triage slot, then the next one while the
@@ -194,8 +209,10 @@ async def run_demo(say: Callable[[str], None] = print, echo_delay: float = 0.35,
         await cur.execute(NEXT_RUN, ("triage",))
         slot = one(await cur.fetchone())[0]
         for _ in range(2):
-            progress.line(f"scheduler tick on a simulated clock at {slot:%Y-%m-%d %H:%M} UTC "
-                          f"(triage's 09:00 in New York):")
+            progress.line(
+                f"scheduler tick on a simulated clock at {slot:%Y-%m-%d %H:%M} UTC "
+                f"(triage's 09:00 in New York):"
+            )
             for row in await rl.tick(slot):
                 progress.line(f"    {row['agent_id']:<8} {row['event']:<18} run {row['run_id']}")
                 result.events.append(row["event"])
@@ -204,15 +221,18 @@ async def run_demo(say: Callable[[str], None] = print, echo_delay: float = 0.35,
 
         # -- 2. the worker runs both lanes -------------------------------------------------
         progress.line("-- the embedded worker starts (interactive and background lanes) --")
-        progress.line(f"the echo agent waits {delay_ms} ms before each chunk ON PURPOSE, so "
-                      f"progress can be watched: first-response times below include it")
+        progress.line(
+            f"the echo agent waits {delay_ms} ms before each chunk ON PURPOSE, so "
+            f"progress can be watched: first-response times below include it"
+        )
         stop = asyncio.Event()
         watcher = asyncio.create_task(progress.run(stop))
         rl.start_worker()
 
         async def running() -> bool:
-            await cur.execute("select state from runlane.runs where run_id = %s",
-                              (first["run_id"],))
+            await cur.execute(
+                "select state from runlane.runs where run_id = %s", (first["run_id"],)
+            )
             return one(await cur.fetchone())[0] == "running"
 
         await _until(running, timeout, "the first chat run to start")
@@ -228,15 +248,22 @@ async def run_demo(say: Callable[[str], None] = print, echo_delay: float = 0.35,
         await watcher
         await cur.execute(HELD_FATE, (held["message_id"],))
         taken_by = one(await cur.fetchone())[0]
-        progress.line(f"message 3 was answered by run {taken_by}"
-                      + (" (taken as steering while it ran)" if taken_by == first["run_id"]
-                         else " (the follow-up run created when the first one finished)"))
+        progress.line(
+            f"message 3 was answered by run {taken_by}"
+            + (
+                " (taken as steering while it ran)"
+                if taken_by == first["run_id"]
+                else " (the follow-up run created when the first one finished)"
+            )
+        )
 
         # -- 3. a reply, read as a chat client reads it, and the summary -------------------
         await cur.execute(REPLY, (other["run_id"],))
         result.reply = "".join(r[0] for r in await cur.fetchall())
-        progress.line(f"reply of run {other['run_id']} (grace-chat, read with "
-                      f"runlane.outputs_since): {result.reply!r}")
+        progress.line(
+            f"reply of run {other['run_id']} (grace-chat, read with "
+            f"runlane.outputs_since): {result.reply!r}"
+        )
 
         # -- the summary ---------------------------------------------------------------------
         dcur = rl._api.cursor(row_factory=dict_row)
@@ -249,35 +276,80 @@ async def run_demo(say: Callable[[str], None] = print, echo_delay: float = 0.35,
         result.agents = await dcur.fetchall()
 
     result.seconds = time.monotonic() - started
-    columns = ["run", "agent", "lane", "trigger", "state", "reason", "attempts",
-               "queue wait ms", "first response ms", "total ms", "coalesced ticks"]
+    columns = [
+        "run",
+        "agent",
+        "lane",
+        "trigger",
+        "state",
+        "reason",
+        "attempts",
+        "queue wait ms",
+        "first response ms",
+        "total ms",
+        "coalesced ticks",
+    ]
     say("")
-    say(render("Runs", columns, [[r["run_id"], r["agent_id"], r["lane"], r["trigger"],
-                                  r["state"], r["reason"], r["attempts"], r["queue_wait_ms"],
-                                  r["first_response_ms"], r["total_ms"], r["coalesced"]]
-                                 for r in result.runs]))
+    say(
+        render(
+            "Runs",
+            columns,
+            [
+                [
+                    r["run_id"],
+                    r["agent_id"],
+                    r["lane"],
+                    r["trigger"],
+                    r["state"],
+                    r["reason"],
+                    r["attempts"],
+                    r["queue_wait_ms"],
+                    r["first_response_ms"],
+                    r["total_ms"],
+                    r["coalesced"],
+                ]
+                for r in result.runs
+            ],
+        )
+    )
     say("")
     rows = []
     for scope, measures in result.timing.items():
         for name, m in measures.items():
-            rows.append([scope, name, m["samples"], m["p50_ms"], m["p90_ms"], m["p99_ms"],
-                         m["max_ms"]])
-    say(render("Timing (ms)", ["triggers", "measure", "samples", "p50", "p90", "p99", "max"],
-               rows))
+            rows.append(
+                [scope, name, m["samples"], m["p50_ms"], m["p90_ms"], m["p99_ms"], m["max_ms"]]
+            )
+    say(render("Timing (ms)", ["triggers", "measure", "samples", "p50", "p90", "p99", "max"], rows))
     say("")
-    say(render("Agents and their next run, in their own timezone",
-               ["agent", "schedule", "timezone", "status", "next run (local)"],
-               [[a["agent_id"], a["schedule"] or "-", a["timezone"], a["status"],
-                 a["next_run_local"]] for a in result.agents]))
+    say(
+        render(
+            "Agents and their next run, in their own timezone",
+            ["agent", "schedule", "timezone", "status", "next run (local)"],
+            [
+                [
+                    a["agent_id"],
+                    a["schedule"] or "-",
+                    a["timezone"],
+                    a["status"],
+                    a["next_run_local"],
+                ]
+                for a in result.agents
+            ],
+        )
+    )
     fr = result.timing["all"]["first_response"]
     say("")
-    say(f"first response over {fr['samples']} runs: p50 {fr['p50_ms']} ms, "
-        f"p90 {fr['p90_ms']} ms; demo took {result.seconds:.1f} s")
-    say(f"(a first response counts from the message, or the run's creation, to the first "
+    say(
+        f"first response over {fr['samples']} runs: p50 {fr['p50_ms']} ms, "
+        f"p90 {fr['p90_ms']} ms; demo took {result.seconds:.1f} s"
+    )
+    say(
+        f"(a first response counts from the message, or the run's creation, to the first "
         f"visible output: it includes the echo agent's deliberate {delay_ms} ms wait before "
         f"its first chunk and, for runs queued before the worker started or waiting for "
         f"their computer, that wait; runlane's own share is the rest, and `make bench` "
-        f"measures it alone)")
+        f"measures it alone)"
+    )
     return result
 
 

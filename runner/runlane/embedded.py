@@ -74,8 +74,7 @@ def _pin_port(datadir: Path, port: int) -> None:
     conf = datadir / "postgresql.auto.conf"
     if not conf.exists():
         return
-    lines = [line for line in conf.read_text().splitlines()
-             if not re.match(r"\s*port\s*=", line)]
+    lines = [line for line in conf.read_text().splitlines() if not re.match(r"\s*port\s*=", line)]
     conf.write_text("\n".join([*lines, f"port = {port}"]) + "\n")
 
 
@@ -85,9 +84,14 @@ class Embedded:
     `data_dir=None` uses a throwaway directory removed on exit; a path keeps the data
     between runs (`runlane embedded` uses `.runlane/embedded`)."""
 
-    def __init__(self, agent: Agent, data_dir: Path | str | None = None,
-                 lanes: tuple[str, ...] = ("interactive", "background"),
-                 autostart: bool = True, **worker_options: Any):
+    def __init__(
+        self,
+        agent: Agent,
+        data_dir: Path | str | None = None,
+        lanes: tuple[str, ...] = ("interactive", "background"),
+        autostart: bool = True,
+        **worker_options: Any,
+    ):
         self.agent = agent
         self.data_dir = Path(data_dir).resolve() if data_dir is not None else None
         self.lanes = list(lanes)
@@ -122,7 +126,8 @@ class Embedded:
         except subprocess.CalledProcessError as exc:  # initdb: say why, in one message
             raise RuntimeError(
                 f"cannot initialize {self.cluster.datadir} (as OS user "
-                f"{self.cluster.os_user or 'self'}): {(exc.stderr or '').strip()}") from None
+                f"{self.cluster.os_user or 'self'}): {(exc.stderr or '').strip()}"
+            ) from None
         with psycopg.connect(self.cluster.dsn) as conn:
             migrate(conn)
         return self.cluster.dsn
@@ -140,20 +145,25 @@ class Embedded:
         """The database, then (unless autostart is off) the worker."""
         await asyncio.to_thread(self.start_database)
         self._conn = await psycopg.AsyncConnection.connect(
-            self.dsn, autocommit=True, application_name="runlane-embedded")
-        log.get().info("embedded.started", **{"embedded.dsn": self.dsn,
-                                              "embedded.persistent": self.data_dir is not None})
+            self.dsn, autocommit=True, application_name="runlane-embedded"
+        )
+        log.get().info(
+            "embedded.started",
+            **{"embedded.dsn": self.dsn, "embedded.persistent": self.data_dir is not None},
+        )
         if self.autostart:
             self.start_worker()
 
     def start_worker(self) -> None:
         """The worker, with in-process notifications; its startup pass scans both lanes."""
-        config = WorkerConfig(dsn=self.dsn, lanes=self.lanes, agent=self.agent, listen=False,
-                              **self.worker_options)
+        config = WorkerConfig(
+            dsn=self.dsn, lanes=self.lanes, agent=self.agent, listen=False, **self.worker_options
+        )
         self.worker = Worker(config)
         if config.maintenance is not None:
             self.worker.maintenance = _InProcessMaintenance(
-                self.worker, config.dsn, config.maintenance, config.application_name)
+                self.worker, config.dsn, config.maintenance, config.application_name
+            )
         self._task = asyncio.create_task(self.worker.run(), name="embedded-worker")
 
     async def stop(self) -> None:
@@ -195,8 +205,7 @@ class Embedded:
             self.worker.notify(lane)
 
     async def submit_message(self, agent_id: str, thread_id: str, body: str) -> dict[str, Any]:
-        row = await self._one(SUBMIT, {"agent_id": agent_id, "thread_id": thread_id,
-                                       "body": body})
+        row = await self._one(SUBMIT, {"agent_id": agent_id, "thread_id": thread_id, "body": body})
         if row["disposition"] == "created":
             await self._publish(row["run_id"], "interactive")
         return row
@@ -227,8 +236,7 @@ class Embedded:
         return rows
 
 
-async def serve_embedded(agent: Agent, data_dir: Path | str | None,
-                         **worker_options: Any) -> None:
+async def serve_embedded(agent: Agent, data_dir: Path | str | None, **worker_options: Any) -> None:
     """`runlane embedded`: run until SIGTERM/SIGINT, then stop the database."""
     async with Embedded(agent, data_dir, **worker_options) as embedded:
         await embedded.wait()

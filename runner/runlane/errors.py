@@ -58,14 +58,22 @@ def missing_role(exc: psycopg.Error, role: str, login: str, also: str | None = N
     if exc.sqlstate != "42501" or "runlane grant-login" in (exc.diag.message_hint or ""):
         return None  # not a refusal, or one whose hint already says what to run
     either = f" (or {also})" if also else ""
-    ident = login if re.fullmatch(r"[a-z_][a-z0-9_$]*", login) else (
-        '"' + login.replace('"', '""') + '"')
+    ident = (
+        login
+        if re.fullmatch(r"[a-z_][a-z0-9_$]*", login)
+        else ('"' + login.replace('"', '""') + '"')
+    )
     # an API login also needs this database's entry (runlane.scope_api_login)
-    entry = (f" select runlane.scope_api_login('{login.replace(chr(39), chr(39) * 2)}', null);"
-             if role == "runlane_api" else "")
-    return (f"login {login} may not do this: it needs the {role} role{either}. As the "
-            f"schema owner or a superuser, run: runlane grant-login {shlex.quote(login)} "
-            f"{GRANT_FLAGS[role]} (in SQL: grant {role} to {ident};{entry})")
+    entry = (
+        f" select runlane.scope_api_login('{login.replace(chr(39), chr(39) * 2)}', null);"
+        if role == "runlane_api"
+        else ""
+    )
+    return (
+        f"login {login} may not do this: it needs the {role} role{either}. As the "
+        f"schema owner or a superuser, run: runlane grant-login {shlex.quote(login)} "
+        f"{GRANT_FLAGS[role]} (in SQL: grant {role} to {ident};{entry})"
+    )
 
 
 def exit_code(exc: psycopg.Error) -> int:

@@ -35,9 +35,14 @@ def ignored(channel: str, why: str) -> None:
     now = time.monotonic()
     if now - _last_logged.get(channel, float("-inf")) >= LOG_EVERY:
         _last_logged[channel] = now
-        log.get().warning("notify.payload_ignored", **{
-            "notify.channel": channel, "notify.reason": why,
-            "notify.ignored_total": IGNORED[channel]})
+        log.get().warning(
+            "notify.payload_ignored",
+            **{
+                "notify.channel": channel,
+                "notify.reason": why,
+                "notify.ignored_total": IGNORED[channel],
+            },
+        )
 
 
 def _object(channel: str, payload: str | bytes) -> dict | None:

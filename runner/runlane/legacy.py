@@ -36,8 +36,16 @@ from . import log
 from .admission import Admission, load_probe
 
 STATEMENTS = (
-    "register_worker", "worker_heartbeat", "worker_stopped", "take_delivery", "start_run",
-    "heartbeat", "append_output", "complete_run", "complete_delivery", "requeue_run",
+    "register_worker",
+    "worker_heartbeat",
+    "worker_stopped",
+    "take_delivery",
+    "start_run",
+    "heartbeat",
+    "append_output",
+    "complete_run",
+    "complete_delivery",
+    "requeue_run",
     "fail_delivery",
 )
 WORKER_HEARTBEAT_EVERY = 1.0  # seconds; the contract step treats 2 minutes of silence as gone
@@ -53,9 +61,18 @@ def statement(name: str) -> str:
 class LegacyWorker:
     """One legacy delivery loop on one connection; `stop` ends it after the current delivery."""
 
-    def __init__(self, conn: psycopg.Connection, worker_id: str, *, fail_rate: float = 0.0,
-                 poll: float = 0.05, work: float = 0.0, admission: Admission | None = None,
-                 stop: threading.Event | None = None, rng: random.Random | None = None):
+    def __init__(
+        self,
+        conn: psycopg.Connection,
+        worker_id: str,
+        *,
+        fail_rate: float = 0.0,
+        poll: float = 0.05,
+        work: float = 0.0,
+        admission: Admission | None = None,
+        stop: threading.Event | None = None,
+        rng: random.Random | None = None,
+    ):
         self.conn = conn
         self.worker_id = worker_id
         self.fail_rate = fail_rate
@@ -76,8 +93,12 @@ class LegacyWorker:
         # The registry exists from 0002 on; against 0001 the loop runs unregistered.
         try:
             with self.conn.transaction():
-                self._one("register_worker", worker_id=self.worker_id,
-                          host=socket.gethostname(), pid=os.getpid())
+                self._one(
+                    "register_worker",
+                    worker_id=self.worker_id,
+                    host=socket.gethostname(),
+                    pid=os.getpid(),
+                )
             self.registered = True
         except psycopg.errors.UndefinedTable:
             self.registered = False
@@ -106,14 +127,23 @@ class LegacyWorker:
         attempt = run["attempts"]
         time.sleep(self.work)  # the agent's work, simulated
         self._one("heartbeat", run_id=run_id)
-        self._one("append_output", run_id=run_id, attempt=attempt, kind="text",
-                  body=f"legacy attempt {attempt}")
+        self._one(
+            "append_output",
+            run_id=run_id,
+            attempt=attempt,
+            kind="text",
+            body=f"legacy attempt {attempt}",
+        )
         if self.fail_rate > 0 and self.rng.random() < self.fail_rate:
             with self.conn.transaction():
                 requeued = self._one("requeue_run", run_id=run_id, error="attempt failed")
                 if requeued is not None and requeued["state"] == "queued":
-                    self._one("fail_delivery", job_id=job["id"], worker_id=self.worker_id,
-                              error="attempt failed")
+                    self._one(
+                        "fail_delivery",
+                        job_id=job["id"],
+                        worker_id=self.worker_id,
+                        error="attempt failed",
+                    )
                 else:
                     self._one("complete_delivery", job_id=job["id"])
             log.get().info("legacy.attempt_failed", **{"run.id": run_id, "run.attempt": attempt})
@@ -141,24 +171,40 @@ class LegacyWorker:
         return 0
 
 
-def run_legacy_worker(dsn: str, worker_id: str, *, fail_rate: float = 0.0, poll: float = 0.05,
-                      work: float = 0.0, admission: Admission | None = None,
-                      stop: threading.Event | None = None) -> int:
+def run_legacy_worker(
+    dsn: str,
+    worker_id: str,
+    *,
+    fail_rate: float = 0.0,
+    poll: float = 0.05,
+    work: float = 0.0,
+    admission: Admission | None = None,
+    stop: threading.Event | None = None,
+) -> int:
     """Runs the legacy delivery loop until `stop` is set; returns the exit code (0)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
-        return LegacyWorker(conn, worker_id, fail_rate=fail_rate, poll=poll, work=work,
-                            admission=admission, stop=stop).run()
+        return LegacyWorker(
+            conn,
+            worker_id,
+            fail_rate=fail_rate,
+            poll=poll,
+            work=work,
+            admission=admission,
+            stop=stop,
+        ).run()
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m runlane.legacy", description=__doc__.split(
-        "\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m runlane.legacy", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--dsn", default=os.environ.get("RUNLANE_DSN"), required=False)
     parser.add_argument("--worker-id", required=True)
     parser.add_argument("--fail-rate", type=float, default=0.0)
     parser.add_argument("--poll", type=float, default=0.05)
-    parser.add_argument("--work", type=float, default=0.0,
-                        help="seconds each attempt 'runs' (rehearsals)")
+    parser.add_argument(
+        "--work", type=float, default=0.0, help="seconds each attempt 'runs' (rehearsals)"
+    )
     parser.add_argument("--memory-probe", default=None, help="module:attr of a memory probe")
     parser.add_argument("--memory-buffer", type=int, default=DEFAULT_BUFFER)
     args = parser.parse_args(argv)
@@ -171,8 +217,15 @@ def main(argv: list[str] | None = None) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     admission = Admission(load_probe(args.memory_probe), args.memory_buffer)
-    return run_legacy_worker(args.dsn, args.worker_id, fail_rate=args.fail_rate, poll=args.poll,
-                             work=args.work, admission=admission, stop=stop)
+    return run_legacy_worker(
+        args.dsn,
+        args.worker_id,
+        fail_rate=args.fail_rate,
+        poll=args.poll,
+        work=args.work,
+        admission=admission,
+        stop=stop,
+    )
 
 
 if __name__ == "__main__":

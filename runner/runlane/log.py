@@ -134,8 +134,11 @@ def _text_value(value: Any) -> str:
 def _render_text(_logger: Any, _method: str, event_dict: EventDict) -> str:
     """`time level message key=value …`; a stack follows on indented lines."""
     fields = dict(event_dict)
-    head = [str(fields.pop("time", "")), str(fields.pop("level", "")),
-            str(fields.pop("message", ""))]
+    head = [
+        str(fields.pop("time", "")),
+        str(fields.pop("level", "")),
+        str(fields.pop("message", "")),
+    ]
     stack = fields.pop("error.stack", None)
     line = " ".join(head + [f"{k}={_text_value(v)}" for k, v in fields.items()])
     if stack:
@@ -151,7 +154,7 @@ QUIET_LOGGERS = ("psycopg", "psycopg_pool", "httpx", "httpcore", "asyncio", "url
 
 
 class _Errors:
-    messages = False    # error.message in error lines (--log-errors)
+    messages = False  # error.message in error lines (--log-errors)
     tracebacks = False  # error.stack in error lines (DEBUG)
 
 
@@ -185,9 +188,14 @@ def parse_level(name: str | int) -> int:
     return logging.getLevelName(name.upper())
 
 
-def configure(level: int | str = logging.INFO, *, fmt: str = "json",
-              log_errors: bool = False, capture_stdlib: bool = True,
-              stream: str = "stdout") -> None:
+def configure(
+    level: int | str = logging.INFO,
+    *,
+    fmt: str = "json",
+    log_errors: bool = False,
+    capture_stdlib: bool = True,
+    stream: str = "stdout",
+) -> None:
     """structlog with the shortest processor chain that gives our line: level, time,
     `message` = the event name, compact JSON (or `fmt="text"`). Re-configuring changes
     the level. `log_errors` adds exception messages to error lines; DEBUG adds their

@@ -84,8 +84,10 @@ from runlane.notify_queue_holders(p_limit => 3)
 
 def holder_fields(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """notify_queue_holders rows as logged (the transaction age to 0.1 s)."""
-    return [{k: (round(v, 1) if k == "xact_age_s" and v is not None else v)
-             for k, v in row.items()} for row in rows]
+    return [
+        {k: (round(v, 1) if k == "xact_age_s" and v is not None else v) for k, v in row.items()}
+        for row in rows
+    ]
 
 
 PURGE = """
@@ -132,8 +134,10 @@ class MaintenanceConfig:
         if not 1 <= self.purge_batch <= 10000 or self.purge_batches < 1:
             raise ValueError("purge_batch must be between 1 and 10000, purge_batches at least 1")
         if self.leader_ttl <= self.tick_interval:
-            raise ValueError("leader_ttl must be longer than tick_interval: "
-                             "the leader renews its lease once per pass")
+            raise ValueError(
+                "leader_ttl must be longer than tick_interval: "
+                "the leader renews its lease once per pass"
+            )
 
     @property
     def lease_ttl(self) -> float:
@@ -148,12 +152,21 @@ def _when(value: Any) -> Any:
 
 
 class Maintenance:
-    def __init__(self, dsn: str, config: MaintenanceConfig, application_name: str,
-                 leader_id: str | None = None, connect_kwargs: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        dsn: str,
+        config: MaintenanceConfig,
+        application_name: str,
+        leader_id: str | None = None,
+        connect_kwargs: dict[str, Any] | None = None,
+    ):
         self.dsn = dsn
         # The worker's connection settings (autocommit, prepare_threshold), not its name.
-        self.connect_kwargs = {k: v for k, v in (connect_kwargs or {}).items()
-                               if k not in ("autocommit", "application_name")}
+        self.connect_kwargs = {
+            k: v
+            for k, v in (connect_kwargs or {}).items()
+            if k not in ("autocommit", "application_name")
+        }
         self.config = config
         self.application_name = f"{application_name}:maintenance"[:63]
         # Unique per process even when two workers are started with one --worker-id.
@@ -170,9 +183,13 @@ class Maintenance:
     async def renew(self, conn: psycopg.AsyncConnection) -> bool:
         """Win or renew the lease; logs maintenance.leader_acquired / leader_lost on change."""
         sent = time.monotonic()
-        row = (await self._rows(conn, LEAD, {
-            "leader": self.leader_id,
-            "ttl": timedelta(seconds=self.config.lease_ttl)}))[0]
+        row = (
+            await self._rows(
+                conn,
+                LEAD,
+                {"leader": self.leader_id, "ttl": timedelta(seconds=self.config.lease_ttl)},
+            )
+        )[0]
         won = bool(row["won"])
         self._watch_holder(row)
         if won:
@@ -180,12 +197,16 @@ class Maintenance:
             if not self.leading:
                 self.leading = True
                 self.next_queue_check = 0.0
-                log.get().info("maintenance.leader_acquired",
-                               **{"maintenance.leader_ttl_s": self.config.leader_ttl})
+                log.get().info(
+                    "maintenance.leader_acquired",
+                    **{"maintenance.leader_ttl_s": self.config.leader_ttl},
+                )
         elif self.leading:
             self.leading = False
-            log.get().warning("maintenance.leader_lost", **{
-                "maintenance.since_renewal_s": round(time.monotonic() - self.renewed_at, 3)})
+            log.get().warning(
+                "maintenance.leader_lost",
+                **{"maintenance.since_renewal_s": round(time.monotonic() - self.renewed_at, 3)},
+            )
         return won
 
     def _watch_holder(self, row: dict[str, Any]) -> None:
@@ -193,18 +214,23 @@ class Maintenance:
         or it has not renewed for more than half of it (a holder renews at least that often)."""
         holder = row["holder"]
         silent = holder is not None and (
-            row["holder_lapsed"] or row["holder_silent_ms"] * 2 > row["holder_ttl_ms"])
+            row["holder_lapsed"] or row["holder_silent_ms"] * 2 > row["holder_ttl_ms"]
+        )
         if not silent:
             self.silent_holder = None
             return
         if holder == self.silent_holder:
             return
         self.silent_holder = holder
-        log.get().warning("maintenance.leader_silent", **{
-            "maintenance.holder": holder,
-            "maintenance.since_renewal_s": round(row["holder_silent_ms"] / 1000, 3),
-            "maintenance.holder_ttl_s": round(row["holder_ttl_ms"] / 1000, 3),
-            "maintenance.lapsed": bool(row["holder_lapsed"])})
+        log.get().warning(
+            "maintenance.leader_silent",
+            **{
+                "maintenance.holder": holder,
+                "maintenance.since_renewal_s": round(row["holder_silent_ms"] / 1000, 3),
+                "maintenance.holder_ttl_s": round(row["holder_ttl_ms"] / 1000, 3),
+                "maintenance.lapsed": bool(row["holder_lapsed"]),
+            },
+        )
 
     async def still_leading(self, conn: psycopg.AsyncConnection) -> bool:
         """Before each step: renew once half the ttl has passed since the last renewal
@@ -221,8 +247,9 @@ class Maintenance:
             await conn.execute(RESIGN, {"leader": self.leader_id})
             log.get().info("maintenance.leader_resigned")
 
-    async def _rows(self, conn: psycopg.AsyncConnection, sql: str,
-                    params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    async def _rows(
+        self, conn: psycopg.AsyncConnection, sql: str, params: dict[str, Any] | None = None
+    ) -> list[dict[str, Any]]:
         cur = conn.cursor(row_factory=dict_row)
         await cur.execute(sql, params)
         return await cur.fetchall()
@@ -236,8 +263,9 @@ class Maintenance:
         except psycopg.Error as exc:
             if conn.closed or conn.broken:
                 raise
-            log.get().warning("maintenance.step_failed",
-                              **{"maintenance.step": name, **log.error_fields(exc)})
+            log.get().warning(
+                "maintenance.step_failed", **{"maintenance.step": name, **log.error_fields(exc)}
+            )
             return False
 
     async def publish(self, conn: psycopg.AsyncConnection, run_id: int) -> None:
@@ -250,8 +278,11 @@ class Maintenance:
         fired = []
         for row in rows:
             event = row["event"]
-            fields = {"run.id": row["run_id"], "run.trigger": "scheduled",
-                      "routine.occurrence": _when(row["occurrence"])}
+            fields = {
+                "run.id": row["run_id"],
+                "run.trigger": "scheduled",
+                "routine.occurrence": _when(row["occurrence"]),
+            }
             log.get().info(event, **fields)
             if event == "routine.fired" and row["run_id"] is not None:
                 fired.append(row["run_id"])
@@ -261,30 +292,32 @@ class Maintenance:
             try:
                 await self.publish(conn, run_id)
             except psycopg.Error as exc:
-                log.get().warning("run.publish_failed",
-                                  **{"run.id": run_id, **log.error_fields(exc)})
+                log.get().warning(
+                    "run.publish_failed", **{"run.id": run_id, **log.error_fields(exc)}
+                )
                 if conn.closed or conn.broken:
                     raise
 
     async def reap(self, conn: psycopg.AsyncConnection) -> None:
         for row in await self._rows(conn, REAP):
-            log.get().warning("run.reaped", **{"run.id": row["run_id"],
-                                               "run.state": row["state"],
-                                               "run.reason": row["reason"]})
+            log.get().warning(
+                "run.reaped",
+                **{"run.id": row["run_id"], "run.state": row["state"], "run.reason": row["reason"]},
+            )
             if row["state"] in ("failed", "canceled", "succeeded"):
                 try:
-                    timing = (await self._rows(conn, RUN_TIMING, {"run_id": row["run_id"]}))
+                    timing = await self._rows(conn, RUN_TIMING, {"run_id": row["run_id"]})
                     log.timing("run.finished", timing[0]["timing"] if timing else None)
                 except psycopg.Error as exc:
-                    log.get().warning("log.timing_failed",
-                                      **{"run.id": row["run_id"], **log.error_fields(exc)})
+                    log.get().warning(
+                        "log.timing_failed", **{"run.id": row["run_id"], **log.error_fields(exc)}
+                    )
 
     async def cancel_redundant(self, conn: psycopg.AsyncConnection) -> None:
         rows = await self._rows(conn, CANCEL_REDUNDANT)
         cancelled = rows[0]["cancelled"] if rows else 0
         if cancelled:
-            log.get().info("routine.redundant_cancelled",
-                           **{"routine.cancelled_runs": cancelled})
+            log.get().info("routine.redundant_cancelled", **{"routine.cancelled_runs": cancelled})
 
     async def drain_legacy(self, conn: psycopg.AsyncConnection) -> None:
         """Legacy run deliveries whose runs direct dispatch already handled."""
@@ -294,14 +327,20 @@ class Maintenance:
             log.get().info("upgrade.deliveries_drained", **{"upgrade.drained": drained})
 
     async def queue_delay(self, conn: psycopg.AsyncConnection) -> None:
-        rows = await self._rows(conn, QUEUE_DELAY, {
-            "threshold": timedelta(seconds=self.config.queue_delay_threshold)})
+        rows = await self._rows(
+            conn, QUEUE_DELAY, {"threshold": timedelta(seconds=self.config.queue_delay_threshold)}
+        )
         delayed = rows[0]["delayed_runs"] if rows else 0
         if delayed:
             self.delayed = True
-            log.get().warning("run.queue_delayed", **{
-                "queue.delayed_runs": delayed, "queue.oldest_wait_ms": rows[0]["oldest_wait_ms"],
-                "queue.threshold_ms": int(self.config.queue_delay_threshold * 1000)})
+            log.get().warning(
+                "run.queue_delayed",
+                **{
+                    "queue.delayed_runs": delayed,
+                    "queue.oldest_wait_ms": rows[0]["oldest_wait_ms"],
+                    "queue.threshold_ms": int(self.config.queue_delay_threshold * 1000),
+                },
+            )
         elif self.delayed:
             self.delayed = False
             log.get().info("run.queue_recovered", **{"queue.delayed_runs": 0})
@@ -317,10 +356,14 @@ class Maintenance:
                     raise
                 holders = None
                 log.get().warning("notify.holders_failed", **log.error_fields(exc))
-            log.get().warning("notify.queue_usage", **{
-                "notify.queue_usage": usage,
-                "notify.queue_warn": self.config.notify_queue_warn,
-                "notify.holders": holders})
+            log.get().warning(
+                "notify.queue_usage",
+                **{
+                    "notify.queue_usage": usage,
+                    "notify.queue_warn": self.config.notify_queue_warn,
+                    "notify.holders": holders,
+                },
+            )
 
     async def _purge_batches(self, conn: psycopg.AsyncConnection, sql: str) -> int:
         """Full batches mean more may wait, so call again (bounded per pass, re-checking
@@ -329,8 +372,9 @@ class Maintenance:
         for _ in range(self.config.purge_batches):
             if not await self.still_leading(conn):
                 break
-            rows = await self._rows(conn, sql, {"window": self.config.retention,
-                                                "limit": self.config.purge_batch})
+            rows = await self._rows(
+                conn, sql, {"window": self.config.retention, "limit": self.config.purge_batch}
+            )
             count = rows[0]["purged"] if rows else 0
             purged += count
             if count < self.config.purge_batch:
@@ -349,26 +393,36 @@ class Maintenance:
         threads = 0
         if await self.still_leading(conn):
             agent, thread = self.threads_after
-            rows = await self._rows(conn, PURGE_THREADS, {
-                "agent": agent, "thread": thread, "limit": self.config.purge_batch})
+            rows = await self._rows(
+                conn,
+                PURGE_THREADS,
+                {"agent": agent, "thread": thread, "limit": self.config.purge_batch},
+            )
             if rows:
                 threads = rows[0]["purged"]
                 self.threads_after = (rows[0]["last_agent_id"], rows[0]["last_thread_id"])
         if runs or receipts or workers or threads:
-            log.get().info("maintenance.purged", **{
-                "maintenance.purged_runs": runs,
-                "maintenance.purged_claim_receipts": receipts,
-                "maintenance.purged_workers": workers,
-                "maintenance.purged_threads": threads,
-                "maintenance.retention_s": int(retention.total_seconds())})
+            log.get().info(
+                "maintenance.purged",
+                **{
+                    "maintenance.purged_runs": runs,
+                    "maintenance.purged_claim_receipts": receipts,
+                    "maintenance.purged_workers": workers,
+                    "maintenance.purged_threads": threads,
+                    "maintenance.retention_s": int(retention.total_seconds()),
+                },
+            )
 
     async def pass_once(self, conn: psycopg.AsyncConnection, queue_check: bool) -> bool:
         """Every step, whatever happened to the others, while the lease is ours; True when
         all succeeded. A lost lease ends the pass before its next step (False)."""
-        steps = [("tick", self.tick_and_publish), ("reap_stale", self.reap),
-                 ("cancel_redundant_timer_runs", self.cancel_redundant),
-                 ("drain_legacy_deliveries", self.drain_legacy),
-                 ("notify_queue", self.notify_queue)]
+        steps = [
+            ("tick", self.tick_and_publish),
+            ("reap_stale", self.reap),
+            ("cancel_redundant_timer_runs", self.cancel_redundant),
+            ("drain_legacy_deliveries", self.drain_legacy),
+            ("notify_queue", self.notify_queue),
+        ]
         if self.config.retention is not None:
             steps.append(("purge_finished", self.purge))
         if queue_check:
@@ -409,8 +463,11 @@ class Maintenance:
         while not stopped.is_set():
             try:
                 async with await psycopg.AsyncConnection.connect(
-                        self.dsn, autocommit=True, application_name=self.application_name,
-                        **self.connect_kwargs) as conn:
+                    self.dsn,
+                    autocommit=True,
+                    application_name=self.application_name,
+                    **self.connect_kwargs,
+                ) as conn:
                     await self.lead(conn, stopped)
                     await self.resign(conn)
             except psycopg.Error as exc:
@@ -426,7 +483,8 @@ async def one_pass(dsn: str, config: MaintenanceConfig | None = None) -> bool:
     the pass and handed back after it."""
     maintenance = Maintenance(dsn, config or MaintenanceConfig(), "runlane-tick")
     async with await psycopg.AsyncConnection.connect(
-            dsn, autocommit=True, application_name=maintenance.application_name) as conn:
+        dsn, autocommit=True, application_name=maintenance.application_name
+    ) as conn:
         if not await maintenance.renew(conn):
             log.get().info("maintenance.skipped", **{"maintenance.why": "leader_active"})
             return True

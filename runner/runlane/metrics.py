@@ -55,41 +55,55 @@ class _DatabaseCollector:
         self.delayed = 0
 
     def collect(self):
-        skipped = CounterMetricFamily("runlane_runs_skipped", "Skipped runs (journal), by reason",
-                                      labels=["reason"])
+        skipped = CounterMetricFamily(
+            "runlane_runs_skipped", "Skipped runs (journal), by reason", labels=["reason"]
+        )
         for reason, n in sorted(self.skipped.items()):
             skipped.add_metric([reason], n)
         yield skipped
-        yield CounterMetricFamily("runlane_routines_coalesced",
-                                  "Scheduler ticks coalesced into a pending timer run (journal)",
-                                  value=self.coalesced)
-        depth = GaugeMetricFamily("runlane_queue_depth", "Runs per lane and state",
-                                  labels=["lane", "state"])
+        yield CounterMetricFamily(
+            "runlane_routines_coalesced",
+            "Scheduler ticks coalesced into a pending timer run (journal)",
+            value=self.coalesced,
+        )
+        depth = GaugeMetricFamily(
+            "runlane_queue_depth", "Runs per lane and state", labels=["lane", "state"]
+        )
         for lane, queued, due, running in self.lanes:
             depth.add_metric([lane, "due"], due)
             depth.add_metric([lane, "sleeping"], queued - due)
             depth.add_metric([lane, "running"], running)
         yield depth
-        yield GaugeMetricFamily("runlane_interactive_delayed_runs",
-                                "Interactive runs due and queued for 30 s or more",
-                                value=self.delayed)
-        ignored = CounterMetricFamily("runlane_notifications_ignored",
-                                      "Unreadable or forged notification payloads ignored",
-                                      labels=["channel"])
+        yield GaugeMetricFamily(
+            "runlane_interactive_delayed_runs",
+            "Interactive runs due and queued for 30 s or more",
+            value=self.delayed,
+        )
+        ignored = CounterMetricFamily(
+            "runlane_notifications_ignored",
+            "Unreadable or forged notification payloads ignored",
+            labels=["channel"],
+        )
         for channel in (hints.RUNS, hints.OUTPUTS):
             ignored.add_metric([channel], hints.IGNORED[channel])
         yield ignored
         from .worker.scan_mode import STATE
 
-        yield GaugeMetricFamily("runlane_dispatch_fast_scan",
-                                "1 while the lanes scan at the fast interval (notifications "
-                                "cannot be counted on)", value=STATE["fast_scan"])
-        yield GaugeMetricFamily("runlane_dispatch_scan_only",
-                                "1 for a worker running without LISTEN (--scan-only)",
-                                value=STATE["scan_only"])
-        yield GaugeMetricFamily("runlane_notify_queue_usage",
-                                "Last reading of the server's NOTIFY queue usage (0 to 1)",
-                                value=STATE["notify_queue_usage"])
+        yield GaugeMetricFamily(
+            "runlane_dispatch_fast_scan",
+            "1 while the lanes scan at the fast interval (notifications cannot be counted on)",
+            value=STATE["fast_scan"],
+        )
+        yield GaugeMetricFamily(
+            "runlane_dispatch_scan_only",
+            "1 for a worker running without LISTEN (--scan-only)",
+            value=STATE["scan_only"],
+        )
+        yield GaugeMetricFamily(
+            "runlane_notify_queue_usage",
+            "Last reading of the server's NOTIFY queue usage (0 to 1)",
+            value=STATE["notify_queue_usage"],
+        )
 
 
 class Metrics:
@@ -98,18 +112,33 @@ class Metrics:
         self.refresh = refresh
         self.registry = CollectorRegistry()
         r = self.registry
-        self.claimed = Counter("runlane_runs_claimed", "Runs claimed by this worker",
-                               ["lane"], registry=r)
-        self.finished = Counter("runlane_runs_finished", "Runs finished by this worker",
-                                ["lane", "outcome"], registry=r)
-        self.queue_wait = Histogram("runlane_run_queue_wait_seconds",
-                                    "Run creation to first execution start", ["lane"],
-                                    buckets=BUCKETS, registry=r)
-        self.first_response = Histogram("runlane_run_first_response_seconds",
-                                        "Origin to first visible output, one per run",
-                                        ["lane"], buckets=BUCKETS, registry=r)
-        self.total = Histogram("runlane_run_total_seconds", "Origin to the run's end",
-                               ["lane", "outcome"], buckets=BUCKETS, registry=r)
+        self.claimed = Counter(
+            "runlane_runs_claimed", "Runs claimed by this worker", ["lane"], registry=r
+        )
+        self.finished = Counter(
+            "runlane_runs_finished", "Runs finished by this worker", ["lane", "outcome"], registry=r
+        )
+        self.queue_wait = Histogram(
+            "runlane_run_queue_wait_seconds",
+            "Run creation to first execution start",
+            ["lane"],
+            buckets=BUCKETS,
+            registry=r,
+        )
+        self.first_response = Histogram(
+            "runlane_run_first_response_seconds",
+            "Origin to first visible output, one per run",
+            ["lane"],
+            buckets=BUCKETS,
+            registry=r,
+        )
+        self.total = Histogram(
+            "runlane_run_total_seconds",
+            "Origin to the run's end",
+            ["lane", "outcome"],
+            buckets=BUCKETS,
+            registry=r,
+        )
         self.database = _DatabaseCollector()
         r.register(self.database)
 
@@ -138,12 +167,15 @@ class Metrics:
 
     async def read_database(self) -> None:
         async with await psycopg.AsyncConnection.connect(
-                self.dsn, autocommit=True, application_name="runlane-metrics") as conn:
+            self.dsn, autocommit=True, application_name="runlane-metrics"
+        ) as conn:
             rows = await (await conn.execute(JOURNAL)).fetchall()
-            self.database.skipped = {reason or "unknown": n for event, reason, n in rows
-                                     if event == "run.skipped"}
-            self.database.coalesced = sum(n for event, _r, n in rows
-                                          if event == "routine.coalesced")
+            self.database.skipped = {
+                reason or "unknown": n for event, reason, n in rows if event == "run.skipped"
+            }
+            self.database.coalesced = sum(
+                n for event, _r, n in rows if event == "routine.coalesced"
+            )
             self.database.lanes = list(await (await conn.execute(LANES)).fetchall())
             self.database.delayed = one(await (await conn.execute(DELAYED)).fetchone())[0]
 

@@ -152,18 +152,24 @@ def applied_versions(conn: psycopg.Connection) -> dict[int, str]:
 def _take_migration_lock(conn: psycopg.Connection, lock_timeout: float) -> None:
     """MIGRATION_LOCK, waiting at most lock_timeout seconds; then a MigrationError that
     names the sessions holding it."""
-    conn.execute("select set_config('lock_timeout', %s, false)",
-                 (f"{max(1, int(lock_timeout * 1000))}ms",))
+    conn.execute(
+        "select set_config('lock_timeout', %s, false)", (f"{max(1, int(lock_timeout * 1000))}ms",)
+    )
     try:
         conn.execute("select pg_advisory_lock(%s)", (MIGRATION_LOCK,))
     except psycopg.errors.LockNotAvailable:
         holders = conn.execute(HOLDERS, (MIGRATION_LOCK,)).fetchall()
-        who = ", ".join(f"pid {pid} (user {user!r}, application {app!r})"
-                        for pid, user, app in holders) or "a session that has since ended"
+        who = (
+            ", ".join(
+                f"pid {pid} (user {user!r}, application {app!r})" for pid, user, app in holders
+            )
+            or "a session that has since ended"
+        )
         raise MigrationError(
             f"the migration lock (advisory key {MIGRATION_LOCK}) is held by {who}; "
             f"waited {lock_timeout:g} s. Another `runlane migrate` may be running; if not, "
-            "end the holder with select pg_terminate_backend(pid) and retry") from None
+            "end the holder with select pg_terminate_backend(pid) and retry"
+        ) from None
     finally:
         conn.execute("reset lock_timeout")
 
@@ -175,16 +181,34 @@ ACCESS_SHARE, ROW_SHARE, ROW_EXCLUSIVE = "access share", "row share", "row exclu
 SHARE_UPDATE_EXCLUSIVE, SHARE = "share update exclusive", "share"
 SHARE_ROW_EXCLUSIVE, EXCLUSIVE = "share row exclusive", "exclusive"
 ACCESS_EXCLUSIVE = "access exclusive"
-MODES = (ACCESS_SHARE, ROW_SHARE, ROW_EXCLUSIVE, SHARE_UPDATE_EXCLUSIVE, SHARE,
-         SHARE_ROW_EXCLUSIVE, EXCLUSIVE, ACCESS_EXCLUSIVE)
+MODES = (
+    ACCESS_SHARE,
+    ROW_SHARE,
+    ROW_EXCLUSIVE,
+    SHARE_UPDATE_EXCLUSIVE,
+    SHARE,
+    SHARE_ROW_EXCLUSIVE,
+    EXCLUSIVE,
+    ACCESS_EXCLUSIVE,
+)
 _CONFLICTS = {
     ACCESS_SHARE: {ACCESS_EXCLUSIVE},
     ROW_SHARE: {EXCLUSIVE, ACCESS_EXCLUSIVE},
     ROW_EXCLUSIVE: {SHARE, SHARE_ROW_EXCLUSIVE, EXCLUSIVE, ACCESS_EXCLUSIVE},
-    SHARE_UPDATE_EXCLUSIVE: {SHARE_UPDATE_EXCLUSIVE, SHARE, SHARE_ROW_EXCLUSIVE, EXCLUSIVE,
-                             ACCESS_EXCLUSIVE},
-    SHARE: {ROW_EXCLUSIVE, SHARE_UPDATE_EXCLUSIVE, SHARE_ROW_EXCLUSIVE, EXCLUSIVE,
-            ACCESS_EXCLUSIVE},
+    SHARE_UPDATE_EXCLUSIVE: {
+        SHARE_UPDATE_EXCLUSIVE,
+        SHARE,
+        SHARE_ROW_EXCLUSIVE,
+        EXCLUSIVE,
+        ACCESS_EXCLUSIVE,
+    },
+    SHARE: {
+        ROW_EXCLUSIVE,
+        SHARE_UPDATE_EXCLUSIVE,
+        SHARE_ROW_EXCLUSIVE,
+        EXCLUSIVE,
+        ACCESS_EXCLUSIVE,
+    },
     SHARE_ROW_EXCLUSIVE: set(MODES[2:]),
     EXCLUSIVE: set(MODES[1:]),
     ACCESS_EXCLUSIVE: set(MODES),
@@ -206,20 +230,38 @@ _LIST = rf"({_IDENT}(?:\s*,\s*{_IDENT})*)"
 # existing runlane table. Matched at the start of a top-level statement (lower-cased,
 # whitespace folded); inside a DO block they are searched for anywhere in its body.
 _FORMS: list[tuple[re.Pattern, str, str]] = [
-    (re.compile(rf"create (?:unique )?index (?:concurrently )?(?:if not exists )?"
-                rf"(?:[a-z_][a-z0-9_$]* )?on (?:only )?{_IDENT}"), SHARE, "table"),
+    (
+        re.compile(
+            rf"create (?:unique )?index (?:concurrently )?(?:if not exists )?"
+            rf"(?:[a-z_][a-z0-9_$]* )?on (?:only )?{_IDENT}"
+        ),
+        SHARE,
+        "table",
+    ),
     (re.compile(rf"alter table (?:if exists )?(?:only )?{_IDENT}"), ACCESS_EXCLUSIVE, "table"),
     (re.compile(rf"drop index (?:if exists )?{_LIST}"), ACCESS_EXCLUSIVE, "index"),
     (re.compile(rf"drop table (?:if exists )?{_LIST}"), ACCESS_EXCLUSIVE, "table"),
     (re.compile(rf"truncate (?:table )?(?:only )?{_LIST}"), ACCESS_EXCLUSIVE, "table"),
     # CREATE TRIGGER takes SHARE ROW EXCLUSIVE in PostgreSQL: ACCESS EXCLUSIVE is more
     # than it needs, and harmless for a migration that changes the table's behaviour.
-    (re.compile(rf"create (?:or replace )?(?:constraint )?trigger [a-z_][a-z0-9_$]* "
-                rf"[^;]*? on {_IDENT}"), ACCESS_EXCLUSIVE, "table"),
-    (re.compile(rf"drop trigger (?:if exists )?[a-z_][a-z0-9_$]* on {_IDENT}"),
-     ACCESS_EXCLUSIVE, "table"),
-    (re.compile(rf"lock (?:table )?(?:only )?{_LIST}(?: in ([a-z ]+?) mode)?(?: nowait)?$"),
-     "", "table"),   # the mode is the statement's own (ACCESS EXCLUSIVE when not given)
+    (
+        re.compile(
+            rf"create (?:or replace )?(?:constraint )?trigger [a-z_][a-z0-9_$]* "
+            rf"[^;]*? on {_IDENT}"
+        ),
+        ACCESS_EXCLUSIVE,
+        "table",
+    ),
+    (
+        re.compile(rf"drop trigger (?:if exists )?[a-z_][a-z0-9_$]* on {_IDENT}"),
+        ACCESS_EXCLUSIVE,
+        "table",
+    ),
+    (
+        re.compile(rf"lock (?:table )?(?:only )?{_LIST}(?: in ([a-z ]+?) mode)?(?: nowait)?$"),
+        "",
+        "table",
+    ),  # the mode is the statement's own (ACCESS EXCLUSIVE when not given)
     (re.compile(rf"comment on (?:table|column) {_IDENT}"), SHARE_UPDATE_EXCLUSIVE, "table"),
     (re.compile(rf"insert into {_IDENT}"), ROW_EXCLUSIVE, "table"),
     (re.compile(rf"update (?:only )?{_IDENT}"), ROW_EXCLUSIVE, "table"),
@@ -233,7 +275,8 @@ _REFERENCES = re.compile(rf"\breferences {_IDENT}")
 # privileges, comments on other objects, roles and schemas.
 _NEUTRAL = re.compile(
     r"(create (?:table|schema|role|type|sequence)|create (?:or replace )?(?:function|procedure)"
-    r"|drop (?:function|procedure)|comment on (?!table |column )|grant |revoke )")
+    r"|drop (?:function|procedure)|comment on (?!table |column )|grant |revoke )"
+)
 _LOCK_STATEMENT = re.compile(r"lock ")
 
 
@@ -263,17 +306,20 @@ def _split(sql: str) -> list[str]:
         if c in "'\"":
             end = i + 1
             while end < n:
-                if sql[end] == c and sql[end + 1:end + 2] == c:
+                if sql[end] == c and sql[end + 1 : end + 2] == c:
                     end += 2
                 elif sql[end] == c:
                     break
                 else:
                     end += 1
-            buf.append(sql[i:end + 1])
+            buf.append(sql[i : end + 1])
             i = end + 1
             continue
-        tag = re.match(r"\$(?:[A-Za-z_][A-Za-z0-9_]*)?\$", sql[i:]) if c == "$" and (
-            i == 0 or not (sql[i - 1].isalnum() or sql[i - 1] == "_")) else None
+        tag = (
+            re.match(r"\$(?:[A-Za-z_][A-Za-z0-9_]*)?\$", sql[i:])
+            if c == "$" and (i == 0 or not (sql[i - 1].isalnum() or sql[i - 1] == "_"))
+            else None
+        )
         if tag:
             end = sql.find(tag[0], i + len(tag[0]))
             end = n if end < 0 else end + len(tag[0])
@@ -294,9 +340,8 @@ def _fold(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def _found(mode: str, kind: str, match: re.Match,
-           locks: dict[tuple[str, str], set[str]]) -> None:
-    names = re.findall(_IDENT, match[1]) or [match[1]]   # a list, or one bare name
+def _found(mode: str, kind: str, match: re.Match, locks: dict[tuple[str, str], set[str]]) -> None:
+    names = re.findall(_IDENT, match[1]) or [match[1]]  # a list, or one bare name
     if mode == "":  # LOCK TABLE: the mode it names
         mode = match[match.re.groups] or ACCESS_EXCLUSIVE
         if mode not in MODES:
@@ -352,8 +397,9 @@ def planned_locks(conn: psycopg.Connection, m: Migration) -> list[tuple[str, str
             if row is None:
                 continue
             name = row[0]
-        elif one(conn.execute("select to_regclass(%s)",
-                              (f"runlane.{name}",)).fetchone())[0] is None:
+        elif (
+            one(conn.execute("select to_regclass(%s)", (f"runlane.{name}",)).fetchone())[0] is None
+        ):
             continue
         tables.setdefault(name, set()).update(modes)
     return [(f"runlane.{name}", covering_mode(modes)) for name, modes in sorted(tables.items())]
@@ -364,29 +410,38 @@ def _holders(conn: psycopg.Connection, table: str) -> str:
     by_pid: dict[int, tuple[str, str, list[str]]] = {}
     for pid, user, app, mode in rows:
         by_pid.setdefault(pid, (user, app, []))[2].append(mode)
-    return ", ".join(f"pid {pid} (user {user!r}, application {app!r}, {'/'.join(modes)})"
-                     for pid, (user, app, modes) in by_pid.items()) or "no session any more"
+    return (
+        ", ".join(
+            f"pid {pid} (user {user!r}, application {app!r}, {'/'.join(modes)})"
+            for pid, (user, app, modes) in by_pid.items()
+        )
+        or "no session any more"
+    )
 
 
 def _attempt_wait(conn: psycopg.Connection) -> float:
     """Seconds one attempt may wait for its locks, all of them together: SHORT_LOCK_WAIT,
     and less than half the server's deadlock_timeout, so that the attempt gives up before
     a client queued behind one of its locks runs its own deadlock check (module doc)."""
-    (deadlock_timeout,) = one(conn.execute(
-        "select extract(epoch from current_setting('deadlock_timeout')::interval)::float8"
-    ).fetchone())
+    (deadlock_timeout,) = one(
+        conn.execute(
+            "select extract(epoch from current_setting('deadlock_timeout')::interval)::float8"
+        ).fetchone()
+    )
     return min(SHORT_LOCK_WAIT, deadlock_timeout / 2)
 
 
 def _set_local_lock_timeout(conn: psycopg.Connection, seconds: float) -> None:
     """lock_timeout for the rest of this transaction: `seconds`, at least 1 ms (0 would
     mean no timeout at all)."""
-    conn.execute("select set_config('lock_timeout', %s, true)",
-                 (f"{max(1, int(seconds * 1000))}ms",))
+    conn.execute(
+        "select set_config('lock_timeout', %s, true)", (f"{max(1, int(seconds * 1000))}ms",)
+    )
 
 
-def _apply(conn: psycopg.Connection, m: Migration, lock_timeout: float,
-           attempt_wait: float) -> None:
+def _apply(
+    conn: psycopg.Connection, m: Migration, lock_timeout: float, attempt_wait: float
+) -> None:
     """Apply `m` in one transaction, its table locks taken first (planned_locks), the
     attempt waiting attempt_wait seconds at most for all of them together and retried with
     backoff until lock_timeout seconds are spent; a 40P01/55P03 of its own statements is
@@ -413,7 +468,9 @@ def _apply(conn: psycopg.Connection, m: Migration, lock_timeout: float,
                     _set_local_lock_timeout(conn, attempt_wait)
                 conn.execute(
                     "insert into runlane.schema_migrations (version, name, checksum) "
-                    "values (%s, %s, %s)", (m.version, m.name, m.checksum))
+                    "values (%s, %s, %s)",
+                    (m.version, m.name, m.checksum),
+                )
                 conn.execute(m.sql)
             return
         except (psycopg.errors.DeadlockDetected, psycopg.errors.LockNotAvailable) as exc:
@@ -429,23 +486,28 @@ def _apply(conn: psycopg.Connection, m: Migration, lock_timeout: float,
                     f"migration {m.version:04d}_{m.name} could not lock {table} in {mode} "
                     f"mode in {lock_timeout:g} s ({attempts} attempts); sessions holding "
                     f"locks on it: {_holders(conn, table)}. Retry when they are done, or "
-                    "give `runlane migrate --lock-timeout` more seconds") from None
+                    "give `runlane migrate --lock-timeout` more seconds"
+                ) from None
             raise MigrationError(
                 f"migration {m.version:04d}_{m.name} kept failing on a lock for "
                 f"{lock_timeout:g} s ({attempts} attempts, last: {exc.sqlstate} "
                 f"{exc.diag.message_primary}); nothing of it was applied: retry when the "
-                "load is lower, or with a larger --lock-timeout") from None
+                "load is lower, or with a larger --lock-timeout"
+            ) from None
 
 
-def migrate(conn: psycopg.Connection, to: int | None = None,
-            lock_timeout: float = LOCK_TIMEOUT) -> list[Migration]:
+def migrate(
+    conn: psycopg.Connection, to: int | None = None, lock_timeout: float = LOCK_TIMEOUT
+) -> list[Migration]:
     """Apply pending migrations up to `to` (all when None); returns those applied.
     MigrationError when another session holds the migration lock for lock_timeout s, or
     when a migration cannot take its table locks within lock_timeout s (`_apply`)."""
     known = migrations()
     if to is not None and to not in {m.version for m in known}:
-        raise MigrationError(f"there is no migration {to:04d}; known: "
-                             + ", ".join(f"{m.version:04d}" for m in known))
+        raise MigrationError(
+            f"there is no migration {to:04d}; known: "
+            + ", ".join(f"{m.version:04d}" for m in known)
+        )
     conn.autocommit = True
     _take_migration_lock(conn, lock_timeout)
     try:
@@ -455,7 +517,8 @@ def migrate(conn: psycopg.Connection, to: int | None = None,
             if m.version in done and done[m.version] != m.checksum:
                 raise MigrationError(
                     f"migration {m.version:04d}_{m.name} was edited after it was applied; "
-                    "released migrations are immutable: add a new one instead")
+                    "released migrations are immutable: add a new one instead"
+                )
         applied = []
         attempt_wait = _attempt_wait(conn)
         for m in known:

@@ -77,8 +77,12 @@ def _server_user() -> str | None:
 class LocalCluster:
     """initdb + pg_ctl around one data directory, listening on 127.0.0.1:port."""
 
-    def __init__(self, datadir: Path | None = None, port: int | None = None,
-                 settings: dict[str, str] | None = None):
+    def __init__(
+        self,
+        datadir: Path | None = None,
+        port: int | None = None,
+        settings: dict[str, str] | None = None,
+    ):
         self.bindir = find_bindir()
         self.os_user = _server_user()
         self._own_dir = datadir is None
@@ -112,8 +116,17 @@ class LocalCluster:
         self._chown(self.datadir)
         if (self.datadir / "PG_VERSION").exists():
             return
-        self._run("initdb", "-D", str(self.datadir), "-U", SUPERUSER, "--auth=trust",
-                  "--encoding=UTF8", "--locale=C.UTF-8", "--no-sync")
+        self._run(
+            "initdb",
+            "-D",
+            str(self.datadir),
+            "-U",
+            SUPERUSER,
+            "--auth=trust",
+            "--encoding=UTF8",
+            "--locale=C.UTF-8",
+            "--no-sync",
+        )
         with open(self.datadir / "postgresql.auto.conf", "a") as conf:
             for key, value in self.settings.items():
                 conf.write(f"{key} = '{value}'\n")
@@ -124,11 +137,22 @@ class LocalCluster:
         self.initdb()
         self.logfile.touch()
         self._chown(self.logfile)
-        result = self._run("pg_ctl", "-D", str(self.datadir), "-l", str(self.logfile),
-                           "-w", "-t", "60", "start", check=False)
+        result = self._run(
+            "pg_ctl",
+            "-D",
+            str(self.datadir),
+            "-l",
+            str(self.logfile),
+            "-w",
+            "-t",
+            "60",
+            "start",
+            check=False,
+        )
         if result.returncode != 0:
             raise RuntimeError(
-                f"PostgreSQL did not start: {result.stderr.strip()}\n{self._log_tail()}")
+                f"PostgreSQL did not start: {result.stderr.strip()}\n{self._log_tail()}"
+            )
         self.wait_ready()
         return self.dsn
 

@@ -15,7 +15,8 @@ _SHORT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(w|d|h|m|s)\s*$", re.IGNORECASE)
 _ISO = re.compile(
     r"^P(?:(?P<w>\d+(?:\.\d+)?)W)?(?:(?P<d>\d+(?:\.\d+)?)D)?"
     r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _UNIT = {"w": "weeks", "d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
 
 
@@ -32,6 +33,8 @@ def parse_window(text: str) -> timedelta:
             raise ValueError(f"retention {text!r} is not a duration: use e.g. 30d, 240h or P30D")
         window = timedelta(**{_UNIT[k]: float(v) for k, v in iso.groupdict().items() if v})
     if window < MINIMUM:
-        raise ValueError(f"retention {text!r} is shorter than 8 days: runs are kept at least "
-                         "8 days so weekly budgets stay exact")
+        raise ValueError(
+            f"retention {text!r} is shorter than 8 days: runs are kept at least "
+            "8 days so weekly budgets stay exact"
+        )
     return window

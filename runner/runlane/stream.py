@@ -86,7 +86,8 @@ def ended(status: dict[str, Any], last_seen: int) -> bool:
     """The end-of-stream rule: a terminal state (read before the last page) and every
     visible output up to its last_output_id seen."""
     return status["state"] in TERMINAL and (
-        status["last_output_id"] is None or last_seen >= status["last_output_id"])
+        status["last_output_id"] is None or last_seen >= status["last_output_id"]
+    )
 
 
 def _for_stream(payload: str, token: str | None) -> bool:
@@ -112,8 +113,15 @@ async def _queue_untrusted(reader: psycopg.AsyncConnection[dict[str, Any]]) -> b
     return row is not None and row["usage"] is not None and row["usage"] >= UNTRUSTED_FROM
 
 
-async def stream(dsn: str, run_id: int, after: int = 0, *, page_size: int = 500,
-                 poll: float = 1.0, events: bool = False) -> AsyncGenerator[dict[str, Any], None]:
+async def stream(
+    dsn: str,
+    run_id: int,
+    after: int = 0,
+    *,
+    page_size: int = 500,
+    poll: float = 1.0,
+    events: bool = False,
+) -> AsyncGenerator[dict[str, Any], None]:
     """Yield the run's visible outputs with output_id > `after`, in order, as they commit;
     end by the end-of-stream rule (see the module docstring). With `events`, also the
     "superseded" and "end" events. Raises psycopg errors as they are (RL008 for an
@@ -121,8 +129,7 @@ async def stream(dsn: str, run_id: int, after: int = 0, *, page_size: int = 500,
     last = int(after)
     listener = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
     try:
-        reader = await psycopg.AsyncConnection.connect(dsn, autocommit=True,
-                                                       row_factory=dict_row)
+        reader = await psycopg.AsyncConnection.connect(dsn, autocommit=True, row_factory=dict_row)
         try:
             await listener.execute("LISTEN runlane_outputs")
 
@@ -133,8 +140,8 @@ async def stream(dsn: str, run_id: int, after: int = 0, *, page_size: int = 500,
             token = (await one(TOKEN))["token"]
             checked_attempt: int | None = None
             checked_at: float | None = None  # when the NOTIFY queue was last read
-            untrusted = False      # it was at least UNTRUSTED_FROM full then
-            reported = 0          # the superseded_through already announced
+            untrusted = False  # it was at least UNTRUSTED_FROM full then
+            reported = 0  # the superseded_through already announced
             pending: int | None = None
             attempts: set[int] = set()  # of yielded outputs not yet announced superseded
 
@@ -142,8 +149,12 @@ async def stream(dsn: str, run_id: int, after: int = 0, *, page_size: int = 500,
                 nonlocal reported, attempts
                 reported = through
                 gone, attempts = attempts, set()
-                return {"event": "superseded", "run_id": run_id, "through": through,
-                        "attempts": sorted(gone)}
+                return {
+                    "event": "superseded",
+                    "run_id": run_id,
+                    "through": through,
+                    "attempts": sorted(gone),
+                }
 
             while True:
                 status = await one(STATUS)
@@ -153,8 +164,11 @@ async def stream(dsn: str, run_id: int, after: int = 0, *, page_size: int = 500,
                     if through > reported:
                         pending = through
                 while True:
-                    rows = await (await reader.execute(
-                        PAGE, {"run_id": run_id, "after": last, "limit": page_size})).fetchall()
+                    rows = await (
+                        await reader.execute(
+                            PAGE, {"run_id": run_id, "after": last, "limit": page_size}
+                        )
+                    ).fetchall()
                     for row in rows:
                         if row["output_id"] <= last:
                             continue
@@ -174,10 +188,15 @@ async def stream(dsn: str, run_id: int, after: int = 0, *, page_size: int = 500,
                     pending = None
                 if ended(status, last):
                     if events:
-                        yield {"event": "end", "run_id": run_id, "state": status["state"],
-                               "reason": status["reason"], "attempt": status["attempt"],
-                               "last_output_id": status["last_output_id"],
-                               "superseded_through": reported}
+                        yield {
+                            "event": "end",
+                            "run_id": run_id,
+                            "state": status["state"],
+                            "reason": status["reason"],
+                            "attempt": status["attempt"],
+                            "last_output_id": status["last_output_id"],
+                            "superseded_through": reported,
+                        }
                     return
                 now = time.monotonic()
                 if checked_at is None or now - checked_at >= QUEUE_CHECK:

@@ -43,8 +43,10 @@ def render(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) ->
             console.print(table)
         return capture.get().rstrip("\n")
     widths = [max([len(c)] + [len(r[i]) for r in text_rows]) for i, c in enumerate(columns)]
+
     def line(values: Sequence[str]) -> str:
         return "  ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)).rstrip()
+
     out = [title, line(columns), line(["-" * w for w in widths])]
     out += [line(r) for r in text_rows]
     if not text_rows:

@@ -33,8 +33,7 @@ class Bouncer:
     """One pgbouncer process in `pool_mode`, `pool_size` server connections per
     (database, user) pool, in front of the cluster listening on 127.0.0.1:`server_port`."""
 
-    def __init__(self, server_port: int, pool_mode: str, users: list[str],
-                 pool_size: int = 2):
+    def __init__(self, server_port: int, pool_mode: str, users: list[str], pool_size: int = 2):
         self.pool_mode = pool_mode
         self.pool_size = pool_size
         self.port = _free_port()
@@ -70,14 +69,17 @@ pidfile = {self.dir}/pgbouncer.pid
         cmd = [PGBOUNCER, str(self.dir / "pgbouncer.ini")]
         if self.os_user:
             cmd = ["runuser", "-u", self.os_user, "--", *cmd]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     text=True)
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"pgbouncer exited ({self.proc.returncode}): "
-                                   f"{self.proc.stderr.read() if self.proc.stderr else ''}"
-                                   f"\n{self.log_tail()}")
+                raise RuntimeError(
+                    f"pgbouncer exited ({self.proc.returncode}): "
+                    f"{self.proc.stderr.read() if self.proc.stderr else ''}"
+                    f"\n{self.log_tail()}"
+                )
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=1):
                     return self

@@ -13,8 +13,9 @@ from runlane.agents import done
 
 class Charging:
     def __init__(self) -> None:
-        self.amounts = [float(a) for a in
-                        os.environ.get("RUNLANE_CHARGING_AMOUNTS", "5.0,5.0,5.0").split(",")]
+        self.amounts = [
+            float(a) for a in os.environ.get("RUNLANE_CHARGING_AMOUNTS", "5.0,5.0,5.0").split(",")
+        ]
         self.then = os.environ.get("RUNLANE_CHARGING_THEN", "raise")
 
     async def step(self, ctx):

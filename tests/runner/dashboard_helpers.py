@@ -30,34 +30,78 @@ def seed(conn: psycopg.Connection) -> dict:
     finished run with outputs carrying the marker (content the dashboard hides)."""
     conn.execute("select runlane_test.agent('agent-chat', 'org-one')")
     conn.execute("select runlane_test.agent('agent-night', 'org-one')")
-    conn.execute("select runlane_test.scheduled_agent('agent-timer', 'daily at 09:00', "
-                 "'Europe/Berlin', 'UTC', 'org-two')")
+    conn.execute(
+        "select runlane_test.scheduled_agent('agent-timer', 'daily at 09:00', "
+        "'Europe/Berlin', 'UTC', 'org-two')"
+    )
     conn.execute("select runlane_test.agent('<b>agent-odd</b>', 'org-two')")
     conn.execute("update runlane.agents set enabled = false where agent_id = 'agent-night'")
     conn.execute("update runlane.agents set prompt = %s", (f"secret prompt {MARKER}",))
-    conn.execute("update runlane.platform_settings set agent_weekly_budget = 25 "
-                 "where org_id = 'org-one'")
-    timed = ("select runlane_test.timed_run(%s, %s, %s, %s, now() - %s::interval, "
-             "%s, %s, %s, p_wake_at => %s)")
+    conn.execute(
+        "update runlane.platform_settings set agent_weekly_budget = 25 where org_id = 'org-one'"
+    )
+    timed = (
+        "select runlane_test.timed_run(%s, %s, %s, %s, now() - %s::interval, "
+        "%s, %s, %s, p_wake_at => %s)"
+    )
     for args in [
-        ("agent-chat", "interactive", "interactive", "queued", "10 seconds", None, None, None,
-         None),
-        ("agent-chat", "interactive", "interactive", "queued", "50 seconds", None, None, None,
-         None),
-        ("agent-chat", "interactive", "retry", "queued", "5 minutes", 1000, 1500, None,
-         "tomorrow"),
-        ("agent-chat", "interactive", "interactive", "running", "2 minutes", 300, 900, None,
-         None),
+        (
+            "agent-chat",
+            "interactive",
+            "interactive",
+            "queued",
+            "10 seconds",
+            None,
+            None,
+            None,
+            None,
+        ),
+        (
+            "agent-chat",
+            "interactive",
+            "interactive",
+            "queued",
+            "50 seconds",
+            None,
+            None,
+            None,
+            None,
+        ),
+        ("agent-chat", "interactive", "retry", "queued", "5 minutes", 1000, 1500, None, "tomorrow"),
+        ("agent-chat", "interactive", "interactive", "running", "2 minutes", 300, 900, None, None),
         ("agent-timer", "background", "manual", "queued", "3 minutes", None, None, None, None),
-        ("agent-timer", "background", "scheduled", "succeeded", "20 minutes", 100, 4000, 9000,
-         None),
+        (
+            "agent-timer",
+            "background",
+            "scheduled",
+            "succeeded",
+            "20 minutes",
+            100,
+            4000,
+            9000,
+            None,
+        ),
     ]:
         conn.execute(timed, args)
-    done = conn.execute(timed, ("<b>agent-odd</b>", "interactive", "interactive", "succeeded",
-                                "30 minutes", 50, 700, 2000, None)).fetchone()[0]
-    conn.execute("insert into runlane.run_outputs (run_id, attempt, kind, body) "
-                 "values (%s, 1, 'text', %s), (%s, 1, 'final', '<script>alert(1)</script>')",
-                 (done, f"hello {MARKER}", done))
+    done = conn.execute(
+        timed,
+        (
+            "<b>agent-odd</b>",
+            "interactive",
+            "interactive",
+            "succeeded",
+            "30 minutes",
+            50,
+            700,
+            2000,
+            None,
+        ),
+    ).fetchone()[0]
+    conn.execute(
+        "insert into runlane.run_outputs (run_id, attempt, kind, body) "
+        "values (%s, 1, 'text', %s), (%s, 1, 'final', '<script>alert(1)</script>')",
+        (done, f"hello {MARKER}", done),
+    )
     conn.execute("select runlane_test.spent('agent-chat', 30, now())")
     return {"finished_run": done}
 
@@ -70,8 +114,9 @@ def api_dsn(conn, db_dsn):
     conn.execute(f'grant runlane_api to "{name}"')
     conn.execute("select runlane.scope_api_login(%s, null)", (name,))
     yield make_conninfo(db_dsn, user=name)
-    conn.execute("select pg_terminate_backend(pid) from pg_stat_activity where usename = %s",
-                 (name,))
+    conn.execute(
+        "select pg_terminate_backend(pid) from pg_stat_activity where usename = %s", (name,)
+    )
     conn.execute(f'drop role "{name}"')
 
 
@@ -89,11 +134,27 @@ class DashboardProcess:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = Path(tempfile.mkstemp(prefix="runlane-dashboard-", suffix=".log")[1])
         self._out = open(self.log_path, "w")  # noqa: SIM115 - closed in close()
-        full_env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            [str(HERE), os.environ.get("PYTHONPATH", "")]), **(env or {})}
+        full_env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+            **(env or {}),
+        }
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "runlane", "dashboard", "--dsn", dsn, "--port",
-             str(self.port), *args], stdout=self._out, stderr=subprocess.STDOUT, env=full_env)
+            [
+                sys.executable,
+                "-m",
+                "runlane",
+                "dashboard",
+                "--dsn",
+                dsn,
+                "--port",
+                str(self.port),
+                *args,
+            ],
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+            env=full_env,
+        )
 
         def ready() -> bool:
             if self.proc.poll() is not None:

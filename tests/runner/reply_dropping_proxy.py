@@ -38,8 +38,9 @@ class ReplyDroppingProxy:
 
     def dsn(self, dsn: str) -> str:
         """`dsn` pointed at the proxy (plain TCP: no SSL or GSS negotiation)."""
-        return psycopg.conninfo.make_conninfo(dsn, host="127.0.0.1", port=self.port,
-                                              sslmode="disable", gssencmode="disable")
+        return psycopg.conninfo.make_conninfo(
+            dsn, host="127.0.0.1", port=self.port, sslmode="disable", gssencmode="disable"
+        )
 
     def arm(self, pattern: bytes) -> None:
         with self._lock:
@@ -59,7 +60,8 @@ class ReplyDroppingProxy:
     def _serve(self) -> None:
         asyncio.set_event_loop(self._loop)
         server = self._loop.run_until_complete(
-            asyncio.start_server(self._connection, "127.0.0.1", 0))
+            asyncio.start_server(self._connection, "127.0.0.1", 0)
+        )
         self.port = server.sockets[0].getsockname()[1]
         self._ready.set()
         try:
@@ -75,8 +77,9 @@ class ReplyDroppingProxy:
                 return True
         return False
 
-    async def _connection(self, client_r: asyncio.StreamReader,
-                          client_w: asyncio.StreamWriter) -> None:
+    async def _connection(
+        self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter
+    ) -> None:
         try:
             server_r, server_w = await asyncio.open_connection(*self.upstream)
         except OSError:
@@ -123,8 +126,8 @@ def _holds_ready_for_query(data: bytes) -> bool:
     complete ReadyForQuery ('Z')."""
     at = 0
     while at + 5 <= len(data):
-        kind = data[at:at + 1]
-        (length,) = struct.unpack("!i", data[at + 1:at + 5])
+        kind = data[at : at + 1]
+        (length,) = struct.unpack("!i", data[at + 1 : at + 5])
         if at + 1 + length > len(data):
             return False
         if kind == b"Z":

@@ -31,8 +31,9 @@ def second_db(pg_cluster, template_db, conn):
     dsn = pg_cluster.dsn_for(name)
     yield dsn
     with psycopg.connect(pg_cluster.dsn, autocommit=True) as admin:
-        admin.execute("select pg_terminate_backend(pid) from pg_stat_activity "
-                      "where datname = %s", (name,))
+        admin.execute(
+            "select pg_terminate_backend(pid) from pg_stat_activity where datname = %s", (name,)
+        )
         admin.execute(f'drop database "{name}"')
 
 
@@ -77,12 +78,14 @@ READ = "select runlane.stream_token(1)"
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "runlane", *args], capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "runlane", *args], capture_output=True, text=True, timeout=60
+    )
 
 
 def test_a_scope_is_this_databases_and_another_database_refuses_the_login(
-        conn, db_dsn, second_db, roles):
+    conn, db_dsn, second_db, roles
+):
     _orgs(db_dsn)
     _orgs(second_db)
     name = roles("runlane_api")
@@ -101,8 +104,7 @@ def test_a_scope_is_this_databases_and_another_database_refuses_the_login(
     assert _call(db_dsn, name, FOREIGN)[0] == "RL008", "and still org-a only in the first"
 
 
-def test_a_rename_keeps_the_entry_and_a_new_login_with_the_old_name_has_none(
-        conn, db_dsn, roles):
+def test_a_rename_keeps_the_entry_and_a_new_login_with_the_old_name_has_none(conn, db_dsn, roles):
     _orgs(db_dsn)
     old = roles("runlane_api")
     conn.execute("select runlane.scope_api_login(%s, 'org-a')", (old,))
@@ -130,25 +132,31 @@ def test_a_scoped_login_given_runlane_worker_by_plain_grant_is_refused(conn, db_
         assert state == "42501", sql
         assert "member of runlane_worker" in message and "revoke runlane_worker" in hint
     state, message, _hint = _call(
-        db_dsn, name, "select * from runlane.claim_runs('w1', array['interactive'], 10)")
+        db_dsn, name, "select * from runlane.claim_runs('w1', array['interactive'], 10)"
+    )
     assert state == "42501" and "may not act as a worker" in message
     conn.execute(f'revoke "{group}" from "{name}"')
     assert _call(db_dsn, name, OWN)[0] == "ok"
     conn.execute(f'grant runlane_worker to "{name}"')  # and directly
     assert _call(db_dsn, name, OWN)[0] == "42501"
-    assert _call(db_dsn, name, "select * from runlane.claim_runs('w1', array['interactive'], "
-                                "10)")[0] == "42501"
+    assert (
+        _call(db_dsn, name, "select * from runlane.claim_runs('w1', array['interactive'], 10)")[0]
+        == "42501"
+    )
 
 
 def test_an_api_login_with_no_entry_is_refused_and_grant_login_enters_it(
-        conn, db_dsn, second_db, roles):
+    conn, db_dsn, second_db, roles
+):
     _orgs(db_dsn)
     _orgs(second_db)
     name = roles("runlane_api")  # a plain GRANT: no entry in either database
     for dsn in (db_dsn, second_db):
         state, message, hint = _call(dsn, name, OWN)
-        assert (state, message) == ("42501", f"login {name} holds runlane_api but may not act "
-                                             "in this database")
+        assert (state, message) == (
+            "42501",
+            f"login {name} holds runlane_api but may not act in this database",
+        )
         assert f"runlane grant-login {name} --api [--org X]" in hint
     out = cli("grant-login", name, "--api", "--dsn", db_dsn)
     assert out.returncode == 0, out.stderr
@@ -185,21 +193,32 @@ def test_upgrading_to_0020_changes_nobodys_access(empty_db_dsn, conn, roles):
         via_group = roles(group)
         worker = roles("runlane_worker")
         renamed = roles("runlane_api")
-        db.execute("insert into runlane.api_scopes (login, org_id) values (%s, 'org-a'), "
-                   "('no_such_login_any_more', 'org-a')", (scoped,))
+        db.execute(
+            "insert into runlane.api_scopes (login, org_id) values (%s, 'org-a'), "
+            "('no_such_login_any_more', 'org-a')",
+            (scoped,),
+        )
         migrate(db)
-        entries = dict(db.execute(
-            "select r.rolname::text, l.org_id from runlane.api_logins as l "
-            "join pg_roles as r on r.oid = l.role_oid").fetchall())
+        entries = dict(
+            db.execute(
+                "select r.rolname::text, l.org_id from runlane.api_logins as l "
+                "join pg_roles as r on r.oid = l.role_oid"
+            ).fetchall()
+        )
         # kept for sessions still running the earlier functions during the upgrade
         assert db.execute("select to_regclass('runlane.api_scopes')").fetchone()[0] is not None
     assert {k: v for k, v in entries.items() if k.startswith("tl")} == {
-        scoped: "org-a", unscoped: None, via_group: None, renamed: None}
+        scoped: "org-a",
+        unscoped: None,
+        via_group: None,
+        renamed: None,
+    }
     assert worker not in entries and group not in entries
 
 
 def test_superusers_and_the_schema_owner_act_for_every_organization_without_an_entry(
-        conn, db_dsn, roles):
+    conn, db_dsn, roles
+):
     _orgs(db_dsn)
     owner = roles("runlane_api")
     member = roles("runlane_api")

@@ -48,14 +48,19 @@ def status(api: psycopg.Connection, run_id: int) -> dict:
 
 
 def finished(api: psycopg.Connection, run_id: int) -> dict:
-    return wait_until(lambda: (s := status(api, run_id))["finished_at"] is not None and s,
-                      what=f"run {run_id} finished")
+    return wait_until(
+        lambda: (s := status(api, run_id))["finished_at"] is not None and s,
+        what=f"run {run_id} finished",
+    )
 
 
 def outputs(api: psycopg.Connection, run_id: int) -> list[tuple[int, int, str]]:
-    return [tuple(r) for r in api.execute(
-        "select output_id, attempt, body from runlane.outputs_since(%s, 0, 500)",
-        (run_id,)).fetchall()]
+    return [
+        tuple(r)
+        for r in api.execute(
+            "select output_id, attempt, body from runlane.outputs_since(%s, 0, 500)", (run_id,)
+        ).fetchall()
+    ]
 
 
 def sqlstate(api: psycopg.Connection, sql: str, *params: object) -> str | None:
@@ -73,8 +78,15 @@ def test_an_api_only_login_lives_an_agent_s_whole_life(conn, logins):
 
     def start_worker() -> WorkerProcess:
         nonlocal worker
-        worker = WorkerProcess(worker_dsn, "--agent", "life_agent:agent", "--no-maintenance",
-                               "--scan-interval", "0.5", lanes=("interactive", "background"))
+        worker = WorkerProcess(
+            worker_dsn,
+            "--agent",
+            "life_agent:agent",
+            "--no-maintenance",
+            "--scan-interval",
+            "0.5",
+            lanes=("interactive", "background"),
+        )
         return worker
 
     try:
@@ -93,36 +105,67 @@ def _life(conn, api, worker_dsn, start_worker) -> None:  # noqa: PLR0915 - one s
     assert sqlstate(api, "insert into runlane.platform_settings (org_id) values ('x')") == "42501"
 
     # -- create: an organization, a user, two agents --------------------------------------
-    org = one(api, "select * from runlane.put_org('org-life', %s)", json.dumps(
-        {"timezone": "Europe/Berlin", "agent_iteration_cap": 100000}))
+    org = one(
+        api,
+        "select * from runlane.put_org('org-life', %s)",
+        json.dumps({"timezone": "Europe/Berlin", "agent_iteration_cap": 100000}),
+    )
     assert (org["org_id"], org["timezone"], org["agent_iteration_cap"]) == (
-        "org-life", "Europe/Berlin", 100000)
+        "org-life",
+        "Europe/Berlin",
+        100000,
+    )
     user = one(api, "select * from runlane.put_user('ada', 'org-life', '{}')")
     assert (user["user_id"], user["org_id"], user["timezone"]) == ("ada", "org-life", None)
-    helper = one(api, "select * from runlane.put_agent('helper', %s)", json.dumps(
-        {"org_id": "org-life", "owner_id": "ada", "model": "m-1",
-         "prompt": "Summarize the day"}))
-    assert (helper["enabled"], helper["admin_locked"], helper["schedule"],
-            helper["next_run_at"]) == (True, False, "", None)
-    one(api, "select * from runlane.put_agent('slowpoke', %s)", json.dumps(
-        {"org_id": "org-life", "owner_id": "ada", "model": "m-1",
-         "prompt": "slow work, until stopped"}))
+    helper = one(
+        api,
+        "select * from runlane.put_agent('helper', %s)",
+        json.dumps(
+            {"org_id": "org-life", "owner_id": "ada", "model": "m-1", "prompt": "Summarize the day"}
+        ),
+    )
+    assert (
+        helper["enabled"],
+        helper["admin_locked"],
+        helper["schedule"],
+        helper["next_run_at"],
+    ) == (True, False, "", None)
+    one(
+        api,
+        "select * from runlane.put_agent('slowpoke', %s)",
+        json.dumps(
+            {
+                "org_id": "org-life",
+                "owner_id": "ada",
+                "model": "m-1",
+                "prompt": "slow work, until stopped",
+            }
+        ),
+    )
 
     # -- schedule: next_run_at is set, and agent_schedules shows it in Berlin time ---------
-    scheduled = one(api, "select * from runlane.put_agent('helper', %s)",
-                    json.dumps({"schedule": "daily at 08:00"}))
+    scheduled = one(
+        api,
+        "select * from runlane.put_agent('helper', %s)",
+        json.dumps({"schedule": "daily at 08:00"}),
+    )
     slot = scheduled["next_run_at"]
     assert slot is not None
     row = one(api, "select * from runlane.agent_schedules() where agent_id = 'helper'")
     assert (row["status"], row["timezone"], row["next_run_at"]) == (
-        "scheduled", "Europe/Berlin", slot)
+        "scheduled",
+        "Europe/Berlin",
+        slot,
+    )
     assert row["next_run_local"].endswith(" 08:00")
 
     # -- switch off and on ------------------------------------------------------------------
     off = one(api, "select * from runlane.put_agent('helper', '{\"enabled\": false}')")
     assert (off["enabled"], off["next_run_at"]) == (False, None)
-    assert one(api, "select status from runlane.agent_schedules() "
-                    "where agent_id = 'helper'")["status"] == "off"
+    assert (
+        one(api, "select status from runlane.agent_schedules() where agent_id = 'helper'")["status"]
+        == "off"
+    )
     assert sqlstate(api, "select * from runlane.run_now('helper')") == "RL002"
     on = one(api, "select * from runlane.put_agent('helper', '{\"enabled\": true}')")
     assert (on["enabled"], on["next_run_at"]) == (True, slot)
@@ -160,21 +203,30 @@ def _life(conn, api, worker_dsn, start_worker) -> None:  # noqa: PLR0915 - one s
     assert again["run_id"] == keyed["run_id"] and keyed["state"] == "queued"
     api.execute("select runlane.publish_run(%s)", (keyed["run_id"],))
     assert finished(api, keyed["run_id"])["state"] == "succeeded"
-    assert conn.execute("select count(*) from runlane.runs where agent_id = 'helper' "
-                        "and trigger = 'manual'").fetchone()[0] == 2
+    assert (
+        conn.execute(
+            "select count(*) from runlane.runs where agent_id = 'helper' and trigger = 'manual'"
+        ).fetchone()[0]
+        == 2
+    )
 
     # -- Stop: a slow agent's running run is canceled; nothing is written after ----------
     slow = one(api, "select * from runlane.run_now('slowpoke')")
     api.execute("select runlane.publish_run(%s)", (slow["run_id"],))
     wait_until(lambda: len(outputs(api, slow["run_id"])) >= 1, what="the slow run's output")
-    assert api.execute("select runlane.cancel_run(%s)",
-                       (slow["run_id"],)).fetchone()[0] == "running"
+    assert (
+        api.execute("select runlane.cancel_run(%s)", (slow["run_id"],)).fetchone()[0] == "running"
+    )
     at_stop = status(api, slow["run_id"])["last_output_id"]
     stopped = finished(api, slow["run_id"])
     assert (stopped["state"], stopped["reason"], stopped["last_output_id"]) == (
-        "canceled", "canceled", at_stop)
-    assert api.execute("select runlane.cancel_run(%s)",
-                       (slow["run_id"],)).fetchone()[0] == "canceled"
+        "canceled",
+        "canceled",
+        at_stop,
+    )
+    assert (
+        api.execute("select runlane.cancel_run(%s)", (slow["run_id"],)).fetchone()[0] == "canceled"
+    )
     # the worker takes the next message normally
     follow_up = one(api, "select * from runlane.submit_message('helper', 'thread-1', 'again')")
     api.execute("select runlane.publish_run(%s)", (follow_up["run_id"],))
@@ -183,22 +235,30 @@ def _life(conn, api, worker_dsn, start_worker) -> None:  # noqa: PLR0915 - one s
     # -- status: run_status, run_timing, lane_status, agent_journal -------------------------
     timing = api.execute("select runlane.run_timing(%s)", (chat_run,)).fetchone()[0]
     assert timing["run.outcome"] == "succeeded"
-    lanes = {r[0]: r[1:] for r in api.execute(
-        "select lane, queued, running from runlane.lane_status()").fetchall()}
+    lanes = {
+        r[0]: r[1:]
+        for r in api.execute("select lane, queued, running from runlane.lane_status()").fetchall()
+    }
     assert lanes == {"interactive": (0, 0), "background": (0, 0)}
-    journal = api.execute("select run_id, trigger, state from runlane.agent_journal('helper')"
-                          ).fetchall()
-    assert journal == [(follow_up["run_id"], "interactive", "succeeded"),
-                       (keyed["run_id"], "manual", "succeeded"),
-                       (manual["run_id"], "manual", "succeeded"),
-                       (chat_run, "interactive", "succeeded")]
-    assert api.execute("select run_id, state, reason from runlane.agent_journal('slowpoke')"
-                       ).fetchall() == [(slow["run_id"], "canceled", "canceled")]
+    journal = api.execute(
+        "select run_id, trigger, state from runlane.agent_journal('helper')"
+    ).fetchall()
+    assert journal == [
+        (follow_up["run_id"], "interactive", "succeeded"),
+        (keyed["run_id"], "manual", "succeeded"),
+        (manual["run_id"], "manual", "succeeded"),
+        (chat_run, "interactive", "succeeded"),
+    ]
+    assert api.execute(
+        "select run_id, state, reason from runlane.agent_journal('slowpoke')"
+    ).fetchall() == [(slow["run_id"], "canceled", "canceled")]
 
     # -- purge: the worker's, refused to the api login ---------------------------------------
     assert sqlstate(api, "select runlane.purge_finished('8 days', 1000)") == "42501"
-    conn.execute("update runlane.runs set created_at = created_at - interval '30 days', "
-                 "finished_at = finished_at - interval '30 days' where org_id = 'org-life'")
+    conn.execute(
+        "update runlane.runs set created_at = created_at - interval '30 days', "
+        "finished_at = finished_at - interval '30 days' where org_id = 'org-life'"
+    )
     with psycopg.connect(worker_dsn, autocommit=True) as purger:
         purged = purger.execute("select runlane.purge_finished('8 days', 1000)").fetchone()[0]
     assert purged == 5

@@ -26,12 +26,24 @@ pytestmark = pytest.mark.soak
 
 
 def test_short_chaos_soak_has_no_violations():
-    config = SoakConfig(runs=1500, workers=3, duration=25.0, seed=7, fault_gap=(1.0, 2.0),
-                        suppress_window=(2.0, 3.0), drain_timeout=120.0,
-                        leader_stop_leases=2.5, squat_window=(7.0, 8.0),
-                        notify_window=(2.0, 3.0), notify_fill_mb=32, forge_window=(2.0, 3.0),
-                        lost_ack_window=4.0, notify_half_window=(2.0, 3.0),
-                        org_lock_hold=(5.5, 6.5), faults=FAULT_KINDS)
+    config = SoakConfig(
+        runs=1500,
+        workers=3,
+        duration=25.0,
+        seed=7,
+        fault_gap=(1.0, 2.0),
+        suppress_window=(2.0, 3.0),
+        drain_timeout=120.0,
+        leader_stop_leases=2.5,
+        squat_window=(7.0, 8.0),
+        notify_window=(2.0, 3.0),
+        notify_fill_mb=32,
+        forge_window=(2.0, 3.0),
+        lost_ack_window=4.0,
+        notify_half_window=(2.0, 3.0),
+        org_lock_hold=(5.5, 6.5),
+        faults=FAULT_KINDS,
+    )
     report = Chaos(config).run()
     print(report.text())
 
@@ -45,9 +57,11 @@ def test_short_chaos_soak_has_no_violations():
     assert report.recoveries["postgres_restarted"] >= 2, "both restarts completed"
     assert sum(report.lost_acks.values()) >= 1, "the proxy lost at least one committed reply"
     assert report.streams.get("followed", 0) > 0, "stream readers followed chat runs"
-    assert report.attempts >= report.runs - report.by_lane_state.get("background/skipped", 0), \
+    assert report.attempts >= report.runs - report.by_lane_state.get("background/skipped", 0), (
         "every run that was not skipped was claimed at least once"
+    )
     assert report.routine_fired > 0, "the maintenance leader fired scheduled occurrences"
     assert report.by_lane_state.get("interactive/succeeded", 0) > 0
-    assert not any(k.endswith(("/queued", "/running")) for k in report.by_lane_state), \
+    assert not any(k.endswith(("/queued", "/running")) for k in report.by_lane_state), (
         "nothing is left queued or running"
+    )

@@ -18,8 +18,9 @@ def test_concurrent_charges_of_one_owner_are_all_counted(conn, db_dsn):
     runs = []
     for i in range(CONNECTIONS):
         conn.execute("select runlane_test.agent(%s, 'org-cc', null, 'owner-cc')", (f"agent-cc{i}",))
-        run_id = conn.execute("select runlane_test.queued_run(%s, 'background', 'manual')",
-                              (f"agent-cc{i}",)).fetchone()[0]
+        run_id = conn.execute(
+            "select runlane_test.queued_run(%s, 'background', 'manual')", (f"agent-cc{i}",)
+        ).fetchone()[0]
         fence = conn.execute("select runlane_test.claimed(%s)", (run_id,)).fetchone()[0]
         runs.append((run_id, fence))
     barrier = threading.Barrier(CONNECTIONS)
@@ -43,14 +44,19 @@ def test_concurrent_charges_of_one_owner_are_all_counted(conn, db_dsn):
     assert errors == []
 
     per_run = AMOUNT * CHARGES
-    costs = conn.execute("select cost from runlane.runs where run_id = any(%s) order by run_id",
-                         ([r for r, _ in runs],)).fetchall()
+    costs = conn.execute(
+        "select cost from runlane.runs where run_id = any(%s) order by run_id",
+        ([r for r, _ in runs],),
+    ).fetchall()
     assert costs == [(per_run,)] * CONNECTIONS
-    ledger = conn.execute("select count(*), sum(amount) from runlane.charges "
-                          "where owner_id = 'owner-cc'").fetchone()
+    ledger = conn.execute(
+        "select count(*), sum(amount) from runlane.charges where owner_id = 'owner-cc'"
+    ).fetchone()
     assert ledger == (CONNECTIONS * CHARGES, per_run * CONNECTIONS)
-    buckets = conn.execute("select sum(amount) from runlane.charge_buckets "
-                           "where owner_id = 'owner-cc'").fetchone()[0]
+    buckets = conn.execute(
+        "select sum(amount) from runlane.charge_buckets where owner_id = 'owner-cc'"
+    ).fetchone()[0]
     assert buckets == per_run * CONNECTIONS
     assert conn.execute("select runlane.weekly_spend('owner-cc')").fetchone()[0] == (
-        per_run * CONNECTIONS)
+        per_run * CONNECTIONS
+    )

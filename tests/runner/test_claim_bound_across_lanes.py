@@ -37,7 +37,9 @@ def queue_both_lanes(conn: psycopg.Connection, org: str, runs: int) -> None:
         """
         select runlane_test.agent(%(org)s || '-agent-' || g, %(org)s)
         from generate_series(1, %(runs)s) as g
-        """, {"org": org, "runs": runs})
+        """,
+        {"org": org, "runs": runs},
+    )
     conn.execute(
         """
         insert into runlane.runs (org_id, agent_id, lane, trigger, thread_id, prompt, model)
@@ -48,7 +50,9 @@ def queue_both_lanes(conn: psycopg.Connection, org: str, runs: int) -> None:
         from generate_series(1, %(runs)s) as g
         cross join (values ('interactive'), ('background')) as l (lane)
         order by g, l.lane
-        """, {"org": org, "runs": runs})
+        """,
+        {"org": org, "runs": runs},
+    )
     conn.commit()
 
 
@@ -61,20 +65,27 @@ def lane_connection(db_dsn: str, bound: int, autocommit: bool) -> psycopg.Connec
 
 
 def claim(lane: psycopg.Connection, worker: str, lane_name: str, limit: int) -> list[int]:
-    return [r[0] for r in lane.execute(CLAIM, {
-        "worker": worker, "lane": lane_name, "limit": limit, "key": uuid.uuid4()})]
+    return [
+        r[0]
+        for r in lane.execute(
+            CLAIM, {"worker": worker, "lane": lane_name, "limit": limit, "key": uuid.uuid4()}
+        )
+    ]
 
 
 def test_a_lane_waits_for_the_other_lanes_claim_and_counts_it(conn, db_dsn):
     queue_both_lanes(conn, "org-lanes", 20)
-    with lane_connection(db_dsn, 5, autocommit=False) as background, \
-            lane_connection(db_dsn, 5, autocommit=True) as interactive:
+    with (
+        lane_connection(db_dsn, 5, autocommit=False) as background,
+        lane_connection(db_dsn, 5, autocommit=True) as interactive,
+    ):
         # The background lane's claim fills the room of 5, its transaction still open.
         assert len(claim(background, "w1", "background", 5)) == 5
 
         taken: list[list[int]] = []
         chat = threading.Thread(
-            target=lambda: taken.append(claim(interactive, "w1", "interactive", 5)))
+            target=lambda: taken.append(claim(interactive, "w1", "interactive", 5))
+        )
         chat.start()
         chat.join(0.5)
         assert chat.is_alive(), "the chat lane's claim went ahead of the open claim"
@@ -91,15 +102,22 @@ def test_many_lanes_claiming_at_once_never_exceed_the_bound(conn, db_dsn):
     bound, workers, rounds = 4, 4, 12
     queue_both_lanes(conn, "org-x", 200)
     queue_both_lanes(conn, "org-y", 200)
-    lanes = [(f"w{w}", lane_name, lane_connection(db_dsn, bound, autocommit=True))
-             for w in range(workers) for lane_name in ("interactive", "background")]
+    lanes = [
+        (f"w{w}", lane_name, lane_connection(db_dsn, bound, autocommit=True))
+        for w in range(workers)
+        for lane_name in ("interactive", "background")
+    ]
     errors: list[BaseException] = []
     try:
         for _ in range(rounds):
             start = threading.Barrier(len(lanes))
 
-            def run(worker: str, lane_name: str, lane: psycopg.Connection,
-                    start: threading.Barrier = start) -> None:
+            def run(
+                worker: str,
+                lane_name: str,
+                lane: psycopg.Connection,
+                start: threading.Barrier = start,
+            ) -> None:
                 try:
                     start.wait()
                     for _ in range(3):
@@ -124,7 +142,8 @@ def test_many_lanes_claiming_at_once_never_exceed_the_bound(conn, db_dsn):
                 set state = 'succeeded', finished_at = now(), lease_owner = null,
                     lease_expires_at = null
                 where state = 'running'
-                """)
+                """
+            )
             conn.commit()
     finally:
         for _, _, lane in lanes:

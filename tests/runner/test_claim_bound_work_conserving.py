@@ -33,15 +33,23 @@ from runlane.claim_runs(p_worker => %(worker)s::text, p_lanes => array['interact
 
 def claimer(db_dsn: str, bound: int, mode: str = "work_conserving") -> psycopg.Connection:
     conn = psycopg.connect(db_dsn, autocommit=True)
-    conn.execute("select set_config('runlane.max_per_org', %s, false), "
-                 "set_config('runlane.max_per_org_mode', %s, false)", (str(bound), mode))
+    conn.execute(
+        "select set_config('runlane.max_per_org', %s, false), "
+        "set_config('runlane.max_per_org_mode', %s, false)",
+        (str(bound), mode),
+    )
     return conn
 
 
 def held(conn: psycopg.Connection, worker: str) -> dict[str, int]:
-    return dict(conn.execute(
-        "select org_id, count(*) from runlane.runs where lease_owner = %s and state = 'running' "
-        "group by org_id", (worker,)).fetchall())
+    return dict(
+        conn.execute(
+            "select org_id, count(*) from runlane.runs "
+            "where lease_owner = %s and state = 'running' "
+            "group by org_id",
+            (worker,),
+        ).fetchall()
+    )
 
 
 def test_a_lone_organization_is_claimed_past_the_bound(conn, db_dsn):
@@ -70,9 +78,11 @@ def test_while_an_organization_within_its_room_waits_it_comes_first(conn, db_dsn
         assert [run for run, _ in claimed[:5]] == b_runs[:5]
         assert len(claimed) == 8
         # A page no larger than org-b's room: org-b alone.
-        conn.execute("update runlane.runs set state = 'succeeded', finished_at = now(), "
-                     "lease_owner = null, lease_expires_at = null where org_id = 'org-b' "
-                     "and state = 'running'")
+        conn.execute(
+            "update runlane.runs set state = 'succeeded', finished_at = now(), "
+            "lease_owner = null, lease_expires_at = null where org_id = 'org-b' "
+            "and state = 'running'"
+        )
         conn.commit()
         claimed = mine.execute(CLAIM, {"worker": "w1", "limit": 5}).fetchall()
         assert [org for _, org in claimed] == ["org-b"] * 5
@@ -90,26 +100,33 @@ def test_a_strict_session_still_holds_a_lone_organization(conn, db_dsn):
 
 
 def test_a_worker_with_default_settings_runs_more_than_the_bound_of_one_organization(
-        conn, workers, tmp_path: Path):
+    conn, workers, tmp_path: Path
+):
     bound = WorkerConfig.max_per_org  # the worker's default, in force below
     runs = queue_chat_runs(conn, "org-a", "a-1", bound + 20)
     conn.commit()
     gate = tmp_path / f"gate-{uuid.uuid4().hex}"
-    worker = workers("--agent", "gate_agent:agent", "--no-maintenance",
-                     env={"GATE_AGENT_FILE": str(gate)})
+    worker = workers(
+        "--agent", "gate_agent:agent", "--no-maintenance", env={"GATE_AGENT_FILE": str(gate)}
+    )
 
     def all_running() -> bool:
         running = held(conn, worker.worker_id).get("org-a", 0)
         conn.commit()
         return running == len(runs)
 
-    wait_until(all_running, timeout=120,
-               what=f"all {len(runs)} runs of one organization running at once (bound {bound})")
+    wait_until(
+        all_running,
+        timeout=120,
+        what=f"all {len(runs)} runs of one organization running at once (bound {bound})",
+    )
     gate.touch()
 
     def all_done() -> bool:
-        done = conn.execute("select count(*) from runlane.runs where run_id = any(%s) "
-                            "and state = 'succeeded'", (runs,)).fetchone()[0]
+        done = conn.execute(
+            "select count(*) from runlane.runs where run_id = any(%s) and state = 'succeeded'",
+            (runs,),
+        ).fetchone()[0]
         conn.commit()
         return done == len(runs)
 

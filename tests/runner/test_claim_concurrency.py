@@ -47,12 +47,14 @@ def seed(conn: psycopg.Connection) -> int:
             agents.append((f"agent-{i}", orgs[i % len(orgs)], computer))
         with conn.cursor() as cur:
             cur.executemany("select runlane_test.agent(%s, %s, %s)", agents)
-            cur.executemany("select runlane_test.queued_run(%s, 'background', %s)",
-                            [(a, rng.choice(["manual", "scheduled", "reaction"]))
-                             for a, _, _ in agents])
-            cur.executemany("select runlane_test.queued_run(%s, 'interactive', 'interactive')",
-                            [(agents[rng.randrange(len(agents))][0],)
-                             for _ in range(INTERACTIVE_RUNS)])
+            cur.executemany(
+                "select runlane_test.queued_run(%s, 'background', %s)",
+                [(a, rng.choice(["manual", "scheduled", "reaction"])) for a, _, _ in agents],
+            )
+            cur.executemany(
+                "select runlane_test.queued_run(%s, 'interactive', 'interactive')",
+                [(agents[rng.randrange(len(agents))][0],) for _ in range(INTERACTIVE_RUNS)],
+            )
     return BACKGROUND_AGENTS + INTERACTIVE_RUNS
 
 
@@ -62,10 +64,16 @@ def claimer(dsn: str, name: str, errors: list, claims: list) -> None:
         with psycopg.connect(dsn, autocommit=True) as conn:
             idle_passes = 0
             while idle_passes < 3:
-                rows = conn.execute(CLAIM, {"worker": name, "limit": rng.randint(1, 6),
-                                            "lanes": rng.choice([["interactive", "background"],
-                                                                 ["background"],
-                                                                 ["interactive"]])}).fetchall()
+                rows = conn.execute(
+                    CLAIM,
+                    {
+                        "worker": name,
+                        "limit": rng.randint(1, 6),
+                        "lanes": rng.choice(
+                            [["interactive", "background"], ["background"], ["interactive"]]
+                        ),
+                    },
+                ).fetchall()
                 if not rows:
                     remaining = conn.execute(
                         "select count(*) from runlane.runs where state in ('queued', 'running')"
@@ -81,8 +89,9 @@ def claimer(dsn: str, name: str, errors: list, claims: list) -> None:
 
 def max_overlap(intervals: list[tuple]) -> int:
     """Most intervals open at once; a finish at the same instant as a start closes first."""
-    points = sorted([(s, 1) for s, _ in intervals] + [(f, -1) for _, f in intervals],
-                    key=lambda p: (p[0], p[1]))
+    points = sorted(
+        [(s, 1) for s, _ in intervals] + [(f, -1) for _, f in intervals], key=lambda p: (p[0], p[1])
+    )
     live = peak = 0
     for _, delta in points:
         live += delta
@@ -94,8 +103,10 @@ def test_concurrent_claimers_never_share_runs_computers_or_exceed_caps(conn, db_
     total = seed(conn)
     errors: list = []
     claims: list = []
-    threads = [threading.Thread(target=claimer, args=(db_dsn, f"claimer-{i}", errors, claims))
-               for i in range(CLAIMERS)]
+    threads = [
+        threading.Thread(target=claimer, args=(db_dsn, f"claimer-{i}", errors, claims))
+        for i in range(CLAIMERS)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -148,8 +159,10 @@ def trickle(conn: psycopg.Connection, db_dsn: str, runs: int, take) -> list[tupl
     def feed() -> None:
         with psycopg.connect(db_dsn, autocommit=True) as feeder:
             for i in range(runs):
-                feeder.execute("select runlane_test.queued_run(%s, 'interactive', 'interactive')",
-                               (f"chat-org-{i % 3 + 1}",))
+                feeder.execute(
+                    "select runlane_test.queued_run(%s, 'interactive', 'interactive')",
+                    (f"chat-org-{i % 3 + 1}",),
+                )
         fed.set()
 
     def claim(name: str) -> None:
@@ -165,7 +178,8 @@ def trickle(conn: psycopg.Connection, db_dsn: str, runs: int, take) -> list[tupl
             errors.append((name, exc))
 
     threads = [threading.Thread(target=feed)] + [
-        threading.Thread(target=claim, args=(f"claimer-{i}",)) for i in range(CLAIMERS)]
+        threading.Thread(target=claim, args=(f"claimer-{i}",)) for i in range(CLAIMERS)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -186,12 +200,17 @@ def test_claimers_of_a_trickling_chat_queue_never_share_a_run(conn, db_dsn):
     """A chat queue fed one run at a time, claimed by eight claimers asking for up to ten:
     nearly every claim finds the whole queue fitting in it (claim_runs' idle-queue path,
     one statement to find and lock). Still every run is claimed exactly once."""
-    trickle(conn, db_dsn, 600, lambda mine, name: mine.execute(
-        CLAIM, {"worker": name, "limit": 10, "lanes": ["interactive"]}).fetchall())
+    trickle(
+        conn,
+        db_dsn,
+        600,
+        lambda mine, name: mine.execute(
+            CLAIM, {"worker": name, "limit": 10, "lanes": ["interactive"]}
+        ).fetchall(),
+    )
 
 
-def test_workers_racing_for_a_trickle_skip_the_flush_only_of_the_claims_they_lost(
-        conn, db_dsn):
+def test_workers_racing_for_a_trickle_skip_the_flush_only_of_the_claims_they_lost(conn, db_dsn):
     """The same race with the worker's own claim (keyed, its session set up: a claim that
     took nothing commits without waiting for its flush). Each claim runs in a transaction
     of the test's, to read synchronous_commit as the claim's commit sees it: off exactly
@@ -210,7 +229,8 @@ def test_workers_racing_for_a_trickle_skip_the_flush_only_of_the_claims_they_los
             rows = mine.execute(WORKER_CLAIM, worker_claim(name)).fetchall()
             wrote, mode = mine.execute(
                 "select txid_current_if_assigned() is not null, "
-                "current_setting('synchronous_commit')").fetchone()
+                "current_setting('synchronous_commit')"
+            ).fetchone()
         modes[(bool(rows), wrote)].add(mode)
         return [row[:4] for row in rows]
 

@@ -59,14 +59,18 @@ def _background_runs(conn: psycopg.Connection, org: str, cap: int, runs: int) ->
     ids = []
     for i in range(runs):
         conn.execute("select runlane_test.agent(%s, %s)", (f"agent-{org}-{i}", org))
-        ids.append(conn.execute("select runlane_test.queued_run(%s, 'background')",
-                                (f"agent-{org}-{i}",)).fetchone()[0])
+        ids.append(
+            conn.execute(
+                "select runlane_test.queued_run(%s, 'background')", (f"agent-{org}-{i}",)
+            ).fetchone()[0]
+        )
     return ids
 
 
 @pytest.mark.parametrize("lane", ["interactive", "background"])
 def test_a_worker_that_lost_the_run_to_another_commits_without_waiting_for_a_flush(
-        conn, db_dsn, lane):
+    conn, db_dsn, lane
+):
     if lane == "interactive":
         [run_id] = queue_chat_runs(conn, "org-a", "a-1", 1)
     else:
@@ -79,21 +83,21 @@ def test_a_worker_that_lost_the_run_to_another_commits_without_waiting_for_a_flu
         assert (taken, wrote) == ([], True), "the race was not run: the loser wrote nothing"
         assert mode == "off"
         # the winner's claim waits for its flush, as every claim that took a run does
-        assert winner.execute("select current_setting('synchronous_commit')"
-                              ).fetchone()[0] == "on"
+        assert winner.execute("select current_setting('synchronous_commit')").fetchone()[0] == "on"
         winner.execute("commit")
-    assert conn.execute("select state, lease_owner from runlane.runs where run_id = %s",
-                        (run_id,)).fetchone() == ("running", "w-winner")
+    assert conn.execute(
+        "select state, lease_owner from runlane.runs where run_id = %s", (run_id,)
+    ).fetchone() == ("running", "w-winner")
 
 
-def test_a_claim_its_organizations_cap_left_empty_commits_without_waiting_for_a_flush(
-        conn, db_dsn):
+def test_a_claim_its_organizations_cap_left_empty_commits_without_waiting_for_a_flush(conn, db_dsn):
     first, second = _background_runs(conn, "org-capped", 1, 2)
     with _worker(db_dsn) as winner, _worker(db_dsn) as loser:
         winner.execute("begin")
         # (one run: the winner locks only the first, so the loser can lock the second)
-        assert [r[0] for r in winner.execute(CLAIM, worker_claim("w-winner", "background", 1))] \
-            == [first]
+        assert [r[0] for r in winner.execute(CLAIM, worker_claim("w-winner", "background", 1))] == [
+            first
+        ]
         loser.execute("set statement_timeout = '20s'")
         pid = loser.execute("select pg_backend_pid()").fetchone()[0]
         result: dict[str, tuple] = {}
@@ -108,12 +112,13 @@ def test_a_claim_its_organizations_cap_left_empty_commits_without_waiting_for_a_
         winner.execute("commit")  # now the organization is at its cap of 1
         thread.join(20)
     assert result["claim"] == ([], True, "off")
-    assert conn.execute("select state from runlane.runs where run_id = %s",
-                        (second,)).fetchone()[0] == "queued"
+    assert (
+        conn.execute("select state from runlane.runs where run_id = %s", (second,)).fetchone()[0]
+        == "queued"
+    )
 
 
-def test_a_session_that_did_not_say_its_claims_stand_alone_keeps_its_durability(
-        conn, db_dsn):
+def test_a_session_that_did_not_say_its_claims_stand_alone_keeps_its_durability(conn, db_dsn):
     [run_id] = queue_chat_runs(conn, "org-a", "a-1", 1)
     with _worker(db_dsn) as winner, _durable(db_dsn) as caller:
         winner.execute("begin")
@@ -136,20 +141,31 @@ def test_a_malformed_setting_is_refused_and_loses_nothing(conn, db_dsn):
         assert "runlane.autocommit_claims must be on or off" in str(refused.value)
         assert "'yes please'" in str(refused.value)
         winner.execute("commit")
-    assert conn.execute("select state, lease_owner from runlane.runs where run_id = %s",
-                        (run_id,)).fetchone() == ("running", "w-winner")
-    assert conn.execute("select count(*) from runlane.claim_receipts "
-                        "where worker_id = 'w-client'").fetchone()[0] == 0
+    assert conn.execute(
+        "select state, lease_owner from runlane.runs where run_id = %s", (run_id,)
+    ).fetchone() == ("running", "w-winner")
+    assert (
+        conn.execute(
+            "select count(*) from runlane.claim_receipts where worker_id = 'w-client'"
+        ).fetchone()[0]
+        == 0
+    )
 
 
 def test_a_crash_that_loses_the_losers_commit_loses_nothing():
     """A real crash (immediate stop) right after the loser's commit, with its WAL not
     written yet: the commit is gone, and nothing with it. The winner's claim is whole (its
     commit waited for the flush), and the loser claims again as after any empty claim."""
-    cluster = LocalCluster(settings={
-        # nothing else writes WAL in the few milliseconds between the commit and the crash
-        "synchronous_commit": "on", "wal_writer_delay": "10s", "bgwriter_lru_maxpages": "0",
-        "autovacuum": "off", "checkpoint_timeout": "1h"})
+    cluster = LocalCluster(
+        settings={
+            # nothing else writes WAL in the few milliseconds between the commit and the crash
+            "synchronous_commit": "on",
+            "wal_writer_delay": "10s",
+            "bgwriter_lru_maxpages": "0",
+            "autovacuum": "off",
+            "checkpoint_timeout": "1h",
+        }
+    )
     cluster.start()
     try:
         with psycopg.connect(cluster.dsn, autocommit=True) as admin:
@@ -162,34 +178,47 @@ def test_a_crash_that_loses_the_losers_commit_loses_nothing():
             winner.execute("begin")
             assert [r[0] for r in winner.execute(CLAIM, worker_claim("w-winner"))] == [run_id]
             loser.execute("begin")
-            assert loser.execute(CLAIM, worker_claim("w-loser", key=loser_key)
-                                 ).fetchall() == []
+            assert loser.execute(CLAIM, worker_claim("w-loser", key=loser_key)).fetchall() == []
             # the loser's first claim created its receipt: the write the crash will take (an
             # idle claim under the worker's work-conserving bound locks no bound row)
-            assert loser.execute("select count(*) from runlane.claim_receipts "
-                                 "where worker_id = 'w-loser'").fetchone()[0] == 1
+            assert (
+                loser.execute(
+                    "select count(*) from runlane.claim_receipts where worker_id = 'w-loser'"
+                ).fetchone()[0]
+                == 1
+            )
             winner.execute("commit")  # flushed
             loser.execute("commit")  # not flushed: WAL buffers only
             unwritten = loser.execute(
-                "select pg_current_wal_insert_lsn() > pg_current_wal_lsn()").fetchone()[0]
+                "select pg_current_wal_insert_lsn() > pg_current_wal_lsn()"
+            ).fetchone()[0]
             assert unwritten, "the loser's commit was written already: no loss to show"
             cluster.stop("immediate")
         cluster.start()
         with psycopg.connect(dsn, autocommit=True) as conn:
-            assert conn.execute("select count(*) from runlane.claim_receipts "
-                                "where worker_id = 'w-loser'").fetchone()[0] == 0, \
-                "the loser's commit survived the crash: nothing was tested"
-            assert conn.execute("select state, lease_owner, fence from runlane.runs "
-                                "where run_id = %s", (run_id,)).fetchone() \
-                == ("running", "w-winner", 1)
-            assert conn.execute("select count(*) from runlane.run_events where run_id = %s "
-                                "and event = 'run.claimed'", (run_id,)).fetchone()[0] == 1
-            assert conn.execute("select run_ids from runlane.claim_receipts where "
-                                "worker_id = 'w-winner' and lanes = '{interactive}'"
-                                ).fetchone()[0] == [run_id]
+            assert (
+                conn.execute(
+                    "select count(*) from runlane.claim_receipts where worker_id = 'w-loser'"
+                ).fetchone()[0]
+                == 0
+            ), "the loser's commit survived the crash: nothing was tested"
+            assert conn.execute(
+                "select state, lease_owner, fence from runlane.runs where run_id = %s", (run_id,)
+            ).fetchone() == ("running", "w-winner", 1)
+            assert (
+                conn.execute(
+                    "select count(*) from runlane.run_events where run_id = %s "
+                    "and event = 'run.claimed'",
+                    (run_id,),
+                ).fetchone()[0]
+                == 1
+            )
+            assert conn.execute(
+                "select run_ids from runlane.claim_receipts where "
+                "worker_id = 'w-winner' and lanes = '{interactive}'"
+            ).fetchone()[0] == [run_id]
         with _worker(dsn) as loser:
             # its reply said "nothing"; the same key again finds nothing to claim either
-            assert loser.execute(CLAIM, worker_claim("w-loser", key=loser_key)
-                                 ).fetchall() == []
+            assert loser.execute(CLAIM, worker_claim("w-loser", key=loser_key)).fetchall() == []
     finally:
         cluster.destroy()

@@ -31,9 +31,11 @@ def test_claims_skip_the_settings_row_and_wait_only_for_another_claim(conn, db_d
     conn.execute("select runlane_test.agent('chat-agent', 'org-a')")
     conn.execute("select runlane_test.agent('loop-agent', 'org-a')")
     chat = conn.execute(
-        "select runlane_test.queued_run('chat-agent', 'interactive', 'interactive')").fetchone()[0]
+        "select runlane_test.queued_run('chat-agent', 'interactive', 'interactive')"
+    ).fetchone()[0]
     loop = conn.execute(
-        "select runlane_test.queued_run('loop-agent', 'background', 'manual')").fetchone()[0]
+        "select runlane_test.queued_run('loop-agent', 'background', 'manual')"
+    ).fetchone()[0]
     conn.commit()
 
     with psycopg.connect(db_dsn) as holder, psycopg.connect(db_dsn) as claimer:
@@ -42,22 +44,23 @@ def test_claims_skip_the_settings_row_and_wait_only_for_another_claim(conn, db_d
         claimer.commit()
 
         # The organization's settings row held as put_org holds it.
-        holder.execute("select 1 from runlane.platform_settings where org_id = 'org-a' "
-                       "for update")
-        rows = claimer.execute(CLAIM, {"worker": "w-chat", "lanes": ["interactive"],
-                                       "limit": 10}).fetchall()
+        holder.execute("select 1 from runlane.platform_settings where org_id = 'org-a' for update")
+        rows = claimer.execute(
+            CLAIM, {"worker": "w-chat", "lanes": ["interactive"], "limit": 10}
+        ).fetchall()
         assert rows == [(chat, "interactive")]
-        rows = claimer.execute(CLAIM, {"worker": "w-loop", "lanes": ["background"],
-                                       "limit": 10}).fetchall()
+        rows = claimer.execute(
+            CLAIM, {"worker": "w-loop", "lanes": ["background"], "limit": 10}
+        ).fetchall()
         assert rows == [(loop, "background")]
         claimer.rollback()
         holder.rollback()
 
         # The organization's claim lock held as a concurrent background claim holds it.
-        holder.execute("select 1 from runlane.org_claim_locks where org_id = 'org-a' "
-                       "for update")
-        rows = claimer.execute(CLAIM, {"worker": "w-chat", "lanes": ["interactive"],
-                                       "limit": 10}).fetchall()
+        holder.execute("select 1 from runlane.org_claim_locks where org_id = 'org-a' for update")
+        rows = claimer.execute(
+            CLAIM, {"worker": "w-chat", "lanes": ["interactive"], "limit": 10}
+        ).fetchall()
         claimer.commit()
         assert rows == [(chat, "interactive")]
         with pytest.raises(psycopg.errors.LockNotAvailable):
@@ -65,11 +68,13 @@ def test_claims_skip_the_settings_row_and_wait_only_for_another_claim(conn, db_d
         claimer.rollback()
         holder.rollback()
 
-    state = conn.execute("select state, attempts from runlane.runs where run_id = %s",
-                         (loop,)).fetchone()
+    state = conn.execute(
+        "select state, attempts from runlane.runs where run_id = %s", (loop,)
+    ).fetchone()
     assert state == ("queued", 0)
-    rows = conn.execute(CLAIM, {"worker": "w-loop", "lanes": ["background"],
-                                "limit": 10}).fetchall()
+    rows = conn.execute(
+        CLAIM, {"worker": "w-loop", "lanes": ["background"], "limit": 10}
+    ).fetchall()
     assert rows == [(loop, "background")]
 
 
@@ -80,17 +85,24 @@ def test_an_organization_without_its_lock_row_gets_one_at_its_first_claim(conn):
     conn.execute("select runlane_test.org('org-late', 5)")
     conn.execute("select runlane_test.agent('late-agent', 'org-late')")
     run = conn.execute(
-        "select runlane_test.queued_run('late-agent', 'background', 'manual')").fetchone()[0]
+        "select runlane_test.queued_run('late-agent', 'background', 'manual')"
+    ).fetchone()[0]
     conn.execute("delete from runlane.org_claim_locks where org_id = 'org-late'")
-    rows = conn.execute(CLAIM, {"worker": "w-late", "lanes": ["background"],
-                                "limit": 10}).fetchall()
+    rows = conn.execute(
+        CLAIM, {"worker": "w-late", "lanes": ["background"], "limit": 10}
+    ).fetchall()
     assert rows == [(run, "background")]
-    assert conn.execute("select count(*) from runlane.org_claim_locks "
-                        "where org_id = 'org-late'").fetchone()[0] == 1
+    assert (
+        conn.execute(
+            "select count(*) from runlane.org_claim_locks where org_id = 'org-late'"
+        ).fetchone()[0]
+        == 1
+    )
 
 
 def test_an_open_put_org_of_one_organization_never_stalls_another_organizations_runs(
-        conn, db_dsn, workers):
+    conn, db_dsn, workers
+):
     """A login scoped to org-a leaves `put_org('org-a', …)` open (a slow request). Real
     workers claim both organizations' background runs meanwhile: org-b's "Run now" runs
     start and finish while that transaction stays open (and org-a's too: its settings
@@ -104,21 +116,26 @@ def test_an_open_put_org_of_one_organization_never_stalls_another_organizations_
     runs = {}
     for org in ("org-a", "org-b"):
         for i in range(4):
-            agent = conn.execute("select runlane_test.agent(%s, %s)",
-                                 (f"agent-{org}-{i}", org)).fetchone()[0]
-            runs.setdefault(org, []).append(conn.execute(
-                "select run_id from runlane.run_now(%s)", (agent,)).fetchone()[0])
+            agent = conn.execute(
+                "select runlane_test.agent(%s, %s)", (f"agent-{org}-{i}", org)
+            ).fetchone()[0]
+            runs.setdefault(org, []).append(
+                conn.execute("select run_id from runlane.run_now(%s)", (agent,)).fetchone()[0]
+            )
     conn.commit()
 
     open_request = psycopg.connect(make_conninfo(db_dsn, user=login))
     try:
-        open_request.execute(
-            "select runlane.put_org('org-a', '{\"agent_max_concurrency\": 3}')")
+        open_request.execute("select runlane.put_org('org-a', '{\"agent_max_concurrency\": 3}')")
         # ... and stays open: its transaction holds org-a's settings row.
-        assert conn.execute(
-            "select count(*) from pg_locks as l join pg_stat_activity as a on a.pid = l.pid "
-            "where a.usename = %s and l.locktype = 'transactionid'", (login,)
-        ).fetchone()[0] >= 1
+        assert (
+            conn.execute(
+                "select count(*) from pg_locks as l join pg_stat_activity as a on a.pid = l.pid "
+                "where a.usename = %s and l.locktype = 'transactionid'",
+                (login,),
+            ).fetchone()[0]
+            >= 1
+        )
         conn.commit()
         for _ in range(2):
             workers("--no-maintenance", lanes=("background",))
@@ -126,12 +143,17 @@ def test_an_open_put_org_of_one_organization_never_stalls_another_organizations_
         def finished(org: str) -> bool:
             done = conn.execute(
                 "select count(*) filter (where state = 'succeeded') from runlane.runs "
-                "where run_id = any(%s)", (runs[org],)).fetchone()[0]
+                "where run_id = any(%s)",
+                (runs[org],),
+            ).fetchone()[0]
             conn.commit()
             return done == len(runs[org])
 
-        wait_until(lambda: finished("org-b"), timeout=90,
-                   what="org-b's runs finished while org-a's put_org is open")
+        wait_until(
+            lambda: finished("org-b"),
+            timeout=90,
+            what="org-b's runs finished while org-a's put_org is open",
+        )
         wait_until(lambda: finished("org-a"), timeout=90, what="org-a's runs finished too")
         assert open_request.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
     finally:

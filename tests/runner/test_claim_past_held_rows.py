@@ -19,13 +19,13 @@ from runlane.claim_runs(p_worker => 'w-late', p_lanes => array['interactive'], p
 
 
 def test_a_small_claim_reads_past_a_hundred_held_rows(conn, db_dsn):
-    ids = queue_chat_runs(conn, 'org-a', 'a-1', 300)
+    ids = queue_chat_runs(conn, "org-a", "a-1", 300)
 
     with psycopg.connect(db_dsn) as holders, psycopg.connect(db_dsn) as late:
         # Other claimers' locks on the 112 oldest runs, their claims not yet committed.
         held = holders.execute(
-            "select run_id from runlane.runs where run_id = any(%s) for update",
-            (ids[:112],)).fetchall()
+            "select run_id from runlane.runs where run_id = any(%s) for update", (ids[:112],)
+        ).fetchall()
         assert len(held) == 112
 
         claimed = [r[0] for r in late.execute(CLAIM)]

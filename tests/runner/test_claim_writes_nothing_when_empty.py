@@ -21,8 +21,7 @@ from worker_parts import claim_connection, queue_chat_runs, worker_claim
 from runlane.worker.dispatcher import CLAIM
 
 
-def _claim(conn: psycopg.Connection, worker: str,
-           key: uuid.UUID) -> tuple[list[tuple], int | None]:
+def _claim(conn: psycopg.Connection, worker: str, key: uuid.UUID) -> tuple[list[tuple], int | None]:
     """The worker's keyed claim in a transaction of its own: (rows, the transaction's id
     if it was given one)."""
     with conn.transaction():
@@ -43,13 +42,15 @@ def test_an_empty_queue_is_claimed_without_a_write(conn, db_dsn):
 
 def test_a_run_not_awake_yet_is_no_reason_to_write(conn, db_dsn):
     [run_id] = queue_chat_runs(conn, "org-a", "a-1", 1)
-    conn.execute("update runlane.runs set wake_at = now() + interval '1 hour' "
-                 "where run_id = %s", (run_id,))
+    conn.execute(
+        "update runlane.runs set wake_at = now() + interval '1 hour' where run_id = %s", (run_id,)
+    )
     with claim_connection(db_dsn) as worker:
         rows, xid = _claim(worker, "w-1", uuid.uuid4())
     assert (rows, xid) == ([], None)
-    assert conn.execute("select state, fence from runlane.runs where run_id = %s",
-                        (run_id,)).fetchone() == ("queued", 0)
+    assert conn.execute(
+        "select state, fence from runlane.runs where run_id = %s", (run_id,)
+    ).fetchone() == ("queued", 0)
 
 
 def test_the_workers_that_lost_the_run_write_nothing(conn, db_dsn):
@@ -74,13 +75,15 @@ def test_a_resend_with_an_empty_queue_still_returns_the_claimed_runs(conn, db_ds
         # a new key on the empty queue: nothing, and the receipt keeps the first claim
         rows, xid = _claim(worker, "w-1", uuid.uuid4())
         assert (rows, xid) == ([], None)
-        assert conn.execute("select claim_key, run_ids from runlane.claim_receipts "
-                            "where worker_id = 'w-1' and lanes = '{interactive}'"
-                            ).fetchone() == (key, ids)
+        assert conn.execute(
+            "select claim_key, run_ids from runlane.claim_receipts "
+            "where worker_id = 'w-1' and lanes = '{interactive}'"
+        ).fetchone() == (key, ids)
 
 
 def test_a_resend_racing_its_original_waits_for_it_even_when_the_queue_looks_empty_after(
-        conn, db_dsn):
+    conn, db_dsn
+):
     ids = queue_chat_runs(conn, "org-a", "a-1", 2)
     key = uuid.uuid4()
     params = worker_claim("w-1", key=key)

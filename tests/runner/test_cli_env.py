@@ -52,9 +52,12 @@ def option_variables() -> dict[str, list[tuple[str, click.Command, click.Option]
 def runner_string_literals() -> set[str]:
     """Every string constant in the runner's code (a docstring or comment naming a
     variable is no constant equal to the name, so it does not count as reading it)."""
-    return {node.value for path in RUNNER.rglob("*.py")
-            for node in ast.walk(ast.parse(path.read_text()))
-            if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+    return {
+        node.value
+        for path in RUNNER.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    }
 
 
 def read_by_runner(name: str) -> bool:
@@ -104,8 +107,13 @@ def clean_env(monkeypatch):
 def test_every_documented_variable_sets_its_option_or_is_read_by_the_runner(clean_env):
     names = documented_names()
     # the names a new user reaches for first are documented (and so checked below)
-    assert {"RUNLANE_DSN", "DATABASE_URL", "RUNLANE_WORKER_AGENT", "RUNLANE_WORKER_LANE",
-            "RUNLANE_LOG_ERRORS"} <= names
+    assert {
+        "RUNLANE_DSN",
+        "DATABASE_URL",
+        "RUNLANE_WORKER_AGENT",
+        "RUNLANE_WORKER_LANE",
+        "RUNLANE_LOG_ERRORS",
+    } <= names
     options = option_variables()
     unread = []
     for name in sorted(names):
@@ -157,10 +165,17 @@ def test_dsn_comes_from_the_option_then_runlane_dsn_then_database_url(clean_env)
     assert dsn("--dsn", "postgresql:///from-option") == "postgresql:///from-option"
 
 
-def run_cli(*args: str, env: dict[str, str], cwd: Path | None = None
-            ) -> subprocess.CompletedProcess:
-    return subprocess.run([str(RUNLANE), *args], capture_output=True, text=True, timeout=120,
-                          cwd=cwd, env={"PATH": "/usr/bin:/bin", **env})
+def run_cli(
+    *args: str, env: dict[str, str], cwd: Path | None = None
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(RUNLANE), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        env={"PATH": "/usr/bin:/bin", **env},
+    )
 
 
 def test_a_database_url_alone_reaches_the_database(db_dsn, conn):
@@ -175,9 +190,12 @@ def test_a_database_url_alone_reaches_the_database(db_dsn, conn):
 
 def test_a_worker_without_an_agent_refuses_to_start_and_says_how_to_give_one(db_dsn, conn):
     # the name click would derive from the parameter is no way to give one either
-    result = run_cli("worker", "--lane", "interactive",
-                     env={"RUNLANE_DSN": db_dsn,
-                          "RUNLANE_WORKER_AGENT_SPEC": "runlane.agents.echo:agent"})
+    result = run_cli(
+        "worker",
+        "--lane",
+        "interactive",
+        env={"RUNLANE_DSN": db_dsn, "RUNLANE_WORKER_AGENT_SPEC": "runlane.agents.echo:agent"},
+    )
     assert result.returncode == 2, result.stderr
     assert "needs an agent" in result.stderr
     assert "--agent" in result.stderr and "RUNLANE_WORKER_AGENT" in result.stderr
@@ -186,25 +204,33 @@ def test_a_worker_without_an_agent_refuses_to_start_and_says_how_to_give_one(db_
 
 
 def test_a_missing_agent_module_says_where_it_was_looked_for(tmp_path, db_dsn):
-    result = run_cli("worker", "--lane", "interactive", "--agent", "nosuchpkg.agents:helper",
-                     env={"RUNLANE_DSN": db_dsn}, cwd=tmp_path)
+    result = run_cli(
+        "worker",
+        "--lane",
+        "interactive",
+        "--agent",
+        "nosuchpkg.agents:helper",
+        env={"RUNLANE_DSN": db_dsn},
+        cwd=tmp_path,
+    )
     assert result.returncode == 2, result.stderr
     assert "no module named 'nosuchpkg'" in result.stderr
     assert f"current folder ({tmp_path})" in result.stderr
     assert "Traceback" not in result.stderr
 
 
-CWD_AGENT = '''
+CWD_AGENT = """
 from runlane.agents import done
 
 
 async def step(ctx):
     return done(outputs=[("text", "answered by the project's own agent")])
-'''
+"""
 
 
 def test_a_worker_configured_only_by_documented_variables_runs_the_agent_of_the_current_folder(
-        tmp_path, db_dsn, conn):
+    tmp_path, db_dsn, conn
+):
     """DATABASE_URL, RUNLANE_WORKER_AGENT (a module of the current folder, like `python -m`
     finds it), RUNLANE_WORKER_LANE with two lanes, RUNLANE_WORKER_MAINTENANCE=false; the
     console script, as a user runs it. The reply is the project agent's, not an echo."""
@@ -216,23 +242,34 @@ def test_a_worker_configured_only_by_documented_variables_runs_the_agent_of_the_
     log_path = tmp_path / "worker.log"
     with open(log_path, "w") as out:
         proc = subprocess.Popen(
-            [str(RUNLANE), "worker"], cwd=tmp_path, stdout=out, stderr=subprocess.PIPE,
-            text=True, env={"PATH": "/usr/bin:/bin", "DATABASE_URL": db_dsn,
-                            "RUNLANE_WORKER_AGENT": "myproject.agents:step",
-                            "RUNLANE_WORKER_LANE": "interactive background",
-                            "RUNLANE_WORKER_MAINTENANCE": "false"})
+            [str(RUNLANE), "worker"],
+            cwd=tmp_path,
+            stdout=out,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={
+                "PATH": "/usr/bin:/bin",
+                "DATABASE_URL": db_dsn,
+                "RUNLANE_WORKER_AGENT": "myproject.agents:step",
+                "RUNLANE_WORKER_LANE": "interactive background",
+                "RUNLANE_WORKER_MAINTENANCE": "false",
+            },
+        )
         try:
             run_id = submit(conn, "agent-env", "thread-1", "hello")
-            wait_until(lambda: proc.poll() is not None or run_state(conn, run_id) == "succeeded",
-                       what="the chat run")
+            wait_until(
+                lambda: proc.poll() is not None or run_state(conn, run_id) == "succeeded",
+                what="the chat run",
+            )
             assert proc.poll() is None, proc.stderr.read()
         finally:
             proc.kill()
             proc.wait(10)
             proc.stderr.close()
     assert visible_outputs(conn, run_id) == [(1, "answered by the project's own agent")]
-    started = [json.loads(line) for line in log_path.read_text().splitlines()
-               if '"worker.started"' in line]
+    started = [
+        json.loads(line) for line in log_path.read_text().splitlines() if '"worker.started"' in line
+    ]
     assert started[0]["worker.lanes"] == ["interactive", "background"]
 
 

@@ -41,8 +41,9 @@ def login(conn, db_dsn):
 def finished_run(conn) -> int:
     """agent-o of org-o, and one finished run of it with a visible output 'done'."""
     conn.execute("select runlane_test.agent('agent-o', 'org-o')")
-    run_id = conn.execute("select runlane_test.queued_run('agent-o', 'interactive', "
-                          "'interactive')").fetchone()[0]
+    run_id = conn.execute(
+        "select runlane_test.queued_run('agent-o', 'interactive', 'interactive')"
+    ).fetchone()[0]
     fence = conn.execute("select runlane_test.claimed(%s)", (run_id,)).fetchone()[0]
     conn.execute("select runlane.append_output(%s, %s, 'text', 'done')", (run_id, fence))
     conn.execute("select runlane.finish_run(%s, %s, 'succeeded', null, 0)", (run_id, fence))
@@ -68,8 +69,7 @@ COMMANDS = ["status", "timing", "journal", "follow", "submit", "run-now"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_each_command_works_for_a_login_only_in_runlane_api(conn, login, finished_run,
-                                                            command):
+def test_each_command_works_for_a_login_only_in_runlane_api(conn, login, finished_run, command):
     _name, dsn = login("runlane_api")
     result = _invoke(dsn, *_commands(finished_run)[command])
     assert result.exit_code == 0, result.output
@@ -87,18 +87,25 @@ def test_each_command_works_for_a_login_only_in_runlane_api(conn, login, finishe
         assert out.splitlines()[0] == "done"  # (then, on stderr, the run's final state)
     elif command == "submit":
         assert out.startswith("message ") and " created run " in out
-        assert conn.execute("select count(*) from runlane.messages where thread_id = "
-                            "'thread-1'").fetchone()[0] == 1
+        assert (
+            conn.execute(
+                "select count(*) from runlane.messages where thread_id = 'thread-1'"
+            ).fetchone()[0]
+            == 1
+        )
     else:
         run_id = int(out.split()[1])
         assert out.strip() == f"run {run_id} queued"
-        assert conn.execute("select trigger from runlane.runs where run_id = %s",
-                            (run_id,)).fetchone()[0] == "manual"
+        assert (
+            conn.execute(
+                "select trigger from runlane.runs where run_id = %s", (run_id,)
+            ).fetchone()[0]
+            == "manual"
+        )
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_a_login_in_neither_role_is_told_which_role_to_grant(conn, login, finished_run,
-                                                             command):
+def test_a_login_in_neither_role_is_told_which_role_to_grant(conn, login, finished_run, command):
     name, dsn = login()
     runs_before = conn.execute("select count(*) from runlane.runs").fetchone()[0]
     result = _invoke(dsn, *_commands(finished_run)[command])
@@ -113,9 +120,9 @@ def test_a_login_in_neither_role_is_told_which_role_to_grant(conn, login, finish
 
 
 @pytest.mark.parametrize("command", ["submit", "run-now"])
-def test_a_worker_login_may_not_submit_and_is_told_to_grant_runlane_api(conn, login,
-                                                                        finished_run,
-                                                                        command):
+def test_a_worker_login_may_not_submit_and_is_told_to_grant_runlane_api(
+    conn, login, finished_run, command
+):
     name, dsn = login("runlane_worker")
     result = _invoke(dsn, *_commands(finished_run)[command])
     assert result.exit_code != 0
@@ -132,7 +139,8 @@ def test_a_worker_login_reads_the_operator_views_too(login, finished_run, comman
 
 @pytest.mark.parametrize("command", ["journal", "follow", "run"])
 def test_a_worker_login_may_not_read_a_runs_text_or_error_and_is_told_to_grant_runlane_api(
-        login, finished_run, command):
+    login, finished_run, command
+):
     name, dsn = login("runlane_worker")
     args = ["run", str(finished_run)] if command == "run" else _commands(finished_run)[command]
     result = _invoke(dsn, *args)
@@ -151,17 +159,22 @@ def test_a_worker_login_cannot_read_any_runs_outputs_or_error_text(conn, login, 
     """What a worker never needs: another run's outputs and error text. Refused as a real
     worker login (42501) through the tables and through every function that shows them,
     and no other function the worker may execute returns a body or an error column."""
-    conn.execute("update runlane.runs set last_error = 'ValueError: secret' "
-                 "where run_id = %s", (finished_run,))
+    conn.execute(
+        "update runlane.runs set last_error = 'ValueError: secret' where run_id = %s",
+        (finished_run,),
+    )
     _name, dsn = login("runlane_worker")
     with psycopg.connect(dsn, autocommit=True) as worker:
-        for sql in ("select body from runlane.run_outputs",
-                    "select last_error from runlane.runs",
-                    "select body from runlane.outputs_since(%(run)s)",
-                    "select error, error_class from runlane.run_detail(%(run)s)"):
+        for sql in (
+            "select body from runlane.run_outputs",
+            "select last_error from runlane.runs",
+            "select body from runlane.outputs_since(%(run)s)",
+            "select error, error_class from runlane.run_detail(%(run)s)",
+        ):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 worker.execute(sql, {"run": finished_run})
-        exposing = worker.execute("""
+        exposing = worker.execute(
+            """
             select p.proname
             from pg_proc as p
             where p.pronamespace = 'runlane'::regnamespace
@@ -171,7 +184,9 @@ def test_a_worker_login_cannot_read_any_runs_outputs_or_error_text(conn, login, 
                    or p.prorettype in ('runlane.run_outputs'::regtype, 'runlane.runs'::regtype,
                                        'runlane.messages'::regtype))
               and p.proname <> all(%s)
-            order by 1""", (sorted(FENCED_READS),)).fetchall()
+            order by 1""",
+            (sorted(FENCED_READS),),
+        ).fetchall()
         assert exposing == []
 
 

@@ -87,7 +87,11 @@ def test_agents_list_filter_and_journal(conn, api_dsn):
         journal = c.get("/agents/agent-chat").text
         missing = c.get("/agents/no-such-agent")
     assert re.findall(r'<tr data-agent="([^"]+)"', listing) == [  # agent_id order
-        "&lt;b&gt;agent-odd&lt;/b&gt;", "agent-chat", "agent-night", "agent-timer"]
+        "&lt;b&gt;agent-odd&lt;/b&gt;",
+        "agent-chat",
+        "agent-night",
+        "agent-timer",
+    ]
     timer = re.search(r'<tr data-agent="agent-timer">(.*?)</tr>', listing, re.S).group(1)
     assert "Europe/Berlin" in timer and "scheduled" in timer and "09:00" in timer
     assert "<b>agent-odd</b>" not in listing  # escaped, never markup
@@ -106,8 +110,10 @@ def test_agents_come_a_page_at_a_time_with_the_filter_kept_across_pages(conn, ap
     # (keyset: the next page starts at the agent after the last shown), the filter and
     # the status travel with the link, and the last page has no next link
     names = [f"agent-p{g:03d}" for g in range(1, 230)]
-    conn.execute("select runlane_test.agent('agent-p' || lpad(g::text, 3, '0'), 'org-p') "
-                 "from generate_series(1, 229) as g")
+    conn.execute(
+        "select runlane_test.agent('agent-p' || lpad(g::text, 3, '0'), 'org-p') "
+        "from generate_series(1, 229) as g"
+    )
     conn.execute("select runlane_test.agent('agent-p1', 'org-p')")  # before agent-p100
     names = sorted(names + ["agent-p1"])
     conn.execute("update runlane.agents set enabled = false where agent_id like '%%7'")
@@ -133,7 +139,7 @@ def test_agents_come_a_page_at_a_time_with_the_filter_kept_across_pages(conn, ap
     assert sum(switched_off, []) == [n for n in names if n.endswith("7")]
     # an unknown status filters nothing (and is never echoed as markup)
     assert unknown.status_code == 200 and "<script>" not in unknown.text
-    assert len(re.findall(r'<tr data-agent=', unknown.text)) == 100
+    assert len(re.findall(r"<tr data-agent=", unknown.text)) == 100
 
 
 def test_run_page_timing_outputs_hidden_unless_asked_and_escaped(conn, api_dsn):
@@ -142,14 +148,20 @@ def test_run_page_timing_outputs_hidden_unless_asked_and_escaped(conn, api_dsn):
         hidden = c.get(f"/runs/{run_id}").text
         assert c.get("/runs/999999").status_code == 404
         assert c.get("/runs", params={"id": "abc"}).status_code == 400
-        assert c.get("/runs", params={"id": str(run_id)}, follow_redirects=False
-                     ).headers["location"] == f"/runs/{run_id}"
+        assert (
+            c.get("/runs", params={"id": str(run_id)}, follow_redirects=False).headers["location"]
+            == f"/runs/{run_id}"
+        )
     with client(api_dsn, show_content=True) as c:
         shown = c.get(f"/runs/{run_id}").text
     timing = dict(re.findall(r'data-key="([\w.]+)">([^<]*)<', hidden))
-    assert timing == {"run.pre_run_wait_ms": "0 ms", "run.queue_wait_ms": "50 ms",
-                      "run.first_response_ms": "700 ms", "run.execution_wall_ms": "1.9 s",
-                      "run.total_ms": "2.0 s"}
+    assert timing == {
+        "run.pre_run_wait_ms": "0 ms",
+        "run.queue_wait_ms": "50 ms",
+        "run.first_response_ms": "700 ms",
+        "run.execution_wall_ms": "1.9 s",
+        "run.total_ms": "2.0 s",
+    }
     assert 'id="run-state" class="state succeeded">succeeded<' in hidden
     assert MARKER not in hidden and "characters hidden" in hidden
     assert f"hello {MARKER}" in shown
@@ -189,24 +201,28 @@ def test_a_number_in_the_address_is_ascii_digits_or_a_400_never_a_500(conn, api_
 
 def test_stop_is_refused_without_actions_and_needs_the_page_key_with_them(conn, api_dsn):
     seed(conn)
-    run_id = conn.execute("select runlane_test.queued_run('agent-night', 'interactive', "
-                          "'interactive')").fetchone()[0]
+    run_id = conn.execute(
+        "select runlane_test.queued_run('agent-night', 'interactive', 'interactive')"
+    ).fetchone()[0]
     with client(api_dsn) as c:
         assert 'id="stop"' not in c.get(f"/runs/{run_id}").text
         assert c.post(f"/runs/{run_id}/stop", data={"key": "x"}).status_code == 403
-    assert conn.execute("select state from runlane.runs where run_id = %s",
-                        (run_id,)).fetchone() == ("queued",)
+    assert conn.execute(
+        "select state from runlane.runs where run_id = %s", (run_id,)
+    ).fetchone() == ("queued",)
     with client(api_dsn, allow_actions=True) as c:
         page = c.get(f"/runs/{run_id}").text
         assert 'id="stop"' in page
         key = re.search(r'name="key" value="([^"]+)"', page).group(1)
         assert c.post(f"/runs/{run_id}/stop", data={"key": "forged"}).status_code == 403
-        assert conn.execute("select state from runlane.runs where run_id = %s",
-                            (run_id,)).fetchone() == ("queued",)
+        assert conn.execute(
+            "select state from runlane.runs where run_id = %s", (run_id,)
+        ).fetchone() == ("queued",)
         done = c.post(f"/runs/{run_id}/stop", data={"key": key}, follow_redirects=False)
         assert done.status_code == 303
-    assert conn.execute("select state, reason from runlane.runs where run_id = %s",
-                        (run_id,)).fetchone() == ("canceled", "canceled")
+    assert conn.execute(
+        "select state, reason from runlane.runs where run_id = %s", (run_id,)
+    ).fetchone() == ("canceled", "canceled")
 
 
 def test_a_token_is_required_on_every_request_when_set(conn, api_dsn):
@@ -262,12 +278,26 @@ def test_a_wait_cancelled_as_its_event_is_set_is_cancelled():
 
 
 def test_a_non_loopback_address_without_a_token_is_refused_before_binding(db_dsn):
-    env = {k: v for k, v in __import__("os").environ.items()
-           if k != "RUNLANE_DASHBOARD_TOKEN"}
+    env = {k: v for k, v in __import__("os").environ.items() if k != "RUNLANE_DASHBOARD_TOKEN"}
     port = dashboard_helpers.free_port()
     result = subprocess.run(
-        [sys.executable, "-m", "runlane", "dashboard", "--dsn", db_dsn, "--host", "0.0.0.0",
-         "--port", str(port)], capture_output=True, text=True, timeout=DEADLINE, env=env)
+        [
+            sys.executable,
+            "-m",
+            "runlane",
+            "dashboard",
+            "--dsn",
+            db_dsn,
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(port),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        env=env,
+    )
     assert result.returncode == 2
     assert "not a loopback address" in result.stderr and "--token" in result.stderr
     with pytest.raises(httpx.TransportError):
@@ -295,9 +325,11 @@ def test_a_real_dashboard_streams_the_overview_as_it_changes(conn, api_dsn, dash
     page = httpx.get(dash.url + "/")
     assert page.status_code == 200
     assert int(cells(page.text, "interactive")["queued"]) == 3
-    with httpx.Client(timeout=httpx.Timeout(DEADLINE)) as http, \
-            http.stream("GET", dash.url + "/events/overview") as first, \
-            http.stream("GET", dash.url + "/events/overview") as second:
+    with (
+        httpx.Client(timeout=httpx.Timeout(DEADLINE)) as http,
+        http.stream("GET", dash.url + "/events/overview") as first,
+        http.stream("GET", dash.url + "/events/overview") as second,
+    ):
         streams = [_events(first), _events(second)]
         for events in streams:
             name, data = next(events)
@@ -315,7 +347,8 @@ def test_a_real_dashboard_streams_the_overview_as_it_changes(conn, api_dsn, dash
         login = conninfo_to_dict(api_dsn)["user"]
         listening = conn.execute(
             "select count(*) from pg_stat_activity where usename = %s and query ilike 'listen%%'",
-            (login,)).fetchone()[0]
+            (login,),
+        ).fetchone()[0]
         assert listening == 1
     print(f"overview change reached two streams after {waited:.2f} s")
 
@@ -326,9 +359,12 @@ def test_run_page_shows_the_last_error_class_and_its_message_only_with_content(c
     seed(conn)
     run_id = conn.execute(
         "select runlane_test.timed_run('agent-chat', 'interactive', 'interactive', 'failed', "
-        "now() - interval '1 minute', 10, null, 500, 'error')").fetchone()[0]
-    conn.execute("update runlane.runs set last_error = %s where run_id = %s",
-                 (f"ValueError: the model quoted {MARKER}", run_id))
+        "now() - interval '1 minute', 10, null, 500, 'error')"
+    ).fetchone()[0]
+    conn.execute(
+        "update runlane.runs set last_error = %s where run_id = %s",
+        (f"ValueError: the model quoted {MARKER}", run_id),
+    )
     with client(api_dsn) as c:
         hidden = c.get(f"/runs/{run_id}").text
     with client(api_dsn, show_content=True) as c:

@@ -44,8 +44,11 @@ def _ensure_chromium() -> None:
     if os.geteuid() != 0:
         pytest.fail("install Debian's chromium and chromium-driver for the browser tests")
     subprocess.run(["apt-get", "update", "-qq"], check=True)
-    subprocess.run(["apt-get", "install", "-y", "-qq", "chromium", "chromium-driver"],
-                   check=True, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    subprocess.run(
+        ["apt-get", "install", "-y", "-qq", "chromium", "chromium-driver"],
+        check=True,
+        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +56,14 @@ def browser():
     _ensure_chromium()
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1360,1100", "--hide-scrollbars"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1360,1100",
+        "--hide-scrollbars",
+    ):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(executable_path=DRIVER), options=options)
     driver.set_page_load_timeout(DEADLINE)
@@ -68,6 +77,7 @@ def wait_for(driver, condition, what: str):
             return condition(d)
         except StaleElementReferenceException:
             return False
+
     return WebDriverWait(driver, DEADLINE, poll_frequency=0.05).until(check, message=what)
 
 
@@ -101,7 +111,8 @@ def _history(conn) -> None:
 
 
 def test_the_overview_shows_the_seeded_counts_draws_its_charts_and_follows_a_change(
-        conn, api_dsn, dashboards, browser, tmp_path):
+    conn, api_dsn, dashboards, browser, tmp_path
+):
     seed(conn)
     _history(conn)
     dash = dashboards(api_dsn)
@@ -112,8 +123,14 @@ def test_the_overview_shows_the_seeded_counts_draws_its_charts_and_follows_a_cha
             assert lane_cell(browser, lane, field) == str(n), (lane, field)
     assert browser.find_element(By.ID, "delay").is_displayed()
     assert text_of(browser, "#delay-runs") == "2"
-    wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#chart-latency canvas")
-             and d.find_elements(By.CSS_SELECTOR, "#chart-depth canvas"), "both charts drawn")
+    wait_for(
+        browser,
+        lambda d: (
+            d.find_elements(By.CSS_SELECTOR, "#chart-latency canvas")
+            and d.find_elements(By.CSS_SELECTOR, "#chart-depth canvas")
+        ),
+        "both charts drawn",
+    )
     legend = text_of(browser, "#chart-latency")
     assert "interactive p99" in legend and "background p50" in legend
 
@@ -124,33 +141,52 @@ def test_the_overview_shows_the_seeded_counts_draws_its_charts_and_follows_a_cha
         shutil.copy(shot, DOCS / "dashboard.png")
 
     submit(conn, "agent-chat", "thread-browser", "one more")
-    wait_for(browser, lambda d: lane_cell(d, "interactive", "queued") == "4",
-             "the new chat run counted without a reload")
+    wait_for(
+        browser,
+        lambda d: lane_cell(d, "interactive", "queued") == "4",
+        "the new chat run counted without a reload",
+    )
 
 
 def _running_stream_run(conn, workers, chunks: int, delay: float) -> int:
     conn.execute("select runlane_test.agent('agent-stream', 'org-stream')")
-    conn.execute("update runlane.platform_settings set agent_iteration_cap = 1000000 "
-                 "where org_id = 'org-stream'")  # one step per chunk: never the cap here
-    workers("--agent", "stream_agent:agent", lanes=("interactive",),
-            env={"STREAM_AGENT_CHUNKS": str(chunks), "STREAM_AGENT_DELAY": str(delay)})
+    conn.execute(
+        "update runlane.platform_settings set agent_iteration_cap = 1000000 "
+        "where org_id = 'org-stream'"
+    )  # one step per chunk: never the cap here
+    workers(
+        "--agent",
+        "stream_agent:agent",
+        lanes=("interactive",),
+        env={"STREAM_AGENT_CHUNKS": str(chunks), "STREAM_AGENT_DELAY": str(delay)},
+    )
     run_id = submit(conn, "agent-stream", "thread-stream", "stream please")
-    worker_helpers.wait_until(lambda: conn.execute(
-        "select count(*) from runlane.run_outputs where run_id = %s", (run_id,)
-    ).fetchone()[0] >= 1, what="the run's first output")
+    worker_helpers.wait_until(
+        lambda: (
+            conn.execute(
+                "select count(*) from runlane.run_outputs where run_id = %s", (run_id,)
+            ).fetchone()[0]
+            >= 1
+        ),
+        what="the run's first output",
+    )
     return run_id
 
 
-def test_a_run_page_shows_outputs_arriving_live(conn, db_dsn, api_dsn, dashboards, workers,
-                                                browser):
+def test_a_run_page_shows_outputs_arriving_live(
+    conn, db_dsn, api_dsn, dashboards, workers, browser
+):
     chunks = 40
     run_id = _running_stream_run(conn, workers, chunks, 0.25)
     dash = dashboards(api_dsn, "--show-content")
     browser.get(f"{dash.url}/runs/{run_id}")
     first = len(browser.find_elements(By.CSS_SELECTOR, "#outputs li"))
     assert 1 <= first < chunks, "the page was rendered while the run was still writing"
-    wait_for(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#outputs li")) == chunks,
-             "every chunk shown")
+    wait_for(
+        browser,
+        lambda d: len(d.find_elements(By.CSS_SELECTOR, "#outputs li")) == chunks,
+        "every chunk shown",
+    )
     wait_for(browser, lambda d: text_of(d, "#run-state") == "succeeded", "the run's end shown")
     bodies = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#outputs li .body")]
     assert bodies == [f"<{n:05d}>" for n in range(chunks)]  # text, in order, each once
@@ -159,7 +195,8 @@ def test_a_run_page_shows_outputs_arriving_live(conn, db_dsn, api_dsn, dashboard
 
 
 def test_the_stop_button_stops_a_running_run_only_when_actions_are_allowed(
-        conn, api_dsn, dashboards, workers, browser):
+    conn, api_dsn, dashboards, workers, browser
+):
     run_id = _running_stream_run(conn, workers, 100_000, 0.2)
     plain = dashboards(api_dsn)
     browser.get(f"{plain.url}/runs/{run_id}")
@@ -172,8 +209,14 @@ def test_the_stop_button_stops_a_running_run_only_when_actions_are_allowed(
     browser.get(f"{acting.url}/runs/{run_id}")
     assert text_of(browser, "#run-state") == "running"
     browser.find_element(By.CSS_SELECTOR, "#stop button").click()
-    worker_helpers.wait_until(lambda: conn.execute(
-        "select state from runlane.runs where run_id = %s", (run_id,)
-    ).fetchone()[0] == "canceled", what="the run canceled")
+    worker_helpers.wait_until(
+        lambda: (
+            conn.execute("select state from runlane.runs where run_id = %s", (run_id,)).fetchone()[
+                0
+            ]
+            == "canceled"
+        ),
+        what="the run canceled",
+    )
     wait_for(browser, lambda d: text_of(d, "#run-state") == "canceled", "the page shows it")
     assert not browser.find_element(By.ID, "stop").is_displayed()

@@ -13,8 +13,7 @@ import pytest
 
 def drain(listener: psycopg.Connection, timeout: float = 0.5) -> list[tuple[str, dict]]:
     """Every notification delivered so far (commits happen before this is called)."""
-    return [(n.channel, json.loads(n.payload))
-            for n in listener.notifies(timeout=timeout)]
+    return [(n.channel, json.loads(n.payload)) for n in listener.notifies(timeout=timeout)]
 
 
 @pytest.fixture
@@ -33,8 +32,9 @@ def agent(conn):
 
 def submit(conn, body, thread="thread-1"):
     return conn.execute(
-        "select message_id, run_id, disposition from runlane.submit_message("
-        "'agent-a', %s, %s)", (thread, body)).fetchone()
+        "select message_id, run_id, disposition from runlane.submit_message('agent-a', %s, %s)",
+        (thread, body),
+    ).fetchone()
 
 
 def test_submit_is_silent_and_publish_announces_the_run(conn, listener, agent):
@@ -51,8 +51,9 @@ def test_publish_failure_loses_nothing(conn, agent):
     with pytest.raises(psycopg.Error) as info:
         conn.execute("select runlane.publish_run(-1)")
     assert info.value.sqlstate == "RL008"
-    (state,) = conn.execute("select state from runlane.runs where run_id = %s",
-                            (run_id,)).fetchone()
+    (state,) = conn.execute(
+        "select state from runlane.runs where run_id = %s", (run_id,)
+    ).fetchone()
     assert state == "queued", "the committed run is still there for the scan"
 
 
@@ -65,7 +66,8 @@ def test_follow_up_run_from_held_messages_is_announced(conn, listener, agent):
 
     conn.execute("select runlane.finish_run(%s, %s, 'succeeded')", (run_id, fence))
     (follow_up,) = conn.execute(
-        "select run_id from runlane.runs where source_message_id = %s", (held_id,)).fetchone()
+        "select run_id from runlane.runs where source_message_id = %s", (held_id,)
+    ).fetchone()
     runs_notes = [p for c, p in drain(listener) if c == "runlane_runs"]
     assert {"run_id": follow_up, "lane": "interactive"} in runs_notes
 
@@ -75,16 +77,21 @@ def test_append_output_announces_the_stream_token_never_ids_or_text(conn, listen
     (fence,) = conn.execute("select runlane_test.claimed(%s)", (run_id,)).fetchone()
     drain(listener)
 
-    conn.execute("select runlane.append_output(%s, %s, 'reasoning', 'private thoughts')",
-                 (run_id, fence))
-    conn.execute("select runlane.append_output(%s, %s, 'text', 'the secret reply')",
-                 (run_id, fence))
-    outputs = [oid for (oid,) in conn.execute(
-        "select output_id from runlane.run_outputs where run_id = %s order by output_id",
-        (run_id,))]
+    conn.execute(
+        "select runlane.append_output(%s, %s, 'reasoning', 'private thoughts')", (run_id, fence)
+    )
+    conn.execute(
+        "select runlane.append_output(%s, %s, 'text', 'the secret reply')", (run_id, fence)
+    )
+    outputs = [
+        oid
+        for (oid,) in conn.execute(
+            "select output_id from runlane.run_outputs where run_id = %s order by output_id",
+            (run_id,),
+        )
+    ]
     notes = drain(listener)
     (token,) = conn.execute("select runlane.stream_token(%s)", (run_id,)).fetchone()
     assert len(outputs) == 2
     assert notes == [("runlane_outputs", {"stream": token}) for _oid in outputs]
-    assert all("secret" not in json.dumps(p) and "private" not in json.dumps(p)
-               for _c, p in notes)
+    assert all("secret" not in json.dumps(p) and "private" not in json.dumps(p) for _c, p in notes)

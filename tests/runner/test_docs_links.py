@@ -36,8 +36,14 @@ def anchors(page: Path) -> set[str]:
 
 def test_the_pages_exist():
     names = {page.name for page in PAGES}
-    assert {"concepts.md", "sql-reference.md", "operations.md", "upgrade.md",
-            "reliability.md", "benchmarks.md"} <= names
+    assert {
+        "concepts.md",
+        "sql-reference.md",
+        "operations.md",
+        "upgrade.md",
+        "reliability.md",
+        "benchmarks.md",
+    } <= names
 
 
 def test_every_relative_link_resolves():

@@ -25,7 +25,8 @@ def test_a_thread_of_250_mixed_messages_is_answered_whole(conn, workers):
     for body in first_batch:
         _m, run_id, disposition = conn.execute(
             "select * from runlane.submit_message('agent-many', 'thread-many', %s)",
-            (f"{body} {MARKER}",)).fetchone()
+            (f"{body} {MARKER}",),
+        ).fetchone()
         assert disposition in ("created", "steering")
         run_ids.add(run_id)
     (first_run,) = run_ids
@@ -34,8 +35,10 @@ def test_a_thread_of_250_mixed_messages_is_answered_whole(conn, workers):
     worker.wait_for("run.first_response", where=lambda r: r["run.id"] == first_run)
     # While it runs: these are held, then answered by the follow-up run its finish makes.
     for body in later_batch:
-        conn.execute("select * from runlane.submit_message('agent-many', 'thread-many', %s)",
-                     (f"{body} {MARKER}",))
+        conn.execute(
+            "select * from runlane.submit_message('agent-many', 'thread-many', %s)",
+            (f"{body} {MARKER}",),
+        )
 
     def all_answered() -> bool:
         return conn.execute(
@@ -47,17 +50,27 @@ def test_a_thread_of_250_mixed_messages_is_answered_whole(conn, workers):
     wait_until(all_answered, what="every message attached to a succeeded run")
     runs = conn.execute(
         "select run_id, state, reason from runlane.runs where thread_id = 'thread-many' "
-        "order by run_id").fetchall()
+        "order by run_id"
+    ).fetchall()
     assert runs[0] == (first_run, "succeeded", None)
     assert [state for _r, state, _reason in runs] == ["succeeded"] * len(runs)
     for run_id, _state, _reason in runs:
-        said = "".join(body for (body,) in conn.execute(
-            "select body from runlane.run_outputs where run_id = %s and kind = 'text' "
-            "order by output_id", (run_id,)).fetchall())
-        heard = "\n".join(body for (body,) in conn.execute(
-            "select body from runlane.messages where run_id = %s order by message_id",
-            (run_id,)).fetchall())
+        said = "".join(
+            body
+            for (body,) in conn.execute(
+                "select body from runlane.run_outputs where run_id = %s and kind = 'text' "
+                "order by output_id",
+                (run_id,),
+            ).fetchall()
+        )
+        heard = "\n".join(
+            body
+            for (body,) in conn.execute(
+                "select body from runlane.messages where run_id = %s order by message_id", (run_id,)
+            ).fetchall()
+        )
         assert said == heard, f"run {run_id} echoed its messages whole, in order"
     answered = conn.execute(
-        "select count(*) from runlane.messages where thread_id = 'thread-many'").fetchone()[0]
+        "select count(*) from runlane.messages where thread_id = 'thread-many'"
+    ).fetchone()[0]
     assert answered == len(first_batch) + len(later_batch)

@@ -46,27 +46,28 @@ values ('agent-e', 'org-e', 'user-e', 'm');
 
 def test_a_run_committed_without_any_notification_is_started_by_the_scan():
     async def scenario() -> None:
-        async with Embedded(EchoAgent(chunks=1), scan_interval=0.3,
-                            maintenance=None) as rl:
+        async with Embedded(EchoAgent(chunks=1), scan_interval=0.3, maintenance=None) as rl:
             async with await psycopg.AsyncConnection.connect(rl.dsn, autocommit=True) as conn:
                 await conn.execute(SETUP)
                 # Committed by another connection: no publish_run, no Worker.notify.
                 cur = await conn.execute(
-                    "select run_id from runlane.submit_message('agent-e', 't-1', 'unheard')")
+                    "select run_id from runlane.submit_message('agent-e', 't-1', 'unheard')"
+                )
                 run_id = (await cur.fetchone())[0]
                 await _until_state(rl.dsn, run_id, "succeeded")
                 cur = await conn.execute(
                     "select count(*) from pg_stat_activity "
-                    "where datname = current_database() and query ilike 'listen%%'")
+                    "where datname = current_database() and query ilike 'listen%%'"
+                )
                 assert (await cur.fetchone())[0] == 0, "embedded mode must not LISTEN"
             assert rl.worker.passes["interactive"] >= 2  # the startup pass, then a scan
+
     asyncio.run(scenario())
 
 
 def test_in_process_notification_starts_a_run_without_waiting_for_the_scan():
     async def scenario() -> None:
-        async with Embedded(EchoAgent(chunks=1), scan_interval=600,
-                            maintenance=None) as rl:
+        async with Embedded(EchoAgent(chunks=1), scan_interval=600, maintenance=None) as rl:
             await _execute(rl.dsn, SETUP)
             # The startup passes are done before the run exists; the next scan is 10
             # minutes away, so only the in-process wake-up can start it.
@@ -79,6 +80,7 @@ def test_in_process_notification_starts_a_run_without_waiting_for_the_scan():
             await _until_state(rl.dsn, row["run_id"], "succeeded")
             again = await rl.run_now("agent-e")
             await _until_state(rl.dsn, again["run_id"], "succeeded")
+
     asyncio.run(scenario())
 
 
@@ -95,6 +97,7 @@ def test_a_data_directory_keeps_its_data_between_starts():
         async with Embedded(EchoAgent(chunks=1), datadir, maintenance=None) as rl:
             rows = await _execute(rl.dsn, "select agent_id from runlane.agents")
             assert rows == [("agent-e",)]
+
     try:
         asyncio.run(scenario())
     finally:
@@ -104,9 +107,11 @@ def test_a_data_directory_keeps_its_data_between_starts():
 def test_stop_reaches_the_embedded_worker_in_process():
     """Embedded mode hears no notification: cancel_run tells its worker in-process. The
     lease is 300 s, so no heartbeat is due before the run ends."""
+
     async def scenario() -> None:
-        async with Embedded(EchoAgent(chunks=1000, delay=5), scan_interval=0.3, lease=300,
-                            maintenance=None) as rl:
+        async with Embedded(
+            EchoAgent(chunks=1000, delay=5), scan_interval=0.3, lease=300, maintenance=None
+        ) as rl:
             await _execute(rl.dsn, SETUP)
             row = await rl.submit_message("agent-e", "t-1", "a long answer, please")
             await _until_state(rl.dsn, row["run_id"], "running")
@@ -120,10 +125,14 @@ def test_stop_reaches_the_embedded_worker_in_process():
             # Stopped by the in-process hint, not by a refused write (the agent sleeps 5 s
             # between writes) nor a heartbeat (every 100 s).
             assert handle.lost_why == "stop_requested"
-            assert await _execute(rl.dsn, f"""
+            assert await _execute(
+                rl.dsn,
+                f"""
                 select reason, (select count(*) from runlane.run_events as e
                                 where e.run_id = r.run_id and e.event = 'run.finished')
                 from runlane.runs as r where r.run_id = {int(row["run_id"])}
-            """) == [("canceled", 1)]
+            """,
+            ) == [("canceled", 1)]
             assert await rl.cancel_run(row["run_id"]) == "canceled"
+
     asyncio.run(scenario())

@@ -17,18 +17,21 @@ workers = worker_helpers.workers  # the fixture: every line checked for the mark
 
 
 def cli(*args: str, dsn: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "runlane", *args], capture_output=True,
-                          text=True, timeout=120,
-                          env={"RUNLANE_DSN": dsn, "PATH": "/usr/bin:/bin",
-                               "RUNLANE_TABLES": "plain"})  # cells unwrapped
+    return subprocess.run(
+        [sys.executable, "-m", "runlane", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"RUNLANE_DSN": dsn, "PATH": "/usr/bin:/bin", "RUNLANE_TABLES": "plain"},
+    )  # cells unwrapped
 
 
 def failing_chat_run(conn, agent_id: str, body: str = f"hi {MARKER}") -> int:
     """A chat message whose run has one attempt (so the first failure fails it)."""
     make_agent(conn, agent_id)
     _message_id, run_id, _ = conn.execute(
-        "select * from runlane.submit_message(%s, 'thread-1', %s)",
-        (agent_id, body)).fetchone()
+        "select * from runlane.submit_message(%s, 'thread-1', %s)", (agent_id, body)
+    ).fetchone()
     conn.execute("update runlane.runs set max_attempts = 1 where run_id = %s", (run_id,))
     conn.execute("select runlane.publish_run(%s)", (run_id,))
     return run_id
@@ -36,8 +39,7 @@ def failing_chat_run(conn, agent_id: str, body: str = f"hi {MARKER}") -> int:
 
 def test_the_error_is_in_run_and_journal_and_only_its_class_in_the_logs(conn, db_dsn, workers):
     run_id = failing_chat_run(conn, "agent-raise")
-    worker = workers("--no-maintenance", "--agent", "raising_agent:agent",
-                     "--log-level", "debug")
+    worker = workers("--no-maintenance", "--agent", "raising_agent:agent", "--log-level", "debug")
     wait_until(lambda: run_state(conn, run_id) == "failed", what="the failed run")
     failed = worker.wait_for("run.attempt_failed")
 
@@ -48,14 +50,19 @@ def test_the_error_is_in_run_and_journal_and_only_its_class_in_the_logs(conn, db
     assert "error class:       ValueError" in shown.stdout
     assert f"error:             hi {MARKER}" in shown.stdout
     as_json = json.loads(cli("run", str(run_id), "--json", dsn=db_dsn).stdout)
-    assert (as_json["state"], as_json["attempts"], as_json["error_class"], as_json["error"]) \
-        == ("failed", 1, "ValueError", f"hi {MARKER}")
+    assert (as_json["state"], as_json["attempts"], as_json["error_class"], as_json["error"]) == (
+        "failed",
+        1,
+        "ValueError",
+        f"hi {MARKER}",
+    )
     journal = cli("journal", "agent-raise", dsn=db_dsn)
     assert journal.returncode == 0, journal.stderr
     assert f"ValueError: hi {MARKER}" in journal.stdout
     entries = json.loads(cli("journal", "agent-raise", "--json", dsn=db_dsn).stdout)["runs"]
-    assert [(r["run_id"], r["error_class"], r["error"]) for r in entries] \
-        == [(run_id, "ValueError", f"hi {MARKER}")]
+    assert [(r["run_id"], r["error_class"], r["error"]) for r in entries] == [
+        (run_id, "ValueError", f"hi {MARKER}")
+    ]
 
     unknown = cli("run", "987654321", dsn=db_dsn)
     assert unknown.returncode == 2 and unknown.stderr.startswith("RL008"), unknown.stderr
@@ -83,8 +90,9 @@ def test_a_long_error_is_kept_to_the_bound_the_database_keeps(conn, db_dsn, work
 
 def test_log_errors_puts_the_message_in_the_logs(conn, db_dsn):
     run_id = failing_chat_run(conn, "agent-raise-logged")
-    worker = WorkerProcess(db_dsn, "--no-maintenance", "--agent", "raising_agent:agent",
-                           "--log-errors")
+    worker = WorkerProcess(
+        db_dsn, "--no-maintenance", "--agent", "raising_agent:agent", "--log-errors"
+    )
     try:
         wait_until(lambda: run_state(conn, run_id) == "failed", what="the failed run")
         failed = worker.wait_for("run.attempt_failed")
@@ -96,18 +104,20 @@ def test_log_errors_puts_the_message_in_the_logs(conn, db_dsn):
 
 
 def test_text_format_is_one_readable_line_per_event():
-    code = ("import logging\n"
-            "from runlane import log\n"
-            "log.configure('info', fmt='text')\n"
-            "log.get().info('run.finished', **{'run.id': 7, 'run.lane': 'interactive',"
-            " 'worker.lanes': ['interactive'], 'note': 'a b'})\n"
-            "logging.getLogger('myagent').warning('model slow')\n"
-            "logging.getLogger('psycopg_pool').info('connection given')\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60)
+    code = (
+        "import logging\n"
+        "from runlane import log\n"
+        "log.configure('info', fmt='text')\n"
+        "log.get().info('run.finished', **{'run.id': 7, 'run.lane': 'interactive',"
+        " 'worker.lanes': ['interactive'], 'note': 'a b'})\n"
+        "logging.getLogger('myagent').warning('model slow')\n"
+        "logging.getLogger('psycopg_pool').info('connection given')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert len(lines) == 2, lines  # the pool's INFO chatter stays out
-    assert lines[0].split(" ", 1)[1] == ('info run.finished run.id=7 run.lane=interactive '
-                                         'worker.lanes=["interactive"] note="a b"')
+    assert lines[0].split(" ", 1)[1] == (
+        'info run.finished run.id=7 run.lane=interactive worker.lanes=["interactive"] note="a b"'
+    )
     assert lines[1].split(" ", 1)[1] == "warning model slow logger=myagent"

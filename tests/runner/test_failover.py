@@ -29,9 +29,18 @@ pytestmark = pytest.mark.failover
 
 
 def test_failover_to_a_synchronous_standby_loses_nothing_and_runs_nothing_twice():
-    config = FailoverConfig(runs=400, workers=2, duration=8.0, seed=17, first_at=0.4,
-                            failovers=1, sync=True, promote_after=1.5, drain_timeout=90.0,
-                            stream_readers=2)
+    config = FailoverConfig(
+        runs=400,
+        workers=2,
+        duration=8.0,
+        seed=17,
+        first_at=0.4,
+        failovers=1,
+        sync=True,
+        promote_after=1.5,
+        drain_timeout=90.0,
+        stream_readers=2,
+    )
     soak = Failover(config)
     report = soak.run()
     figures = soak.figures
@@ -43,14 +52,17 @@ def test_failover_to_a_synchronous_standby_loses_nothing_and_runs_nothing_twice(
     assert report.faults == {"failover": 1}, "the primary was killed once and promoted"
     assert report.runs >= 400, "the load created the runs it was asked for"
     assert figures.acknowledged > 0
-    assert figures.acknowledged_succeeded == figures.acknowledged, \
+    assert figures.acknowledged_succeeded == figures.acknowledged, (
         "every acknowledged message ended in a succeeded run"
+    )
     assert figures.failovers[0]["running_at_kill"] > 0, "runs were in flight at the kill"
-    assert all(n > 0 for n in figures.finished_after_last_failover.values()), \
+    assert all(n > 0 for n in figures.finished_after_last_failover.values()), (
         "every original worker finished runs on the promoted primary"
+    )
     assert set(figures.worker_generations.values()) == {1}, "no worker was restarted"
-    assert not any(k.endswith(("/queued", "/running")) for k in report.by_lane_state), \
+    assert not any(k.endswith(("/queued", "/running")) for k in report.by_lane_state), (
         "nothing is left queued or running"
+    )
 
 
 def test_a_claim_lost_with_an_asynchronous_standby_is_never_handed_out_again():
@@ -68,25 +80,31 @@ def test_a_claim_lost_with_an_asynchronous_standby_is_never_handed_out_again():
         pair.wait_caught_up()
         pair.hold_replication()  # from here the standby receives nothing
         with psycopg.connect(pair.primary.dsn_for("lost"), autocommit=True) as conn:
-            lost = conn.execute("select run_id, fence from runlane.claim_runs("
-                                "'worker-old', array['interactive'], 1)").fetchone()
+            lost = conn.execute(
+                "select run_id, fence from runlane.claim_runs("
+                "'worker-old', array['interactive'], 1)"
+            ).fetchone()
         assert lost[0] == run_id  # acknowledged by the old primary only
         pair.kill_primary()
         pair.promote()
         with psycopg.connect(pair.dsn_for("lost"), autocommit=True) as conn:
-            assert conn.execute("select fence, state from runlane.runs where run_id = %s",
-                                (run_id,)).fetchone() == (lost[1] - 1, "queued"), \
-                "the promoted primary never saw the claim"
-            again = conn.execute("select run_id, fence from runlane.claim_runs("
-                                 "'worker-new', array['interactive'], 1)").fetchone()
+            assert conn.execute(
+                "select fence, state from runlane.runs where run_id = %s", (run_id,)
+            ).fetchone() == (lost[1] - 1, "queued"), "the promoted primary never saw the claim"
+            again = conn.execute(
+                "select run_id, fence from runlane.claim_runs("
+                "'worker-new', array['interactive'], 1)"
+            ).fetchone()
             assert again[0] == run_id
             assert again[1] > lost[1], "the new claim's fence is above the lost one"
             with pytest.raises(psycopg.Error) as refused:
-                conn.execute("select runlane.append_output(%s, %s, 'text', 'old attempt')",
-                             (run_id, lost[1]))
+                conn.execute(
+                    "select runlane.append_output(%s, %s, 'text', 'old attempt')", (run_id, lost[1])
+                )
             assert refused.value.sqlstate == "RL001"
-            conn.execute("select runlane.append_output(%s, %s, 'text', 'new attempt')",
-                         (run_id, again[1]))
-            assert conn.execute("select array_agg(body) from runlane.run_outputs "
-                                "where run_id = %s", (run_id,)).fetchone()[0] \
-                == ["new attempt"]
+            conn.execute(
+                "select runlane.append_output(%s, %s, 'text', 'new attempt')", (run_id, again[1])
+            )
+            assert conn.execute(
+                "select array_agg(body) from runlane.run_outputs where run_id = %s", (run_id,)
+            ).fetchone()[0] == ["new attempt"]

@@ -26,11 +26,20 @@ SENDERS = 3
 
 def finish_params(runs: list[tuple[int, int]]) -> dict:
     n = len(runs)
-    return {k: pg_array(v) for k, v in {
-        "run_ids": [r[0] for r in runs], "fences": [r[1] for r in runs],
-        "outcomes": ["succeeded"] * n, "errors": [None] * n, "costs": [0] * n,
-        "counts": [1] * n, "kinds": ["final"] * n, "bodies": ["reply"] * n,
-        "seqs": [1] * n}.items()}
+    return {
+        k: pg_array(v)
+        for k, v in {
+            "run_ids": [r[0] for r in runs],
+            "fences": [r[1] for r in runs],
+            "outcomes": ["succeeded"] * n,
+            "errors": [None] * n,
+            "costs": [0] * n,
+            "counts": [1] * n,
+            "kinds": ["final"] * n,
+            "bodies": ["reply"] * n,
+            "seqs": [1] * n,
+        }.items()
+    }
 
 
 def test_concurrent_batches_and_messages_leave_no_message_behind(conn, db_dsn):
@@ -46,8 +55,9 @@ def test_concurrent_batches_and_messages_leave_no_message_behind(conn, db_dsn):
             with psycopg.connect(db_dsn, autocommit=True) as mine:
                 while not stop.is_set():
                     agent, thread = rng.choice(threads)
-                    mine.execute("select * from runlane.submit_message(%s, %s, 'more')",
-                                 (agent, thread))
+                    mine.execute(
+                        "select * from runlane.submit_message(%s, %s, 'more')", (agent, thread)
+                    )
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             errors.append(exc)
 
@@ -56,10 +66,12 @@ def test_concurrent_batches_and_messages_leave_no_message_behind(conn, db_dsn):
             with psycopg.connect(db_dsn, autocommit=True) as mine, mine.transaction():
                 mine.execute("set local track_functions = 'pl'")
                 results.extend(mine.execute(FINISH_RUNS, finish_params(batch)).fetchall())
-                run_by_run.append(mine.execute(
-                    "select coalesce(sum(calls), 0) from pg_stat_xact_user_functions "
-                    "where schemaname = 'runlane' and funcname = '_require_owner'"
-                ).fetchone()[0])
+                run_by_run.append(
+                    mine.execute(
+                        "select coalesce(sum(calls), 0) from pg_stat_xact_user_functions "
+                        "where schemaname = 'runlane' and funcname = '_require_owner'"
+                    ).fetchone()[0]
+                )
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             errors.append(exc)
 
@@ -69,10 +81,16 @@ def test_concurrent_batches_and_messages_leave_no_message_behind(conn, db_dsn):
         for agent, thread in threads:
             queued = conn.execute(
                 "select run_id from runlane.runs where agent_id = %s and thread_id = %s "
-                "and state = 'queued'", (agent, thread)).fetchone()
+                "and state = 'queued'",
+                (agent, thread),
+            ).fetchone()
             if queued:
-                runs.append((queued[0], conn.execute(
-                    "select runlane_test.claimed(%s)", (queued[0],)).fetchone()[0]))
+                runs.append(
+                    (
+                        queued[0],
+                        conn.execute("select runlane_test.claimed(%s)", (queued[0],)).fetchone()[0],
+                    )
+                )
             else:
                 runs.append(claimed_chat_run(conn, agent, thread))
         random.Random(_round).shuffle(runs)
@@ -100,14 +118,24 @@ def test_concurrent_batches_and_messages_leave_no_message_behind(conn, db_dsn):
               select from runlane.runs as r
               where r.agent_id = m.agent_id and r.thread_id = m.thread_id
                 and r.lane = 'interactive' and r.state = 'running')
-        """, (agents,)).fetchone()[0]
+        """,
+        (agents,),
+    ).fetchone()[0]
     assert held == 0, "no message is held while its thread has no running run"
-    assert conn.execute(
-        "select count(*) from runlane.messages as m join runlane.runs as r using (run_id) "
-        "where m.agent_id = any(%s) and (r.agent_id, r.thread_id) <> (m.agent_id, m.thread_id)",
-        (agents,)).fetchone()[0] == 0, "each message joined a run of its own thread"
-    assert conn.execute(
-        "select count(*) from (select agent_id, thread_id from runlane.runs "
-        "where agent_id = any(%s) and lane = 'interactive' and state in ('queued', 'running') "
-        "group by 1, 2 having count(*) > 1) as d", (agents,)).fetchone()[0] == 0, \
-        "a thread never has two unfinished chat runs"
+    assert (
+        conn.execute(
+            "select count(*) from runlane.messages as m join runlane.runs as r using (run_id) "
+            "where m.agent_id = any(%s) and (r.agent_id, r.thread_id) <> (m.agent_id, m.thread_id)",
+            (agents,),
+        ).fetchone()[0]
+        == 0
+    ), "each message joined a run of its own thread"
+    assert (
+        conn.execute(
+            "select count(*) from (select agent_id, thread_id from runlane.runs "
+            "where agent_id = any(%s) and lane = 'interactive' and state in ('queued', 'running') "
+            "group by 1, 2 having count(*) > 1) as d",
+            (agents,),
+        ).fetchone()[0]
+        == 0
+    ), "a thread never has two unfinished chat runs"

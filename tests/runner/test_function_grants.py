@@ -64,8 +64,9 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.charge(bigint,bigint,numeric,bigint)": WORKER,
     # the runner's batched forms of run_messages and append_output + finish_run
     "runlane.run_messages_many(bigint[],bigint[])": WORKER,
-    "runlane.finish_runs(bigint[],bigint[],text[],text[],numeric[],integer[],text[],text[])":
-        WORKER,
+    "runlane.finish_runs(bigint[],bigint[],text[],text[],numeric[],integer[],text[],text[])": (
+        WORKER
+    ),
     "runlane.finish_runs(bigint[],bigint[],text[],text[],numeric[],integer[],text[],text[],"
     "bigint[])": WORKER,
     # the same writes with a write sequence number: a resend of an applied write is a no-op
@@ -180,8 +181,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane._timing_row(bigint,text)": NOBODY,
     "runlane._timing_of(runlane.runs,timestamp with time zone)": NOBODY,
     "runlane._close_run(runlane.runs,text,text,text)": NOBODY,
-    "runlane._close_run_with(runlane.runs,text,text,text,numeric,timestamp with time zone)":
-        NOBODY,
+    "runlane._close_run_with(runlane.runs,text,text,text,numeric,timestamp with time zone)": NOBODY,
     "runlane._close_run_with(runlane.runs,text,text,text,numeric,timestamp with time zone,"
     "bigint)": NOBODY,
     "runlane._notify_computer_waiter(text)": NOBODY,
@@ -241,8 +241,9 @@ def test_public_executes_nothing_and_every_granted_function_is_a_definer_or_pure
     # (next_slot and parse_schedule call the private runlane._next_slot and
     # runlane._parse_schedule, so they must be definers: as invokers both roles would get
     # 42501 from them, see tests/sql/security/.)
-    invokers = sorted(sig for sig, (api, worker, definer, _) in catalog.items()
-                      if (api or worker) and not definer)
+    invokers = sorted(
+        sig for sig, (api, worker, definer, _) in catalog.items() if (api or worker) and not definer
+    )
     assert invokers == []
 
 
@@ -253,8 +254,11 @@ def test_each_function_file_grants_what_the_spec_says(conn):
     mismatches = {}
     for signature, (api, worker) in EXPECTED.items():
         name = signature.split("(")[0]
-        defining = [p for p, text in files.items()
-                    if re.search(rf"create or replace function {re.escape(name)}\s*\(", text)]
+        defining = [
+            p
+            for p, text in files.items()
+            if re.search(rf"create or replace function {re.escape(name)}\s*\(", text)
+        ]
         assert len(defining) == 1, f"{name} is defined in {defining}"
         text = files[defining[0]]
         granted = set()
@@ -265,6 +269,8 @@ def test_each_function_file_grants_what_the_spec_says(conn):
         revoked = re.search(rf"revoke all {on_function}\s+from public;", text)
         if granted != want or not revoked:
             mismatches[str(defining[0].relative_to(FUNCTIONS_DIR))] = {
-                "grants": sorted(granted), "expected": sorted(want),
-                "revokes public": bool(revoked)}
+                "grants": sorted(granted),
+                "expected": sorted(want),
+                "revokes public": bool(revoked),
+            }
     assert mismatches == {}

@@ -674,8 +674,14 @@ def test_wake_times_are_bounded(conn, roles):
     _, run_id, _ = api.execute(
         "select * from runlane.submit_message('agent-wake', 'thread-wake', 'hi')"
     ).fetchone()
-    for wake in ("infinity", "-infinity", "294276-12-31 23:59:59+00", "4713-01-01 00:00+00 BC",
-                 datetime.now(UTC) + timedelta(days=367), datetime.now(UTC) - timedelta(days=367)):
+    for wake in (
+        "infinity",
+        "-infinity",
+        "294276-12-31 23:59:59+00",
+        "4713-01-01 00:00+00 BC",
+        datetime.now(UTC) + timedelta(days=367),
+        datetime.now(UTC) - timedelta(days=367),
+    ):
         outcome = attempt(api, "select runlane.publish_run(%s, %s::timestamptz)", (run_id, wake))
         assert outcome.sqlstate == "22023", f"publish_run with wake time {wake}"
         assert conn.execute(
@@ -711,26 +717,46 @@ def test_charge_refuses_bad_values_in_every_argument_and_writes_nothing(conn, ro
         if outcome.ok and Decimal(str(amount)) > 0:
             accepted.append(Decimal(str(amount)))
 
-    for bad_run, expect in [(None, "22004"), (0, "RL008"), (-1, "RL008"),
-                            (2**63 - 1, "RL008"), (run_id + 1000, "RL008")]:
+    for bad_run, expect in [
+        (None, "22004"),
+        (0, "RL008"),
+        (-1, "RL008"),
+        (2**63 - 1, "RL008"),
+        (run_id + 1000, "RL008"),
+    ]:
         charge(bad_run, fence, 1, expect)
-    for bad_fence, expect in [(None, "22004"), (-1, "RL001"), (0, "RL001"),
-                              (fence + 1, "RL001"), (2**63 - 1, "RL001")]:
+    for bad_fence, expect in [
+        (None, "22004"),
+        (-1, "RL001"),
+        (0, "RL001"),
+        (fence + 1, "RL001"),
+        (2**63 - 1, "RL001"),
+    ]:
         charge(run_id, bad_fence, 1, expect)
-    for bad_amount, expect in [(None, "22004"), ("NaN", "22023"), ("Infinity", "22023"),
-                               ("-Infinity", "22023"), (-1, "22023"),
-                               ("-0.000000000000000001", "22023"), ("12abc", "22P02"),
-                               ("", "22P02"), (float("nan"), "22023"),
-                               (float("inf"), "22023"), (float("-inf"), "22023")]:
+    for bad_amount, expect in [
+        (None, "22004"),
+        ("NaN", "22023"),
+        ("Infinity", "22023"),
+        ("-Infinity", "22023"),
+        (-1, "22023"),
+        ("-0.000000000000000001", "22023"),
+        ("12abc", "22P02"),
+        ("", "22P02"),
+        (float("nan"), "22023"),
+        (float("inf"), "22023"),
+        (float("-inf"), "22023"),
+    ]:
         charge(run_id, fence, bad_amount, expect)
 
     @fuzz_settings(150)
-    @given(st.one_of(
-        st.decimals(allow_nan=False, allow_infinity=False, min_value=-10**6, max_value=10**6),
-        st.decimals(allow_nan=True, allow_infinity=True),
-        st.floats(allow_nan=True, allow_infinity=True),
-        st.integers(-(10**30), 10**30),
-    ))
+    @given(
+        st.one_of(
+            st.decimals(allow_nan=False, allow_infinity=False, min_value=-(10**6), max_value=10**6),
+            st.decimals(allow_nan=True, allow_infinity=True),
+            st.floats(allow_nan=True, allow_infinity=True),
+            st.integers(-(10**30), 10**30),
+        )
+    )
     def fuzz(amount):
         if isinstance(amount, Decimal):
             finite = amount.is_finite()
@@ -746,12 +772,15 @@ def test_charge_refuses_bad_values_in_every_argument_and_writes_nothing(conn, ro
     fuzz()
     total = conn.execute(
         "select coalesce(sum(amount), 0), count(*) from runlane.charges where run_id = %s",
-        (run_id,)).fetchone()
+        (run_id,),
+    ).fetchone()
     # Exactly the accepted calls wrote a row (floats reach numeric through float8, so
     # amounts are compared by the database's own sums, below and in the invariants).
     assert total[1] == len(accepted)
-    assert conn.execute("select cost from runlane.runs where run_id = %s",
-                        (run_id,)).fetchone()[0] == total[0]
+    assert (
+        conn.execute("select cost from runlane.runs where run_id = %s", (run_id,)).fetchone()[0]
+        == total[0]
+    )
 
 
 # Every Unicode whitespace character Python knows, plus invisible ones.
@@ -774,8 +803,22 @@ def test_costs_ids_and_zones_are_bounded(conn, roles):
     costs = weighted(
         (6, st.decimals(allow_nan=True, allow_infinity=True)),
         (2, st.decimals(min_value=0, max_value=10**12, places=4)),
-        (2, st.sampled_from(["NaN", "Infinity", "-Infinity", "1e12", "1000000000000.0001",
-                             "-0.0001", "0", "1e-100", "1e300"])),
+        (
+            2,
+            st.sampled_from(
+                [
+                    "NaN",
+                    "Infinity",
+                    "-Infinity",
+                    "1e12",
+                    "1000000000000.0001",
+                    "-0.0001",
+                    "0",
+                    "1e-100",
+                    "1e300",
+                ]
+            ),
+        ),
     )
     seen = {"ok": 0, "refused": 0}
 
@@ -786,7 +829,8 @@ def test_costs_ids_and_zones_are_bounded(conn, roles):
         # Each finish alone: rolled back, so the run stays running for the next one.
         with worker.transaction(force_rollback=True):
             outcome = attempt(
-                worker, "select runlane.finish_run(%s, %s, 'succeeded', null, %s::numeric)",
+                worker,
+                "select runlane.finish_run(%s, %s, 'succeeded', null, %s::numeric)",
                 (run_id, fence, "NaN" if value.is_nan() else str(value)),  # no -NaN, sNaN
             )
         sensible = value.is_finite() and 0 <= value <= 10**12
@@ -825,11 +869,16 @@ def test_costs_ids_and_zones_are_bounded(conn, roles):
 
     names = {row[0] for row in conn.execute("select name from pg_timezone_names").fetchall()}
     abbreviations = sorted(
-        row[0] for row in conn.execute("select abbrev from pg_timezone_abbrevs").fetchall()
+        row[0]
+        for row in conn.execute("select abbrev from pg_timezone_abbrevs").fetchall()
         if row[0] not in names
     )
-    posix = [f"{zone}{sign}{hours}" for zone in ("UTC", "GMT", "XYZ", "<+03>")
-             for sign in "+-" for hours in (1, 3, 12)]
+    posix = [
+        f"{zone}{sign}{hours}"
+        for zone in ("UTC", "GMT", "XYZ", "<+03>")
+        for sign in "+-"
+        for hours in (1, 3, 12)
+    ]
 
     @fuzz_settings(150)
     @given(st.sampled_from(abbreviations + [p for p in posix if p not in names]))
@@ -967,8 +1016,9 @@ def test_a_null_in_any_argument_of_any_public_function_is_refused_clearly_or_har
     assert outcomes[("run_detail", None)] == "ok"
     assert outcomes[("run_detail", "p_run_id")] == "22004"
     # a page of agents: no start, no text filter or no status filter is every agent
-    assert [outcomes[("agent_page", n)] for n in (None, "p_from", "p_match", "p_status")] \
-        == ["ok"] * 4
+    assert [outcomes[("agent_page", n)] for n in (None, "p_from", "p_match", "p_status")] == [
+        "ok"
+    ] * 4
     assert outcomes[("agent_page", "p_limit")] == "22004"
     assert outcomes[("lane_overview", "p_threshold")] == "22004"
     assert sum(1 for state in outcomes.values() if state == "ok") > 10
@@ -977,19 +1027,59 @@ def test_a_null_in_any_argument_of_any_public_function_is_refused_clearly_or_har
 
 # --- management, run ids, idempotency keys and the operator views --------------------
 
-AGENT_KEYS = ["org_id", "owner_id", "model", "prompt", "thread_id", "computer_id", "schedule",
-              "enabled", "admin_locked"]
+AGENT_KEYS = [
+    "org_id",
+    "owner_id",
+    "model",
+    "prompt",
+    "thread_id",
+    "computer_id",
+    "schedule",
+    "enabled",
+    "admin_locked",
+]
 ORG_KEYS = ["timezone", "agent_max_concurrency", "agent_iteration_cap", "agent_weekly_budget"]
 # Numbers JSON can spell and Python's json writes: huge, tiny, negative, fractional.
 json_numbers = st.one_of(
     st.integers(-(10**400), 10**400),
-    st.sampled_from([0, -1, 1, 2**31 - 1, 2**31, 2**63, 10**12, 10**12 + 1, 0.5, -0.0, 1e-300,
-                     1.7976931348623157e308, 4.9e-324]),
+    st.sampled_from(
+        [
+            0,
+            -1,
+            1,
+            2**31 - 1,
+            2**31,
+            2**63,
+            10**12,
+            10**12 + 1,
+            0.5,
+            -0.0,
+            1e-300,
+            1.7976931348623157e308,
+            4.9e-324,
+        ]
+    ),
     st.floats(allow_nan=False, allow_infinity=False),
 )
-json_scalars = st.one_of(st.none(), st.booleans(), json_numbers, hostile_text,
-                         st.sampled_from(["UTC", "Europe/Berlin", "daily at 09:00",
-                                          "every 3 hours", "", " ", "m-2", "user-m", "org-m"]))
+json_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    json_numbers,
+    hostile_text,
+    st.sampled_from(
+        [
+            "UTC",
+            "Europe/Berlin",
+            "daily at 09:00",
+            "every 3 hours",
+            "",
+            " ",
+            "m-2",
+            "user-m",
+            "org-m",
+        ]
+    ),
+)
 json_values = st.recursive(
     json_scalars,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(unicode_text, inner, max_size=3),
@@ -1021,8 +1111,10 @@ def test_management_stores_exactly_what_was_sent_or_refuses_cleanly(conn, roles)
     before = snapshot(conn, known)
     api.execute("select runlane.put_org('org-m', '{}')")
     api.execute("select runlane.put_user('user-m', 'org-m', '{}')")
-    api.execute("select runlane.put_agent('agent-m', '{\"org_id\": \"org-m\", "
-                "\"owner_id\": \"user-m\", \"model\": \"m-1\"}')")
+    api.execute(
+        'select runlane.put_agent(\'agent-m\', \'{"org_id": "org-m", '
+        '"owner_id": "user-m", "model": "m-1"}\')'
+    )
     row_sql = {
         "agent": "select to_jsonb(a) from runlane.agents as a where a.agent_id = %s",
         "org": "select to_jsonb(s) from runlane.platform_settings as s where s.org_id = %s",
@@ -1036,19 +1128,25 @@ def test_management_stores_exactly_what_was_sent_or_refuses_cleanly(conn, roles)
 
     def check(kind: str, key: str, sql: str, params: tuple, patch) -> None:
         was = row(kind, key) if "\x00" not in key else None
-        counts = conn.execute("select (select count(*) from runlane.agents), "
-                              "(select count(*) from runlane.users), "
-                              "(select count(*) from runlane.platform_settings)").fetchone()
+        counts = conn.execute(
+            "select (select count(*) from runlane.agents), "
+            "(select count(*) from runlane.users), "
+            "(select count(*) from runlane.platform_settings)"
+        ).fetchone()
         outcome = attempt(api, sql, params)
         if not outcome.ok:
             if outcome.client_refused:
                 seen["refused"] += 1
             else:
                 seen["errors"].add(outcome.sqlstate)
-            assert conn.execute("select (select count(*) from runlane.agents), "
-                                "(select count(*) from runlane.users), "
-                                "(select count(*) from runlane.platform_settings)"
-                                ).fetchone() == counts, f"a refused {sql} created a row"
+            assert (
+                conn.execute(
+                    "select (select count(*) from runlane.agents), "
+                    "(select count(*) from runlane.users), "
+                    "(select count(*) from runlane.platform_settings)"
+                ).fetchone()
+                == counts
+            ), f"a refused {sql} created a row"
             if was is not None:
                 assert row(kind, key) == was, f"a refused {sql} changed the row"
             return
@@ -1057,13 +1155,21 @@ def test_management_stores_exactly_what_was_sent_or_refuses_cleanly(conn, roles)
         assert stored is not None and outcome.rows[0][0] == stored, "returns the row as stored"
         assert isinstance(patch, dict)
         for k, v in patch.items():
-            if k in ("schedule", "agent_weekly_budget", "agent_max_concurrency",
-                     "agent_iteration_cap"):
+            if k in (
+                "schedule",
+                "agent_weekly_budget",
+                "agent_max_concurrency",
+                "agent_iteration_cap",
+            ):
                 continue  # canonical text / numeric: checked by their own tests
             assert stored[k] == v, f"{kind} {key!r}: {k} stored {stored[k]!r}, sent {v!r}"
         if kind == "agent":
-            gates_open = (stored["enabled"] and not stored["admin_locked"]
-                          and stored["model"] and stored["schedule"])
+            gates_open = (
+                stored["enabled"]
+                and not stored["admin_locked"]
+                and stored["model"]
+                and stored["schedule"]
+            )
             assert (stored["next_run_at"] is not None) == bool(gates_open), stored
 
     agent_ids = weighted((6, st.just("agent-m")), (3, hostile_text))
@@ -1072,21 +1178,35 @@ def test_management_stores_exactly_what_was_sent_or_refuses_cleanly(conn, roles)
     @fuzz_settings(400)
     @given(agent_ids, patches(AGENT_KEYS))
     def agents(agent_id, patch):
-        check("agent", agent_id, "select to_jsonb(runlane.put_agent(%s::text, %s::jsonb))",
-              (agent_id, as_json(patch)), patch)
+        check(
+            "agent",
+            agent_id,
+            "select to_jsonb(runlane.put_agent(%s::text, %s::jsonb))",
+            (agent_id, as_json(patch)),
+            patch,
+        )
 
     @fuzz_settings(200)
     @given(org_ids, patches(ORG_KEYS))
     def orgs(org_id, patch):
-        check("org", org_id, "select to_jsonb(runlane.put_org(%s::text, %s::jsonb))",
-              (org_id, as_json(patch)), patch)
+        check(
+            "org",
+            org_id,
+            "select to_jsonb(runlane.put_org(%s::text, %s::jsonb))",
+            (org_id, as_json(patch)),
+            patch,
+        )
 
     @fuzz_settings(200)
-    @given(weighted((3, st.just("user-m")), (3, hostile_text)), org_ids,
-           patches(["timezone"]))
+    @given(weighted((3, st.just("user-m")), (3, hostile_text)), org_ids, patches(["timezone"]))
     def users(user_id, org_id, patch):
-        check("user", user_id, "select to_jsonb(runlane.put_user(%s::text, %s::text, %s::jsonb))",
-              (user_id, org_id, as_json(patch)), patch)
+        check(
+            "user",
+            user_id,
+            "select to_jsonb(runlane.put_user(%s::text, %s::text, %s::jsonb))",
+            (user_id, org_id, as_json(patch)),
+            patch,
+        )
 
     agents()
     orgs()
@@ -1098,28 +1218,44 @@ def test_management_stores_exactly_what_was_sent_or_refuses_cleanly(conn, roles)
     # A NUL inside a JSON string (\u0000): jsonb cannot hold it; refused at the call
     # boundary (22P05), before put_agent runs.
     was = row("agent", "agent-m")
-    outcome = attempt(api, "select runlane.put_agent('agent-m', %s::jsonb)",
-                      ('{"prompt": "a\\u0000b"}',))
+    outcome = attempt(
+        api, "select runlane.put_agent('agent-m', %s::jsonb)", ('{"prompt": "a\\u0000b"}',)
+    )
     assert outcome.sqlstate == "22P05" and row("agent", "agent-m") == was
     # A multi-byte prompt just under 1 MB is stored whole, byte for byte; a 10 MB one is
     # refused (22023, the bound of a message body: a prompt goes to the model on every
     # step of every run) and the agent keeps the prompt it had.
     unit = "ünïcødé ✓ 🚀 "
     prompt = unit * (1024 * 1024 // len(unit.encode()))
-    outcome = attempt(api, "select (runlane.put_agent('agent-m', %s::jsonb)).agent_id",
-                      (as_json({"prompt": prompt}),))
+    outcome = attempt(
+        api,
+        "select (runlane.put_agent('agent-m', %s::jsonb)).agent_id",
+        (as_json({"prompt": prompt}),),
+    )
     assert outcome.ok, outcome.sqlstate
-    assert conn.execute("select md5(prompt) from runlane.agents where agent_id = 'agent-m'"
-                        ).fetchone()[0] == hashlib.md5(prompt.encode()).hexdigest()
+    assert (
+        conn.execute(
+            "select md5(prompt) from runlane.agents where agent_id = 'agent-m'"
+        ).fetchone()[0]
+        == hashlib.md5(prompt.encode()).hexdigest()
+    )
     was = row("agent", "agent-m")
-    outcome = attempt(api, "select (runlane.put_agent('agent-m', %s::jsonb)).agent_id",
-                      (as_json({"prompt": unit * (10 * 1024 * 1024 // len(unit.encode()))}),))
+    outcome = attempt(
+        api,
+        "select (runlane.put_agent('agent-m', %s::jsonb)).agent_id",
+        (as_json({"prompt": unit * (10 * 1024 * 1024 // len(unit.encode()))}),),
+    )
     assert outcome.sqlstate == "22023" and row("agent", "agent-m") == was
     # Huge numbers: a budget over 1e12, a concurrency over the int range: 22023, unchanged.
     was = row("org", "org-m")
-    for patch in ('{"agent_weekly_budget": 1e13}', '{"agent_max_concurrency": 1e400}',
-                  '{"agent_iteration_cap": 2147483648}', '{"agent_weekly_budget": -1e-400}',
-                  '{"agent_max_concurrency": 1.5}', '{"agent_weekly_budget": "12"}'):
+    for patch in (
+        '{"agent_weekly_budget": 1e13}',
+        '{"agent_max_concurrency": 1e400}',
+        '{"agent_iteration_cap": 2147483648}',
+        '{"agent_weekly_budget": -1e-400}',
+        '{"agent_max_concurrency": 1.5}',
+        '{"agent_weekly_budget": "12"}',
+    ):
         outcome = attempt(api, "select runlane.put_org('org-m', %s::jsonb)", (patch,))
         assert outcome.sqlstate == "22023", (patch, outcome.sqlstate)
         assert row("org", "org-m") == was
@@ -1144,8 +1280,9 @@ def test_run_ids_keys_and_operator_views_refuse_cleanly(conn, roles):
         "run_timing": "select runlane.run_timing(%s::bigint)",
         "outputs_since": "select * from runlane.outputs_since(%s::bigint)",
     }
-    run_ids = st.one_of(st.integers(-(2**63), 2**63 - 1),
-                        st.sampled_from([0, -1, 2**63 - 1, -(2**63), *runs]))
+    run_ids = st.one_of(
+        st.integers(-(2**63), 2**63 - 1), st.sampled_from([0, -1, 2**63 - 1, -(2**63), *runs])
+    )
     seen: dict[str, set] = {name: set() for name in by_run}
 
     @fuzz_settings(300)
@@ -1172,8 +1309,11 @@ def test_run_ids_keys_and_operator_views_refuse_cleanly(conn, roles):
             "(select count(*) from runlane.idempotency_keys where agent_id = 'agent-k')"
         ).fetchone()
 
-    keys = weighted((6, hostile_text), (1, st.text(alphabet=st.sampled_from(BLANKS), max_size=8)),
-                    (1, st.sampled_from(["k-1", "k-2"])))
+    keys = weighted(
+        (6, hostile_text),
+        (1, st.text(alphabet=st.sampled_from(BLANKS), max_size=8)),
+        (1, st.sampled_from(["k-1", "k-2"])),
+    )
     answers: dict[tuple[str, str], object] = {}
     counts = {"ok": 0, "errors": set()}
 
@@ -1182,8 +1322,10 @@ def test_run_ids_keys_and_operator_views_refuse_cleanly(conn, roles):
     def keyed(kind, key, body):
         rows_before = rows_of_agent_k()
         if kind == "submit":
-            sql = ("select message_id, run_id from runlane.submit_message("
-                   "'agent-k', 'thread-k', %s::text, %s::text)")
+            sql = (
+                "select message_id, run_id from runlane.submit_message("
+                "'agent-k', 'thread-k', %s::text, %s::text)"
+            )
             params = (body, key)
         else:
             sql = "select run_id from runlane.run_now('agent-k', %s::text)"
@@ -1197,8 +1339,10 @@ def test_run_ids_keys_and_operator_views_refuse_cleanly(conn, roles):
         first = answers.setdefault((kind, key, body if kind == "submit" else ""), outcome.rows)
         assert outcome.rows == first, "the same key answers the first call's result"
         # Finish what was made, so the next Run now is not skipped as already running.
-        conn.execute("update runlane.runs set state = 'succeeded', finished_at = now() "
-                     "where agent_id = 'agent-k' and state in ('queued', 'running')")
+        conn.execute(
+            "update runlane.runs set state = 'succeeded', finished_at = now() "
+            "where agent_id = 'agent-k' and state in ('queued', 'running')"
+        )
 
     keyed()
     assert counts["ok"] > 10 and {"22023", "RL010"} <= counts["errors"], counts
@@ -1209,29 +1353,47 @@ def test_run_ids_keys_and_operator_views_refuse_cleanly(conn, roles):
 
     views = {
         "agent_journal": "select * from runlane.agent_journal(%(text)s::text, %(limit)s::int)",
-        "timing_summary": ("select * from runlane.timing_summary(%(interval)s::interval, "
-                           "%(text)s::text, %(now)s::timestamptz)"),
+        "timing_summary": (
+            "select * from runlane.timing_summary(%(interval)s::interval, "
+            "%(text)s::text, %(now)s::timestamptz)"
+        ),
         "lane_status": "select * from runlane.lane_status(%(now)s::timestamptz)",
         "agent_schedules": "select * from runlane.agent_schedules()",
         "org_status": "select * from runlane.org_status()",
     }
     instants = weighted(
-        (8, st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30),
-                         timezones=st.just(UTC))),
+        (
+            8,
+            st.datetimes(
+                min_value=datetime(1, 1, 2),
+                max_value=datetime(9999, 12, 30),
+                timezones=st.just(UTC),
+            ),
+        ),
         (1, st.sampled_from(["infinity", "-infinity", "294276-12-31 23:59:59+00"])),
     )
-    texts = weighted((3, st.sampled_from(["agent-k", "agent-known", "manual", "interactive"])),
-                     (3, hostile_text), (1, st.none()))
+    texts = weighted(
+        (3, st.sampled_from(["agent-k", "agent-known", "manual", "interactive"])),
+        (3, hostile_text),
+        (1, st.none()),
+    )
     view_states: dict[str, set] = {name: set() for name in views}
 
     @fuzz_settings(300)
-    @given(st.sampled_from(sorted(views)), texts, st.integers(-(2**31), 2**31 - 1),
-           st.timedeltas(min_value=timedelta(days=-10**6), max_value=timedelta(days=10**6)),
-           instants)
+    @given(
+        st.sampled_from(sorted(views)),
+        texts,
+        st.integers(-(2**31), 2**31 - 1),
+        st.timedeltas(min_value=timedelta(days=-(10**6)), max_value=timedelta(days=10**6)),
+        instants,
+    )
     def read(name, text, limit, interval, now):
         for connection in (api, worker):
-            outcome = attempt(connection, views[name],
-                              {"text": text, "limit": limit, "interval": interval, "now": now})
+            outcome = attempt(
+                connection,
+                views[name],
+                {"text": text, "limit": limit, "interval": interval, "now": now},
+            )
             view_states[name].add(outcome.sqlstate or "ok")
 
     read()

@@ -72,13 +72,16 @@ def test_forged_run_notifications_are_ignored_and_strand_nothing_behind_them(con
             "select * from runlane.submit_message('agent-forged', 'thread-1', 'hello')"
         ).fetchone()
         conn.execute("select runlane.publish_run(%s)", (run_id,))
-    wait_until(lambda: run_state(conn, run_id) == "succeeded",
-               what="the real run behind the forged payloads ran (the scan is an hour away)")
+    wait_until(
+        lambda: run_state(conn, run_id) == "succeeded",
+        what="the real run behind the forged payloads ran (the scan is an hour away)",
+    )
 
     forged = len(FORGED_RUNS)  # each one counted, none of them raised
     text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
-    match = re.search(r'^runlane_notifications_ignored_total\{channel="runlane_runs"\} (\S+)$',
-                      text, re.M)
+    match = re.search(
+        r'^runlane_notifications_ignored_total\{channel="runlane_runs"\} (\S+)$', text, re.M
+    )
     assert match and float(match[1]) == forged, text
     lines = worker.events("notify.payload_ignored")
     assert len(lines) == 1, "one log line per minute, not one per payload"
@@ -101,10 +104,10 @@ def test_a_forged_output_notification_does_not_kill_a_stream(conn, db_dsn):
                 with psycopg.connect(db_dsn, autocommit=True) as other, other.transaction():
                     for payload in FORGED_OUTPUTS:
                         other.execute("select pg_notify('runlane_outputs', %s)", (payload,))
-                    other.execute("select runlane.append_output(%s, %s, 'text', 'last')",
-                                  (run_id, fence))
-                    other.execute("select runlane.finish_run(%s, %s, 'succeeded')",
-                                  (run_id, fence))
+                    other.execute(
+                        "select runlane.append_output(%s, %s, 'text', 'last')", (run_id, fence)
+                    )
+                    other.execute("select runlane.finish_run(%s, %s, 'succeeded')", (run_id, fence))
         return bodies
 
     before = hints.IGNORED[hints.OUTPUTS]
@@ -139,9 +142,13 @@ def test_runlane_follow_logs_a_forged_payload_on_stderr_never_in_the_runs_text(c
     conn.execute("select runlane.append_output(%s, %s, 'text', 'first ')", (run_id, fence))
     proc = subprocess.Popen(
         [sys.executable, "-m", "runlane", "follow", str(run_id), "--dsn", db_dsn],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(
-            [str(HERE), os.environ.get("PYTHONPATH", "")])})
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+        },
+    )
     out, err = _Pipe(proc.stdout), _Pipe(proc.stderr)
     out.start()
     err.start()
@@ -151,8 +158,10 @@ def test_runlane_follow_logs_a_forged_payload_on_stderr_never_in_the_runs_text(c
         with psycopg.connect(db_dsn, autocommit=True) as forger, forger.transaction():
             for payload in FORGED_OUTPUTS:
                 forger.execute("select pg_notify('runlane_outputs', %s)", (payload,))
-        wait_until(lambda: "notify.payload_ignored" in out.text + err.text,
-                   what="the follower read the forged payloads")
+        wait_until(
+            lambda: "notify.payload_ignored" in out.text + err.text,
+            what="the follower read the forged payloads",
+        )
         conn.execute("select runlane.append_output(%s, %s, 'text', 'last')", (run_id, fence))
         conn.execute("select runlane.finish_run(%s, %s, 'succeeded')", (run_id, fence))
         assert proc.wait(timeout=DEADLINE) == 0

@@ -13,14 +13,20 @@ import psycopg
 import pytest
 
 CALLERS = 8
-SUBMIT = ("select message_id, run_id, disposition from runlane.submit_message("
-          "p_agent_id => 'agent-a', p_thread_id => 'thread-1', p_body => 'hello', "
-          "p_idempotency_key => 'retry-1')")
-RUN_NOW = ("select run_id, state, reason, prompt from runlane.run_now("
-           "p_agent_id => 'agent-a', p_idempotency_key => 'press-1')")
-WAITING = ("select count(*) from pg_stat_activity "
-           "where datname = current_database() and wait_event_type = 'Lock' "
-           "and pid <> pg_backend_pid()")
+SUBMIT = (
+    "select message_id, run_id, disposition from runlane.submit_message("
+    "p_agent_id => 'agent-a', p_thread_id => 'thread-1', p_body => 'hello', "
+    "p_idempotency_key => 'retry-1')"
+)
+RUN_NOW = (
+    "select run_id, state, reason, prompt from runlane.run_now("
+    "p_agent_id => 'agent-a', p_idempotency_key => 'press-1')"
+)
+WAITING = (
+    "select count(*) from pg_stat_activity "
+    "where datname = current_database() and wait_event_type = 'Lock' "
+    "and pid <> pg_backend_pid()"
+)
 
 
 def _wait_for_waiters(conn, expected):
@@ -48,7 +54,7 @@ def _race(db_dsn, sql, commit_first):
             errors.append(exc)
 
     with psycopg.connect(db_dsn) as first, psycopg.connect(db_dsn, autocommit=True) as watch:
-        first_answer = first.execute(sql).fetchone()   # uncommitted
+        first_answer = first.execute(sql).fetchone()  # uncommitted
         threads = [threading.Thread(target=caller) for _ in range(CALLERS - 1)]
         for t in threads:
             t.start()

@@ -43,30 +43,42 @@ def test_every_legacy_statement_parses_and_runs_against_the_latest_schema(conn):
     assert run("complete_delivery", job_id=job_id) is not None
     assert run("worker_stopped", worker_id="old-1") is not None
 
-    files = {entry.name.removesuffix(".sql") for entry in LEGACY_DIR.iterdir()
-             if entry.name.endswith(".sql")}
+    files = {
+        entry.name.removesuffix(".sql")
+        for entry in LEGACY_DIR.iterdir()
+        if entry.name.endswith(".sql")
+    }
     assert ran == files, "every statement of sql/legacy/ is exercised"
 
 
 def test_the_legacy_loop_delivers_against_the_latest_schema(conn, db_dsn):
     conn.execute("select runlane_test.agent('agent-l')")
-    run_id = conn.execute(statement("create_run"), {
-        "agent_id": "agent-l", "lane": "background", "trigger": "manual"}).fetchone()[0]
+    run_id = conn.execute(
+        statement("create_run"), {"agent_id": "agent-l", "lane": "background", "trigger": "manual"}
+    ).fetchone()[0]
     conn.execute(statement("enqueue_run_delivery"), {"run_id": run_id})
-    gone = conn.execute(statement("create_run"), {
-        "agent_id": "agent-l", "lane": "interactive", "trigger": "interactive"}).fetchone()[0]
+    gone = conn.execute(
+        statement("create_run"),
+        {"agent_id": "agent-l", "lane": "interactive", "trigger": "interactive"},
+    ).fetchone()[0]
     conn.execute("update runlane.runs set state = 'canceled' where run_id = %s", (gone,))
     conn.execute(statement("enqueue_run_delivery"), {"run_id": gone})
     with psycopg.connect(db_dsn, autocommit=True) as wconn:
         worker = LegacyWorker(wconn, "old-2")
         worker.register()
         assert worker.deliver_one() and worker.deliver_one() and not worker.deliver_one()
-    assert conn.execute("select state, attempts from runlane.runs where run_id = %s",
-                        (run_id,)).fetchone() == ("succeeded", 1)
-    assert conn.execute("select state, attempts from runlane.runs where run_id = %s",
-                        (gone,)).fetchone() == ("canceled", 0), "dropped, never executed"
-    assert conn.execute("select count(*) from runlane.run_outputs where run_id = %s",
-                        (gone,)).fetchone()[0] == 0
+    assert conn.execute(
+        "select state, attempts from runlane.runs where run_id = %s", (run_id,)
+    ).fetchone() == ("succeeded", 1)
+    assert conn.execute(
+        "select state, attempts from runlane.runs where run_id = %s", (gone,)
+    ).fetchone() == ("canceled", 0), "dropped, never executed"
+    assert (
+        conn.execute(
+            "select count(*) from runlane.run_outputs where run_id = %s", (gone,)
+        ).fetchone()[0]
+        == 0
+    )
     assert conn.execute("select count(*) from runlane.run_jobs").fetchone()[0] == 0
 
 
@@ -83,16 +95,23 @@ TAKE_JOB = """
     from next_job where jobs.id = next_job.id
     returning jobs.id, jobs.payload
 """
-CREATE_RUN = ("select runlane.create_run(p_agent_id => %(agent_id)s::text, "
-              "p_trigger => %(trigger)s::text, p_prompt => %(prompt)s::text)")
+CREATE_RUN = (
+    "select runlane.create_run(p_agent_id => %(agent_id)s::text, "
+    "p_trigger => %(trigger)s::text, p_prompt => %(prompt)s::text)"
+)
 
 
 def test_a_job_delivered_scheduled_job_creates_its_run_through_create_run(conn):
     conn.execute("select runlane_test.agent('agent-j')")
     for _ in range(2):
-        conn.execute("insert into runlane.run_jobs (task, payload) values ('create_run', %s)",
-                     (json.dumps({"agent_id": "agent-j", "trigger": "scheduled",
-                                  "prompt": "Weekly report"}),))
+        conn.execute(
+            "insert into runlane.run_jobs (task, payload) values ('create_run', %s)",
+            (
+                json.dumps(
+                    {"agent_id": "agent-j", "trigger": "scheduled", "prompt": "Weekly report"}
+                ),
+            ),
+        )
     created = []
     while True:
         with conn.transaction():
@@ -102,14 +121,18 @@ def test_a_job_delivered_scheduled_job_creates_its_run_through_create_run(conn):
             created.append(conn.execute(CREATE_RUN, job[1]).fetchone()[0])
             conn.execute("delete from runlane.run_jobs where id = %s", (job[0],))
         conn.execute("select runlane.publish_run(%s)", (created[-1],))
-    rows = conn.execute("""
+    rows = conn.execute(
+        """
         select state, reason, lane, trigger, prompt, timer_routine from runlane.runs
-        where run_id = any(%s) order by run_id""", (created,)).fetchall()
+        where run_id = any(%s) order by run_id""",
+        (created,),
+    ).fetchall()
     assert rows == [
         ("queued", None, "background", "scheduled", "Weekly report", None),
         ("skipped", "already_running", "background", "scheduled", "Weekly report", None),
     ], "the direct dispatch path and its gates, never a legacy delivery"
     assert conn.execute("select count(*) from runlane.run_jobs").fetchone()[0] == 0
-    run_id, fence = conn.execute("select run_id, fence from runlane.claim_runs("
-                                 "'w', array['background'])").fetchone()
+    run_id, fence = conn.execute(
+        "select run_id, fence from runlane.claim_runs('w', array['background'])"
+    ).fetchone()
     assert run_id == created[0]

@@ -30,8 +30,9 @@ def outsider_dsn(conn, db_dsn):
     role = f"outsider_{uuid.uuid4().hex[:8]}"
     conn.execute(f'create role "{role}" login')
     yield make_conninfo(db_dsn, user=role)
-    conn.execute("select pg_terminate_backend(pid) from pg_stat_activity where usename = %s",
-                 (role,))
+    conn.execute(
+        "select pg_terminate_backend(pid) from pg_stat_activity where usename = %s", (role,)
+    )
     conn.execute(f'drop role "{role}"')
 
 
@@ -44,15 +45,19 @@ def test_squatting_the_old_advisory_keys_blocks_no_runlane_call(conn, db_dsn, ou
     conn.execute("select runlane_test.claimed_on_computer(%s)", (reaped,))
     conn.execute("select runlane_test.lease_expired(%s)", (reaped,))
     with psycopg.connect(outsider_dsn, autocommit=True) as squatter:
-        for key in ("runlane.thread:agent-s/thread-1", "runlane.agent:agent-s",
-                    "runlane.agent:agent-k"):
+        for key in (
+            "runlane.thread:agent-s/thread-1",
+            "runlane.agent:agent-s",
+            "runlane.agent:agent-k",
+        ):
             squatter.execute("select pg_advisory_lock(hashtextextended(%s, 0))", (key,))
         squatter.execute("select pg_advisory_lock(%s)", (OLD_MAINTENANCE_KEY,))
 
         # A hang would be a failure (57014), not a test that never ends.
         conn.execute("set statement_timeout = '20s'")
         _m, run_id, disposition = conn.execute(
-            "select * from runlane.submit_message('agent-s', 'thread-1', 'hello')").fetchone()
+            "select * from runlane.submit_message('agent-s', 'thread-1', 'hello')"
+        ).fetchone()
         assert disposition == "created"
         row = conn.execute("select state, lane from runlane.run_now('agent-s')").fetchone()
         assert row == ("queued", "background")
@@ -60,8 +65,9 @@ def test_squatting_the_old_advisory_keys_blocks_no_runlane_call(conn, db_dsn, ou
         assert events == ["routine.fired"]
         # runlane tick (one pass) leads although the old leader key is held.
         assert asyncio.run(one_pass(db_dsn)) is True
-        state = conn.execute("select state from runlane.runs where run_id = %s",
-                             (reaped,)).fetchone()[0]
+        state = conn.execute(
+            "select state from runlane.runs where run_id = %s", (reaped,)
+        ).fetchone()[0]
         assert state != "running", "the expired run was reaped"
 
 
@@ -79,8 +85,7 @@ OUTSIDER_ATTEMPTS = [
 
 
 @pytest.mark.parametrize("sql", OUTSIDER_ATTEMPTS)
-def test_a_login_without_a_runlane_grant_cannot_lock_or_take_runlane_rows(
-        conn, outsider_dsn, sql):
+def test_a_login_without_a_runlane_grant_cannot_lock_or_take_runlane_rows(conn, outsider_dsn, sql):
     conn.execute("select runlane_test.agent('agent-s')")
     with psycopg.connect(outsider_dsn) as outsider, pytest.raises(psycopg.Error) as info:
         outsider.execute(sql)  # in a transaction, as lock table needs
@@ -111,15 +116,20 @@ def _waits(db_dsn: str, sql: str, params: tuple, results: dict, name: str) -> No
 
 
 def test_a_call_waiting_on_a_lock_held_by_another_runlane_transaction_fails_with_55p03(
-        conn, db_dsn):
+    conn, db_dsn
+):
     conn.execute("select runlane_test.agent('agent-t')")
     conn.execute("select runlane_test.agent('agent-u')")
     run_id = conn.execute(
-        "select run_id from runlane.submit_message('agent-u', 'thread-9', 'x')").fetchone()[0]
+        "select run_id from runlane.submit_message('agent-u', 'thread-9', 'x')"
+    ).fetchone()[0]
     conn.execute("select runlane.lead_maintenance('holder', interval '1 minute')")
     # worker w-victim's receipt row for its chat lane (its first claim of a run creates it)
-    victim_claim = ("select * from runlane.claim_runs('w-victim', array['interactive'], 10, "
-                    "interval '60 seconds', gen_random_uuid(), true)", ())
+    victim_claim = (
+        "select * from runlane.claim_runs('w-victim', array['interactive'], 10, "
+        "interval '60 seconds', gen_random_uuid(), true)",
+        (),
+    )
     claimed = conn.execute(*victim_claim).fetchall()
     assert [row[0] for row in claimed] == [run_id]
     fence = claimed[0][1]
@@ -142,22 +152,29 @@ def test_a_call_waiting_on_a_lock_held_by_another_runlane_transaction_fails_with
         ("select runlane.lead_maintenance('holder', interval '1 minute')", ()),
     ]
     waiters: dict[str, tuple[str, tuple]] = {
-        "submit_message (thread)":
-            ("select * from runlane.submit_message('agent-t', 'thread-1', 'b')", ()),
-        "create_run (agent)":
-            ("select * from runlane.create_run('agent-t', 'manual', 'p', null)", ()),
-        "finish_run (run row)":
-            ("select runlane.finish_run(%s, %s, 'succeeded')", (run_id, fence)),
-        "lead_maintenance (lease row)":
-            ("select runlane.lead_maintenance('holder', interval '1 minute')", ()),
+        "submit_message (thread)": (
+            "select * from runlane.submit_message('agent-t', 'thread-1', 'b')",
+            (),
+        ),
+        "create_run (agent)": (
+            "select * from runlane.create_run('agent-t', 'manual', 'p', null)",
+            (),
+        ),
+        "finish_run (run row)": ("select runlane.finish_run(%s, %s, 'succeeded')", (run_id, fence)),
+        "lead_maintenance (lease row)": (
+            "select runlane.lead_maintenance('holder', interval '1 minute')",
+            (),
+        ),
         "claim_runs (the worker's receipt row)": victim_claim,
     }
     results: dict[str, psycopg.Error | None] = {}
     with psycopg.connect(db_dsn) as holder:  # one open transaction holds all four
         for sql, params in holds:
             holder.execute(sql, params)
-        threads = [threading.Thread(target=_waits, args=(db_dsn, sql, params, results, name))
-                   for name, (sql, params) in waiters.items()]
+        threads = [
+            threading.Thread(target=_waits, args=(db_dsn, sql, params, results, name))
+            for name, (sql, params) in waiters.items()
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -165,7 +182,8 @@ def test_a_call_waiting_on_a_lock_held_by_another_runlane_transaction_fails_with
         holder.rollback()
 
     assert {name: getattr(exc, "sqlstate", exc) for name, exc in results.items()} == {
-        name: "55P03" for name in waiters}
+        name: "55P03" for name in waiters
+    }
     # The held-up worker's lane tries its pass again (0.5 s later); once the holder is
     # gone its claim goes through (and takes the run the holder's claim gave back).
     assert [row[5] for row in conn.execute(*victim_claim).fetchall()] == ["agent-u"]
@@ -183,15 +201,22 @@ def test_nothing_is_written_by_a_call_that_timed_out(conn, db_dsn):
     results: dict[str, psycopg.Error | None] = {}
     with psycopg.connect(db_dsn) as holder:
         holder.execute("select * from runlane.submit_message('agent-t', 'thread-1', 'a')")
-        _waits(db_dsn, "select * from runlane.submit_message('agent-t', 'thread-1', 'b')", (),
-               results, "second")
+        _waits(
+            db_dsn,
+            "select * from runlane.submit_message('agent-t', 'thread-1', 'b')",
+            (),
+            results,
+            "second",
+        )
         holder.commit()
     assert results["second"].sqlstate == "55P03"
-    bodies = [b for (b,) in conn.execute(
-        "select body from runlane.messages where thread_id = 'thread-1' order by message_id")]
+    bodies = [
+        b
+        for (b,) in conn.execute(
+            "select body from runlane.messages where thread_id = 'thread-1' order by message_id"
+        )
+    ]
     assert bodies == ["a"]
-
-
 
 
 def test_every_public_function_that_may_wait_for_a_lock_bounds_the_wait(conn):

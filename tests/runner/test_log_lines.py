@@ -9,13 +9,23 @@ import json
 import subprocess
 import sys
 
-ROW = {"event": "run.finished", "run.id": 7, "run.lane": "interactive",
-       "run.total_ms": 12, "run.outcome": "succeeded"}
+ROW = {
+    "event": "run.finished",
+    "run.id": 7,
+    "run.lane": "interactive",
+    "run.total_ms": 12,
+    "run.outcome": "succeeded",
+}
 
 
 def lines_of(code: str) -> list[str]:
-    done = subprocess.run([sys.executable, "-c", "from runlane import log\n" + code],
-                          capture_output=True, text=True, timeout=60, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", "from runlane import log\n" + code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     return done.stdout.splitlines()
 
 
@@ -31,13 +41,20 @@ def test_a_timing_line_is_the_line_structlogs_chain_makes():
         "assert log._Timing.direct  # the line below skips the chain\n"
         f"log.timing('run.finished', {ROW!r}, **{{'run.fence': 3}})\n"
         "fields = {'run.fence': 3, **{k: v for k, v in %r.items() if k != 'event'}}\n"
-        "log.get().info('run.finished', **fields)\n" % ROW)
+        "log.get().info('run.finished', **fields)\n" % ROW
+    )
     assert without_time(direct) == without_time(chain)
     keys, fields = without_time(direct)
     assert keys[-3:] == ["level", "time", "message"]  # the chain's order
-    assert fields == {"run.fence": 3, "run.id": 7, "run.lane": "interactive",
-                      "run.total_ms": 12, "run.outcome": "succeeded",
-                      "level": "info", "message": "run.finished"}
+    assert fields == {
+        "run.fence": 3,
+        "run.id": 7,
+        "run.lane": "interactive",
+        "run.total_ms": 12,
+        "run.outcome": "succeeded",
+        "level": "info",
+        "message": "run.finished",
+    }
 
 
 def test_a_timing_line_follows_the_configured_level_and_format():
@@ -53,6 +70,5 @@ def test_a_timing_line_follows_the_configured_level_and_format():
 def test_a_bad_timing_row_still_logs_the_event_and_never_raises():
     (line,) = lines_of("log.configure('info')\nlog.timing('run.finished', None, **{'run.id': 9})\n")
     assert json.loads(line)["run.id"] == 9
-    (line,) = lines_of("log.configure('info')\n"
-                       "log.timing('run.finished', {'run.id': object()})\n")
+    (line,) = lines_of("log.configure('info')\nlog.timing('run.finished', {'run.id': object()})\n")
     assert json.loads(line)["message"] == "run.finished"  # the value as repr(), not a raise

@@ -36,14 +36,16 @@ def test_metrics_count_the_runs_this_worker_did(conn, workers):
     make_agent(conn, "agent-m1")
     make_agent(conn, "agent-m2")
     port = _free_port()
-    worker = workers("--lease", "5", "--metrics-port", str(port),
-                     lanes=("interactive", "background"))
+    worker = workers(
+        "--lease", "5", "--metrics-port", str(port), lanes=("interactive", "background")
+    )
     worker.wait_for("dispatch.ready")
-    chats = [submit(conn, "agent-m1", "thread-1", "first"),
-             submit(conn, "agent-m2", "thread-1", "second")]
+    chats = [
+        submit(conn, "agent-m1", "thread-1", "first"),
+        submit(conn, "agent-m2", "thread-1", "second"),
+    ]
     manual = conn.execute("select run_id from runlane.run_now('agent-m1')").fetchone()[0]
-    skipped = conn.execute(
-        "select state, reason from runlane.run_now('agent-m1')").fetchone()
+    skipped = conn.execute("select state, reason from runlane.run_now('agent-m1')").fetchone()
     assert skipped == ("skipped", "already_running")
     conn.execute("select runlane.publish_run(%s)", (manual,))
     for run_id in [*chats, manual]:
@@ -51,13 +53,15 @@ def test_metrics_count_the_runs_this_worker_did(conn, workers):
 
     def scraped() -> dict[str, float] | None:
         samples = _samples(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text)
-        ready = (samples.get('runlane_runs_finished_total{lane="background",outcome="succeeded"}')
-                 == 1 and samples.get('runlane_runs_skipped_total{reason="already_running"}')
-                 # a database snapshot taken after every run ended
-                 and samples.get('runlane_queue_depth{lane="interactive",state="running"}') == 0
-                 and samples.get('runlane_queue_depth{lane="background",state="running"}') == 0
-                 and samples.get('runlane_queue_depth{lane="interactive",state="due"}') == 0
-                 and samples.get('runlane_queue_depth{lane="background",state="due"}') == 0)
+        ready = (
+            samples.get('runlane_runs_finished_total{lane="background",outcome="succeeded"}') == 1
+            and samples.get('runlane_runs_skipped_total{reason="already_running"}')
+            # a database snapshot taken after every run ended
+            and samples.get('runlane_queue_depth{lane="interactive",state="running"}') == 0
+            and samples.get('runlane_queue_depth{lane="background",state="running"}') == 0
+            and samples.get('runlane_queue_depth{lane="interactive",state="due"}') == 0
+            and samples.get('runlane_queue_depth{lane="background",state="due"}') == 0
+        )
         return samples if ready else None
 
     samples = wait_until(scraped, what="metrics with the finished runs and the skip")
@@ -90,16 +94,20 @@ def worker_only_dsn(db_dsn, conn):
 def test_metrics_refresh_as_a_login_with_only_the_worker_role(conn, worker_only_dsn):
     """`--metrics-port` under least privilege: the database-wide values are read through
     functions granted to runlane_worker, never from the tables (42501 before)."""
-    with pytest.raises(psycopg.errors.InsufficientPrivilege), \
-            psycopg.connect(worker_only_dsn) as login:
+    with (
+        pytest.raises(psycopg.errors.InsufficientPrivilege),
+        psycopg.connect(worker_only_dsn) as login,
+    ):
         login.execute("select count(*) from runlane.run_events")
     make_agent(conn, "agent-lp")
     queued = conn.execute("select run_id from runlane.run_now('agent-lp')").fetchone()[0]
     assert conn.execute("select reason from runlane.run_now('agent-lp')").fetchone() == (
-        "already_running",)
+        "already_running",
+    )
     port = _free_port()
-    worker = WorkerProcess(worker_only_dsn, "--metrics-port", str(port),
-                           lanes=("interactive", "background"))
+    worker = WorkerProcess(
+        worker_only_dsn, "--metrics-port", str(port), lanes=("interactive", "background")
+    )
     try:
         worker.wait_for("dispatch.ready")
         conn.execute("select runlane.publish_run(%s)", (queued,))
@@ -107,10 +115,11 @@ def test_metrics_refresh_as_a_login_with_only_the_worker_role(conn, worker_only_
 
         def scraped() -> dict[str, float] | None:
             samples = _samples(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text)
-            ready = (samples.get('runlane_runs_skipped_total{reason="already_running"}') == 1
-                     and samples.get('runlane_queue_depth{lane="background",state="due"}') == 0
-                     and samples.get('runlane_queue_depth{lane="background",state="running"}')
-                     == 0)
+            ready = (
+                samples.get('runlane_runs_skipped_total{reason="already_running"}') == 1
+                and samples.get('runlane_queue_depth{lane="background",state="due"}') == 0
+                and samples.get('runlane_queue_depth{lane="background",state="running"}') == 0
+            )
             return samples if ready else None
 
         wait_until(scraped, what="the journal counters read as the worker login")

@@ -14,16 +14,23 @@ from runlane.migrate import MigrationError, migrate
 
 def schema_dump(dsn: str) -> str:
     from runlane.pgcluster import find_bindir
-    out = subprocess.run([str(find_bindir() / "pg_dump"), "--schema-only", "--schema=runlane",
-                          "--no-owner", dsn], check=True, capture_output=True, text=True)
+
+    out = subprocess.run(
+        [str(find_bindir() / "pg_dump"), "--schema-only", "--schema=runlane", "--no-owner", dsn],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     # pg_dump 15.14+ brackets its output with a random \\restrict key.
-    return "\n".join(line for line in out.stdout.splitlines()
-                     if not line.startswith(("\\restrict", "\\unrestrict")))
+    return "\n".join(
+        line
+        for line in out.stdout.splitlines()
+        if not line.startswith(("\\restrict", "\\unrestrict"))
+    )
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "runlane", *args],
-                          capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "runlane", *args], capture_output=True, text=True)
 
 
 def test_migrate_from_zero_applies_every_migration_in_order(empty_db_dsn):
@@ -32,8 +39,12 @@ def test_migrate_from_zero_applies_every_migration_in_order(empty_db_dsn):
     assert "applied 0001_queue_generation" in result.stdout
     assert result.stdout.index("0001") < result.stdout.index("0002") < result.stdout.index("0003")
     with psycopg.connect(empty_db_dsn) as conn:
-        versions = [v for (v,) in conn.execute(
-            "select version from runlane.schema_migrations order by version")]
+        versions = [
+            v
+            for (v,) in conn.execute(
+                "select version from runlane.schema_migrations order by version"
+            )
+        ]
     assert versions == [m.version for m in migrate_module.migrations()]
 
 
@@ -57,8 +68,9 @@ def test_staged_upgrade_ends_in_the_same_schema_as_from_zero(empty_db_dsn, db_ds
 def test_only_the_queue_generation_has_no_head_functions(empty_db_dsn):
     with psycopg.connect(empty_db_dsn) as conn:
         migrate(conn, to=1)
-        count = conn.execute("select count(*) from pg_proc "
-                             "where pronamespace = 'runlane'::regnamespace").fetchone()[0]
+        count = conn.execute(
+            "select count(*) from pg_proc where pronamespace = 'runlane'::regnamespace"
+        ).fetchone()[0]
     assert count == 0
 
 
@@ -70,8 +82,10 @@ def test_an_edited_migration_is_refused(empty_db_dsn, monkeypatch):
     def edited():
         found = original()
         first = found[0]
-        return [migrate_module.Migration(first.version, first.name, first.sql + "\n-- edit"),
-                *found[1:]]
+        return [
+            migrate_module.Migration(first.version, first.name, first.sql + "\n-- edit"),
+            *found[1:],
+        ]
 
     monkeypatch.setattr(migrate_module, "migrations", edited)
     with psycopg.connect(empty_db_dsn) as conn, pytest.raises(MigrationError, match="edited"):
@@ -89,8 +103,10 @@ def test_head_locks_and_leadership_work_in_the_expand_stage_before_0005(empty_db
     """HEAD functions run from `migrate --to 2` on (new workers of a rolling upgrade):
     without 0005's tables the thread lock and the leadership fall back to the advisory
     locks of old, and work."""
-    with psycopg.connect(empty_db_dsn, autocommit=True) as conn, \
-            psycopg.connect(empty_db_dsn, autocommit=True) as other:
+    with (
+        psycopg.connect(empty_db_dsn, autocommit=True) as conn,
+        psycopg.connect(empty_db_dsn, autocommit=True) as other,
+    ):
         migrate(conn, to=2)
         assert conn.execute("select to_regclass('runlane.leader')").fetchone()[0] is None
         with conn.transaction():

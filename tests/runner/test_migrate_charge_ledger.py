@@ -52,8 +52,14 @@ def test_existing_spend_is_carried_into_the_ledger(empty_db_dsn):
         rows = conn.execute(
             "select a.agent_id, c.attempt, c.amount from runlane.charges as c "
             "join runlane.runs as r using (run_id) join runlane.agents as a using (agent_id) "
-            "order by c.charge_id").fetchall()
-        assert rows == [("agent-m1", 1, Decimal("4.5")), ("agent-m2", 3, Decimal("2")),
-                        ("agent-m1", 1, Decimal("1")), ("agent-n", 1, Decimal("0.25"))]
-        assert conn.execute(
-            "select sum(amount) from runlane.charge_buckets").fetchone()[0] == Decimal("7.75")
+            "order by c.charge_id"
+        ).fetchall()
+        assert rows == [
+            ("agent-m1", 1, Decimal("4.5")),
+            ("agent-m2", 3, Decimal("2")),
+            ("agent-m1", 1, Decimal("1")),
+            ("agent-n", 1, Decimal("0.25")),
+        ]
+        assert conn.execute("select sum(amount) from runlane.charge_buckets").fetchone()[
+            0
+        ] == Decimal("7.75")

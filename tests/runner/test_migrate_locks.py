@@ -49,14 +49,14 @@ EXPECTED = {
     9: [("runlane.agents", SRE), ("runlane.messages", SRE), ("runlane.runs", SRE)],
     10: [("runlane.run_events", SHARE_UPDATE_EXCLUSIVE), ("runlane.runs", SHARE)],
     11: [("runlane.runs", SHARE)],
-    12: [("runlane.runs", AE)],   # CREATE INDEX (SHARE) then DROP INDEX runs_agent_idx
+    12: [("runlane.runs", AE)],  # CREATE INDEX (SHARE) then DROP INDEX runs_agent_idx
     13: [("runlane.runs", SHARE)],
-    14: [("runlane.runs", AE)],   # CREATE INDEX (SHARE) then DROP INDEX runs_running_idx
-    15: [("runlane.runs", AE)],   # DROP INDEX runs_lease_expiry_idx
-    16: [("runlane.messages", AE), ("runlane.runs", AE)],   # a key between them, DROP INDEX
-    17: [("runlane.runs", AE)],   # CREATE INDEX (SHARE) then DROP INDEX
-    18: [("runlane.runs", AE)],   # CREATE INDEX (SHARE) then DROP INDEX runs_claim_order_idx
-    19: [],   # a new table, filled from platform_settings (read, not locked)
+    14: [("runlane.runs", AE)],  # CREATE INDEX (SHARE) then DROP INDEX runs_running_idx
+    15: [("runlane.runs", AE)],  # DROP INDEX runs_lease_expiry_idx
+    16: [("runlane.messages", AE), ("runlane.runs", AE)],  # a key between them, DROP INDEX
+    17: [("runlane.runs", AE)],  # CREATE INDEX (SHARE) then DROP INDEX
+    18: [("runlane.runs", AE)],  # CREATE INDEX (SHARE) then DROP INDEX runs_claim_order_idx
+    19: [],  # a new table, filled from platform_settings (read, not locked)
     # COMMENT ON the superseded table; a foreign key to the organizations
     20: [("runlane.api_scopes", SHARE_UPDATE_EXCLUSIVE), ("runlane.platform_settings", SRE)],
 }
@@ -78,38 +78,57 @@ def test_every_released_migration_locks_what_it_touches_up_front(empty_db_dsn):
 
 def test_the_covering_mode_is_the_weakest_that_needs_no_upgrade():
     assert covering_mode({SHARE}) == SHARE
-    assert covering_mode({SHARE, ROW_EXCLUSIVE}) == SRE   # not SHARE: its writes would wait
+    assert covering_mode({SHARE, ROW_EXCLUSIVE}) == SRE  # not SHARE: its writes would wait
     assert covering_mode({SHARE, AE}) == AE
     assert covering_mode({ROW_EXCLUSIVE, SHARE_UPDATE_EXCLUSIVE}) == SHARE_UPDATE_EXCLUSIVE
 
 
-@pytest.mark.parametrize(("sql", "expected"), [
-    ("-- drop table runlane.x;\ncreate index if not exists i on runlane.runs (a);\n"
-     "/* alter table runlane.y */ drop index if exists runlane.i, runlane.j;",
-     {("table", "runs"): {SHARE}, ("index", "i"): {AE}, ("index", "j"): {AE}}),
-    ("alter table if exists only runlane.t add column c int references runlane.u (id);",
-     {("table", "t"): {AE}, ("table", "u"): {SRE}}),
-    ("lock table runlane.a, runlane.b; lock runlane.c in row exclusive mode;",
-     {("table", "a"): {AE}, ("table", "b"): {AE}, ("table", "c"): {ROW_EXCLUSIVE}}),
-    ("create function runlane.f() returns trigger language plpgsql as $f$ begin\n"
-     "  delete from runlane.x; return new; end $f$;\n"
-     "create trigger t before update on runlane.runs for each row execute function runlane.f();",
-     {("table", "runs"): {AE}}),
-    ("comment on table runlane.runs is 'drop table runlane.x; alter table runlane.y';",
-     {("table", "runs"): {SHARE_UPDATE_EXCLUSIVE}}),
-    ("do $d$ begin update runlane.runs set cost = 0; end $d$;",
-     {("table", "runs"): {ROW_EXCLUSIVE}}),
-])
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        (
+            "-- drop table runlane.x;\ncreate index if not exists i on runlane.runs (a);\n"
+            "/* alter table runlane.y */ drop index if exists runlane.i, runlane.j;",
+            {("table", "runs"): {SHARE}, ("index", "i"): {AE}, ("index", "j"): {AE}},
+        ),
+        (
+            "alter table if exists only runlane.t add column c int references runlane.u (id);",
+            {("table", "t"): {AE}, ("table", "u"): {SRE}},
+        ),
+        (
+            "lock table runlane.a, runlane.b; lock runlane.c in row exclusive mode;",
+            {("table", "a"): {AE}, ("table", "b"): {AE}, ("table", "c"): {ROW_EXCLUSIVE}},
+        ),
+        (
+            "create function runlane.f() returns trigger language plpgsql as $f$ begin\n"
+            "  delete from runlane.x; return new; end $f$;\n"
+            "create trigger t before update on runlane.runs "
+            "for each row execute function runlane.f();",
+            {("table", "runs"): {AE}},
+        ),
+        (
+            "comment on table runlane.runs is 'drop table runlane.x; alter table runlane.y';",
+            {("table", "runs"): {SHARE_UPDATE_EXCLUSIVE}},
+        ),
+        (
+            "do $d$ begin update runlane.runs set cost = 0; end $d$;",
+            {("table", "runs"): {ROW_EXCLUSIVE}},
+        ),
+    ],
+)
 def test_statement_forms_are_classified(sql, expected):
     assert migration_locks(sql) == expected
 
 
-@pytest.mark.parametrize("sql", [
-    "select runlane.rebuild_everything();",
-    "do $d$ begin execute 'alter table runlane.runs add column x int'; end $d$;",
-    "create index i on runs (a);",            # not schema-qualified
-    "reindex table runlane.runs;",
-])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "select runlane.rebuild_everything();",
+        "do $d$ begin execute 'alter table runlane.runs add column x int'; end $d$;",
+        "create index i on runs (a);",  # not schema-qualified
+        "reindex table runlane.runs;",
+    ],
+)
 def test_a_statement_it_cannot_classify_keeps_the_old_behaviour(sql):
     assert migration_locks(sql) is None
 
@@ -119,7 +138,7 @@ def test_a_held_lock_fails_after_lock_timeout_naming_table_and_holder(empty_db_d
         migrate(conn, to=11)
         with psycopg.connect(empty_db_dsn) as holder:
             holder.execute("set application_name = 'reader-of-runs'")
-            holder.execute("select count(*) from runlane.runs")   # ACCESS SHARE, left open
+            holder.execute("select count(*) from runlane.runs")  # ACCESS SHARE, left open
             with pytest.raises(MigrationError) as raised:
                 migrate(conn, lock_timeout=1.5)
             message = str(raised.value)
@@ -127,9 +146,13 @@ def test_a_held_lock_fails_after_lock_timeout_naming_table_and_holder(empty_db_d
             assert "runlane.runs in access exclusive mode" in message
             assert f"pid {holder.info.backend_pid}" in message
             assert "reader-of-runs" in message
-            applied = [v for (v,) in conn.execute(
-                "select version from runlane.schema_migrations order by version")]
-            assert applied == list(range(1, 12))   # nothing of 0012 committed
+            applied = [
+                v
+                for (v,) in conn.execute(
+                    "select version from runlane.schema_migrations order by version"
+                )
+            ]
+            assert applied == list(range(1, 12))  # nothing of 0012 committed
             holder.rollback()
         assert [m.version for m in migrate(conn)][0] == 12
 
@@ -137,19 +160,20 @@ def test_a_held_lock_fails_after_lock_timeout_naming_table_and_holder(empty_db_d
 def _migrate_in_background(dsn: str, outcome: dict, **kwargs) -> threading.Thread:
     """`migrate(**kwargs)` from a connection named 'migrator', in a started thread; the
     versions it applied land in outcome['applied'], an exception in outcome['error']."""
+
     def run() -> None:
         try:
             with psycopg.connect(dsn, application_name="migrator") as mconn:
                 outcome["applied"] = [m.version for m in migrate(mconn, **kwargs)]
         except Exception as exc:  # noqa: BLE001 - asserted by the caller
             outcome["error"] = exc
+
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return thread
 
 
-def test_a_transaction_that_read_runs_and_then_writes_it_does_not_deadlock_with_0012(
-        empty_db_dsn):
+def test_a_transaction_that_read_runs_and_then_writes_it_does_not_deadlock_with_0012(empty_db_dsn):
     """The lock-upgrade cycle, made deterministic: a worker-like transaction reads runs
     (ACCESS SHARE) and, while migrate waits for its lock on runs, writes runs (ROW
     EXCLUSIVE). A migrate holding SHARE (0012's CREATE INDEX) while waiting for ACCESS
@@ -159,15 +183,19 @@ def test_a_transaction_that_read_runs_and_then_writes_it_does_not_deadlock_with_
         migrate(conn, to=11)
     outcome: dict[str, object] = {}
 
-    with psycopg.connect(empty_db_dsn) as worker, \
-            psycopg.connect(empty_db_dsn, autocommit=True) as watcher:
+    with (
+        psycopg.connect(empty_db_dsn) as worker,
+        psycopg.connect(empty_db_dsn, autocommit=True) as watcher,
+    ):
         worker.execute("select count(*) from runlane.runs")
         thread = _migrate_in_background(empty_db_dsn, outcome, lock_timeout=30)
-        wait_until(lambda: watcher.execute("""
+        wait_until(
+            lambda: watcher.execute("""
             select 1 from pg_locks as l join pg_stat_activity as a on a.pid = l.pid
             where a.application_name = 'migrator' and not l.granted
               and l.relation = 'runlane.runs'::regclass""").fetchone(),
-            what="migrate to wait for its lock on runs")
+            what="migrate to wait for its lock on runs",
+        )
         worker.execute("update runlane.runs set cost = cost where false")
         worker.commit()
         thread.join(60)
@@ -199,7 +227,8 @@ def test_a_client_queued_behind_an_earlier_lock_is_not_the_deadlock_victim(empty
             """select 1 from pg_locks as l join pg_stat_activity as a on a.pid = l.pid
                where a.application_name = %s and not l.granted
                  and l.relation = %s::regclass""",
-            (application, table)).fetchone()
+            (application, table),
+        ).fetchone()
 
     def soon(predicate, what: str) -> None:
         # polled every 5 ms: the client must queue within migrate's first attempt (half of
@@ -209,18 +238,22 @@ def test_a_client_queued_behind_an_earlier_lock_is_not_the_deadlock_victim(empty
             assert time.monotonic() < deadline, f"timed out waiting for {what}"
             time.sleep(0.005)
 
-    with psycopg.connect(empty_db_dsn) as writer, \
-            psycopg.connect(empty_db_dsn, application_name="chat-client") as client, \
-            psycopg.connect(empty_db_dsn, autocommit=True) as watcher:
+    with (
+        psycopg.connect(empty_db_dsn) as writer,
+        psycopg.connect(empty_db_dsn, application_name="chat-client") as client,
+        psycopg.connect(empty_db_dsn, autocommit=True) as watcher,
+    ):
         writer.execute("lock table runlane.messages in row exclusive mode")
-        client.execute("select count(*) from runlane.runs")   # ACCESS SHARE, kept
+        client.execute("select count(*) from runlane.runs")  # ACCESS SHARE, kept
         thread = _migrate_in_background(empty_db_dsn, outcome, to=16, lock_timeout=30)
         soon(waiting("migrator", "runlane.messages"), "migrate to wait for messages")
         reader = threading.Thread(target=client_reads_messages, args=(client,), daemon=True)
         reader.start()
-        soon(waiting("chat-client", "runlane.messages"),
-             "the client to queue behind migrate on messages")
-        writer.commit()   # migrate takes messages and asks for runs, which the client holds
+        soon(
+            waiting("chat-client", "runlane.messages"),
+            "the client to queue behind migrate on messages",
+        )
+        writer.commit()  # migrate takes messages and asks for runs, which the client holds
         reader.join(30)
         assert outcome.get("client") == "read", outcome.get("client")
         client.commit()

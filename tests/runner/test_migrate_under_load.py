@@ -56,8 +56,9 @@ class Submitter(threading.Thread):
                 try:
                     message_id, run_id, _ = conn.execute(
                         "select * from runlane.submit_message(%s, %s, %s)",
-                        (agent, f"thread-{n % 6}", f"message {n} {MARKER}")).fetchone()
-                    if run_id is not None:   # a held message has no run yet
+                        (agent, f"thread-{n % 6}", f"message {n} {MARKER}"),
+                    ).fetchone()
+                    if run_id is not None:  # a held message has no run yet
                         conn.execute("select runlane.publish_run(%s)", (run_id,))
                     self.acknowledged.append(message_id)
                 except psycopg.Error as exc:
@@ -68,19 +69,23 @@ class Submitter(threading.Thread):
 
 def unfinished(dsn: str, message_ids: list[int]) -> list[tuple]:
     with psycopg.connect(dsn) as conn:
-        return conn.execute("""
+        return conn.execute(
+            """
             select m.message_id, r.state
             from runlane.messages as m
             left join runlane.runs as r on r.run_id = m.run_id
             where m.message_id = any(%s) and r.state is distinct from 'succeeded'
             order by m.message_id
-        """, (message_ids,)).fetchall()
+        """,
+            (message_ids,),
+        ).fetchall()
 
 
 def succeeded(dsn: str) -> int:
     with psycopg.connect(dsn) as conn:
         return conn.execute(
-            "select count(*) from runlane.runs where state = 'succeeded'").fetchone()[0]
+            "select count(*) from runlane.runs where state = 'succeeded'"
+        ).fetchone()[0]
 
 
 def test_migrate_applies_0012_under_a_live_write_load(empty_db_dsn):
@@ -91,8 +96,20 @@ def test_migrate_applies_0012_under_a_live_write_load(empty_db_dsn):
         submitter.start()
         wait_until(lambda: succeeded(empty_db_dsn) >= 30, what="the load to run")
         result = subprocess.run(
-            [sys.executable, "-m", "runlane", "migrate", "--dsn", empty_db_dsn,
-             "--lock-timeout", "20"], capture_output=True, text=True, timeout=120)
+            [
+                sys.executable,
+                "-m",
+                "runlane",
+                "migrate",
+                "--dsn",
+                empty_db_dsn,
+                "--lock-timeout",
+                "20",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         # the load goes on a little after the upgrade, against the new schema
         after = len(submitter.acknowledged)
         wait_until(lambda: len(submitter.acknowledged) >= after + 20, what="more submissions")
@@ -102,20 +119,30 @@ def test_migrate_applies_0012_under_a_live_write_load(empty_db_dsn):
         assert result.returncode == 0, result.stderr
         assert "applied 0012_dashboard_indexes" in result.stdout
         with psycopg.connect(empty_db_dsn) as conn:
-            versions = [v for (v,) in conn.execute(
-                "select version from runlane.schema_migrations order by version")]
-            indexes = {name for (name,) in conn.execute(
-                "select indexname from pg_indexes where schemaname = 'runlane' "
-                "and tablename = 'runs'")}
+            versions = [
+                v
+                for (v,) in conn.execute(
+                    "select version from runlane.schema_migrations order by version"
+                )
+            ]
+            indexes = {
+                name
+                for (name,) in conn.execute(
+                    "select indexname from pg_indexes where schemaname = 'runlane' "
+                    "and tablename = 'runs'"
+                )
+            }
         assert versions == [m.version for m in migrations()]
         # 0012's indexes, as later migrations left them (0017 replaced runs_agent_newest_idx).
         assert {"runs_unfinished_lane_idx", "runs_agent_history_idx"} <= indexes
         assert {"runs_agent_idx", "runs_agent_newest_idx"}.isdisjoint(indexes)
         assert submitter.errors == []
         assert len(submitter.acknowledged) > 50
-        wait_until(lambda: not unfinished(empty_db_dsn, submitter.acknowledged),
-                   what="every acknowledged message to end in a succeeded run")
-        assert all(w.proc.poll() is None for w in workers)   # none of them died under it
+        wait_until(
+            lambda: not unfinished(empty_db_dsn, submitter.acknowledged),
+            what="every acknowledged message to end in a succeeded run",
+        )
+        assert all(w.proc.poll() is None for w in workers)  # none of them died under it
     finally:
         submitter.stop.set()
         for worker in workers:

@@ -23,8 +23,11 @@ HISTORY = re.compile(
 
 
 def _tracked_text_files() -> list[Path]:
-    names = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True,
-                           capture_output=True).stdout.decode().split("\0")
+    names = (
+        subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True)
+        .stdout.decode()
+        .split("\0")
+    )
     files = []
     for name in names:
         if not name or name in EXEMPT_FILES or name.startswith(EXEMPT_PREFIXES):

@@ -29,7 +29,8 @@ CLIENT = Path(__file__).resolve().parents[2] / "clients" / "node"
 def node() -> str:
     path = shutil.which("node")
     assert path and (CLIENT / "node_modules" / "pg" / "package.json").exists(), (
-        "node or the pg package is missing: `make test` (or `make node-client`) installs them")
+        "node or the pg package is missing: `make test` (or `make node-client`) installs them"
+    )
     return path
 
 
@@ -48,21 +49,36 @@ def api_dsn(db_dsn, conn):
 
 
 def run_client(node: str, *args: str) -> tuple[int, list[dict], str]:
-    out = subprocess.run([node, str(CLIENT / "follow.js"), *args], capture_output=True,
-                         text=True, timeout=DEADLINE, cwd=CLIENT)
+    out = subprocess.run(
+        [node, str(CLIENT / "follow.js"), *args],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        cwd=CLIENT,
+    )
     return out.returncode, [json.loads(line) for line in out.stdout.splitlines()], out.stderr
 
 
 def database_outputs(conn, run_id: int) -> list[dict]:
     rows = conn.execute(
-        "select output_id, attempt, kind, body from runlane.outputs_since(%s, 0, 10000)",
-        (run_id,)).fetchall()
-    return [{"event": "output", "run_id": run_id, "output_id": oid, "attempt": attempt,
-             "kind": kind, "body": body} for oid, attempt, kind, body in rows]
+        "select output_id, attempt, kind, body from runlane.outputs_since(%s, 0, 10000)", (run_id,)
+    ).fetchall()
+    return [
+        {
+            "event": "output",
+            "run_id": run_id,
+            "output_id": oid,
+            "attempt": attempt,
+            "kind": kind,
+            "body": body,
+        }
+        for oid, attempt, kind, body in rows
+    ]
 
 
 def test_node_submits_streams_and_stops_at_the_end_of_a_retried_run(
-        node, conn, db_dsn, api_dsn, workers):
+    node, conn, db_dsn, api_dsn, workers
+):
     make_agent(conn, "agent-node")
     workers("--agent", "attempt_agent:agent", env={"ATTEMPT_AGENT_FAILS": "1"})
     code, lines, err = run_client(node, api_dsn, "agent-node", "thread-n", "hello from node")
@@ -70,27 +86,43 @@ def test_node_submits_streams_and_stops_at_the_end_of_a_retried_run(
     submitted, *streamed, end = lines
     assert submitted["event"] == "submitted" and submitted["disposition"] == "created"
     run_id = submitted["run_id"]
-    assert conn.execute("select body from runlane.messages where message_id = %s",
-                        (submitted["message_id"],)).fetchone()[0] == "hello from node"
+    assert (
+        conn.execute(
+            "select body from runlane.messages where message_id = %s", (submitted["message_id"],)
+        ).fetchone()[0]
+        == "hello from node"
+    )
 
     through = conn.execute("select runlane.superseded_through(%s)", (run_id,)).fetchone()[0]
     expected = database_outputs(conn, run_id)
     cut = next(i for i, o in enumerate(expected) if o["output_id"] > through)
     expected[cut:cut] = [{"event": "superseded", "run_id": run_id, "through": through}]
     assert streamed == expected  # every output once, in order, the marker after attempt 1's
-    assert [o["body"] for o in expected[cut + 1:]] == [
-        "[a2 part 0]", "[a2 part 1]", "[a2 part 2]", "[a2 reply]"]
+    assert [o["body"] for o in expected[cut + 1 :]] == [
+        "[a2 part 0]",
+        "[a2 part 1]",
+        "[a2 part 2]",
+        "[a2 reply]",
+    ]
 
-    status = conn.execute("select state, reason, attempt, last_output_id "
-                          "from runlane.run_status(%s)", (run_id,)).fetchone()
-    assert end == {"event": "end", "run_id": run_id, "state": status[0], "reason": status[1],
-                   "attempt": status[2], "last_output_id": status[3],
-                   "superseded_through": through}
+    status = conn.execute(
+        "select state, reason, attempt, last_output_id from runlane.run_status(%s)", (run_id,)
+    ).fetchone()
+    assert end == {
+        "event": "end",
+        "run_id": run_id,
+        "state": status[0],
+        "reason": status[1],
+        "attempt": status[2],
+        "last_output_id": status[3],
+        "superseded_through": through,
+    }
     assert status[:3] == ("succeeded", None, 2)
 
 
 def test_node_follows_a_failed_run_and_exits_like_runlane_follow(
-        node, conn, db_dsn, api_dsn, workers):
+    node, conn, db_dsn, api_dsn, workers
+):
     make_agent(conn, "agent-nf")
     run_id = submit(conn, "agent-nf", "thread-n", "fail for me", publish=False)
     conn.execute("update runlane.runs set max_attempts = 1 where run_id = %s", (run_id,))
@@ -102,14 +134,22 @@ def test_node_follows_a_failed_run_and_exits_like_runlane_follow(
     assert (lines[-1]["event"], lines[-1]["state"]) == ("end", "failed")
 
 
-def test_node_exits_like_runlane_follow_for_a_canceled_and_an_unknown_run(
-        node, conn, api_dsn):
+def test_node_exits_like_runlane_follow_for_a_canceled_and_an_unknown_run(node, conn, api_dsn):
     make_agent(conn, "agent-nc")
     run_id = submit(conn, "agent-nc", "thread-n", "never mind")
     conn.execute("select runlane.cancel_run(%s)", (run_id,))
     code, lines, err = run_client(node, api_dsn, "--run", str(run_id))
     assert code == FOLLOW_EXIT["canceled"] == 4, err
-    assert lines == [{"event": "end", "run_id": run_id, "state": "canceled", "reason": "canceled",
-                      "attempt": 0, "last_output_id": None, "superseded_through": 0}]
+    assert lines == [
+        {
+            "event": "end",
+            "run_id": run_id,
+            "state": "canceled",
+            "reason": "canceled",
+            "attempt": 0,
+            "last_output_id": None,
+            "superseded_through": 0,
+        }
+    ]
     code, lines, err = run_client(node, api_dsn, "--run", "987654")
     assert code == FOLLOW_EXIT["unknown"] == 6 and lines == [] and err.startswith("RL008")

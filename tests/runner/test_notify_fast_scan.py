@@ -86,12 +86,12 @@ def announced(listener: psycopg.Connection) -> list[str]:
 
 
 def test_a_worker_answers_chat_by_its_fast_scan_while_notifications_are_suppressed(
-        conn, listener, workers):
+    conn, listener, workers
+):
     make_agent(conn, "agent-f")
     conn.execute(USAGE.format("0.5"))  # runlane sends no notification from here on
     port = free_port()
-    worker = workers("--scan-interval", "3600", "--no-maintenance",
-                     "--metrics-port", str(port))
+    worker = workers("--scan-interval", "3600", "--no-maintenance", "--metrics-port", str(port))
     started = worker.wait_for("dispatch.fast_scan_started")
     assert started["level"] == "warning"
     assert started["notify.queue_usage"] == 0.5
@@ -119,8 +119,7 @@ def test_a_worker_answers_chat_by_its_fast_scan_while_notifications_are_suppress
     assert metrics(port)["runlane_dispatch_fast_scan"] == 0
 
 
-def test_a_warning_level_above_half_still_scans_fast_once_runlane_stops_notifying(
-        conn, workers):
+def test_a_warning_level_above_half_still_scans_fast_once_runlane_stops_notifying(conn, workers):
     conn.execute(USAGE.format("0.5"))
     worker = workers("--notify-queue-warn", "0.9", "--no-maintenance")
     started = worker.wait_for("dispatch.fast_scan_started")
@@ -128,7 +127,8 @@ def test_a_warning_level_above_half_still_scans_fast_once_runlane_stops_notifyin
 
 
 def test_a_stream_follower_pages_while_notifications_are_suppressed(
-        conn, db_dsn, listener, login, workers):
+    conn, db_dsn, listener, login, workers
+):
     make_agent(conn, "agent-s")
     api_login, api_dsn = login("runlane_api")
     conn.execute(USAGE.format("0.5"))
@@ -137,16 +137,22 @@ def test_a_stream_follower_pages_while_notifications_are_suppressed(
     async def follow() -> list[dict]:
         async with asyncio.timeout(worker_helpers.DEADLINE):
             async with contextlib.aclosing(
-                    runlane.stream(api_dsn, run_id, events=True, poll=3600)) as items:
+                runlane.stream(api_dsn, run_id, events=True, poll=3600)
+            ) as items:
                 return [item async for item in items]
 
     async def follow_while_it_runs() -> list[dict]:
         reading = asyncio.create_task(follow())
         # The follower has paged (found nothing) before any worker starts.
-        await asyncio.to_thread(wait_until, lambda: conn.execute(
-            "select count(*) from pg_stat_activity where usename = %s and state = 'idle' "
-            "and query ~ '(outputs_since|notify_queue_usage)'", (api_login,)).fetchone()[0],
-            what="the follower paged")
+        await asyncio.to_thread(
+            wait_until,
+            lambda: conn.execute(
+                "select count(*) from pg_stat_activity where usename = %s and state = 'idle' "
+                "and query ~ '(outputs_since|notify_queue_usage)'",
+                (api_login,),
+            ).fetchone()[0],
+            what="the follower paged",
+        )
         assert run_state(conn, run_id) == "queued"
         workers("--no-maintenance")
         return await reading
@@ -159,7 +165,8 @@ def test_a_stream_follower_pages_while_notifications_are_suppressed(
 
 
 def test_the_holders_are_named_by_the_function_and_in_the_leaders_warning(
-        conn, db_dsn, login, workers):
+    conn, db_dsn, login, workers
+):
     stranger, stranger_dsn = login()  # CONNECT only (PUBLIC's), no runlane grant
     _worker_login, worker_dsn = login("runlane_worker")
     application = "queue-filler"
@@ -171,8 +178,13 @@ def test_the_holders_are_named_by_the_function_and_in_the_leaders_warning(
         filler.execute("select 1")
         pid = filler.info.backend_pid
         with psycopg.connect(worker_dsn, autocommit=True, row_factory=dict_row) as w:
-            rows = wait_until(lambda: [r for r in w.execute(
-                "select * from runlane.notify_queue_holders(100)").fetchall()], what="rows")
+            rows = wait_until(
+                lambda: [
+                    r
+                    for r in w.execute("select * from runlane.notify_queue_holders(100)").fetchall()
+                ],
+                what="rows",
+            )
         mine = [r for r in rows if r["pid"] == pid]
         assert len(mine) == 1, rows
         held = mine[0]
@@ -181,23 +193,31 @@ def test_the_holders_are_named_by_the_function_and_in_the_leaders_warning(
         assert held["database"] == db_dsn.rsplit("/", 1)[1]
         assert held["state"] == "idle in transaction"
         assert held["xact_started"] is not None and held["xact_age_s"] >= 0
-        idle = [r["state"] is not None and r["state"].startswith("idle in transaction")
-                for r in rows]
+        idle = [
+            r["state"] is not None and r["state"].startswith("idle in transaction") for r in rows
+        ]
         assert idle == sorted(idle, reverse=True), "idle in transaction listed first"
         assert "query" not in held
 
         conn.execute(USAGE.format("0.3"))
-        leader = workers("--tick-interval", "0.2", "--leader-retry", "0.2",
-                         "--leader-ttl", "2")
-        warning = leader.wait_for("notify.queue_usage", where=lambda r: any(
-            h["pid"] == pid for h in r["notify.holders"]))
+        leader = workers("--tick-interval", "0.2", "--leader-retry", "0.2", "--leader-ttl", "2")
+        warning = leader.wait_for(
+            "notify.queue_usage", where=lambda r: any(h["pid"] == pid for h in r["notify.holders"])
+        )
         named = next(h for h in warning["notify.holders"] if h["pid"] == pid)
         assert named["login"] == stranger
         assert named["application"] == application
         assert named["state"] == "idle in transaction"
         assert named["xact_age_s"] >= 0
-        assert set(named) == {"pid", "login", "application", "database", "state",
-                              "wait_event", "xact_age_s"}
+        assert set(named) == {
+            "pid",
+            "login",
+            "application",
+            "database",
+            "state",
+            "wait_event",
+            "xact_age_s",
+        }
         # The worker names it too, when its lanes start scanning fast.
         started = leader.wait_for("dispatch.fast_scan_started")
         assert [h["login"] for h in started["notify.holders"] if h["pid"] == pid] == [stranger]

@@ -50,40 +50,50 @@ def chat(conn, agent: str, thread: str) -> int:
 
 def publish(conn) -> tuple[Callable[[], None], list]:
     run_id = chat(conn, "agent-n", "t1")
-    return (lambda: conn.execute("select runlane.publish_run(%s)", (run_id,)),
-            [("runlane_runs", {"run_id": run_id, "lane": "interactive"})])
+    return (
+        lambda: conn.execute("select runlane.publish_run(%s)", (run_id,)),
+        [("runlane_runs", {"run_id": run_id, "lane": "interactive"})],
+    )
 
 
 def release(conn):
     run_id = chat(conn, "agent-n", "t1")
     fence = one(conn, "select runlane_test.claimed(%s)", run_id)
-    return (lambda: conn.execute("select runlane.release_run(%s, %s)", (run_id, fence)),
-            [("runlane_runs", {"run_id": run_id, "lane": "interactive"})])
+    return (
+        lambda: conn.execute("select runlane.release_run(%s, %s)", (run_id, fence)),
+        [("runlane_runs", {"run_id": run_id, "lane": "interactive"})],
+    )
 
 
 def retry(conn):
     run_id = chat(conn, "agent-n", "t1")
     fence = one(conn, "select runlane_test.claimed(%s)", run_id)
-    return (lambda: conn.execute("select runlane.retry_run(%s, %s, 'oops', interval '0')",
-                                 (run_id, fence)),
-            [("runlane_runs", {"run_id": run_id, "lane": "interactive"})])
+    return (
+        lambda: conn.execute(
+            "select runlane.retry_run(%s, %s, 'oops', interval '0')", (run_id, fence)
+        ),
+        [("runlane_runs", {"run_id": run_id, "lane": "interactive"})],
+    )
 
 
 def reap(conn):
     run_id = chat(conn, "agent-n", "t1")
     conn.execute("select runlane_test.claimed(%s)", (run_id,))
     conn.execute("select runlane_test.lease_expired(%s)", (run_id,))
-    return (lambda: conn.execute("select * from runlane.reap_stale()"),
-            [("runlane_runs", {"run_id": run_id, "lane": "interactive"})])
+    return (
+        lambda: conn.execute("select * from runlane.reap_stale()"),
+        [("runlane_runs", {"run_id": run_id, "lane": "interactive"})],
+    )
 
 
 def finish_waking_computer_waiter(conn):
     first = chat(conn, "agent-c", "t1")
     waiter = chat(conn, "agent-c", "t2")  # same agent, so same computer
     fence = one(conn, "select runlane_test.claimed_on_computer(%s)", first)
-    return (lambda: conn.execute("select runlane.finish_run(%s, %s, 'succeeded')",
-                                 (first, fence)),
-            [("runlane_runs", {"run_id": waiter, "lane": "interactive"})])
+    return (
+        lambda: conn.execute("select runlane.finish_run(%s, %s, 'succeeded')", (first, fence)),
+        [("runlane_runs", {"run_id": waiter, "lane": "interactive"})],
+    )
 
 
 def held_messages(conn) -> tuple[int, int, int]:
@@ -107,16 +117,25 @@ class Expect:
 
 def finish_handing_held_messages_on(conn):
     run_id, fence, held = held_messages(conn)
-    return (lambda: conn.execute("select runlane.finish_run(%s, %s, 'succeeded')",
-                                 (run_id, fence)),
-            Expect(lambda: follow_up(conn, held)))
+    return (
+        lambda: conn.execute("select runlane.finish_run(%s, %s, 'succeeded')", (run_id, fence)),
+        Expect(lambda: follow_up(conn, held)),
+    )
 
 
 def finish_runs_batch(conn):
     run_id, fence, held = held_messages(conn)
-    params = {"run_ids": [run_id], "fences": [fence], "outcomes": ["succeeded"],
-              "errors": [None], "costs": [0], "counts": [1], "kinds": ["text"],
-              "bodies": ["reply"], "seqs": [None]}
+    params = {
+        "run_ids": [run_id],
+        "fences": [fence],
+        "outcomes": ["succeeded"],
+        "errors": [None],
+        "costs": [0],
+        "counts": [1],
+        "kinds": ["text"],
+        "bodies": ["reply"],
+        "seqs": [None],
+    }
 
     def act():
         rows = conn.execute(FINISH_RUNS, {k: pg_array(v) for k, v in params.items()}).fetchall()
@@ -124,8 +143,8 @@ def finish_runs_batch(conn):
 
     def expected():
         token = one(conn, "select runlane.stream_token(%s)", run_id)
-        return [("runlane_outputs", {"stream": token}),
-                *follow_up(conn, held)]
+        return [("runlane_outputs", {"stream": token}), *follow_up(conn, held)]
+
     return act, Expect(expected)
 
 
@@ -136,13 +155,23 @@ def append_output(conn):
     def expected():
         token = one(conn, "select runlane.stream_token(%s)", run_id)
         return [("runlane_outputs", {"stream": token})]
-    return (lambda: conn.execute("select runlane.append_output(%s, %s, 'text', 'x')",
-                                 (run_id, fence)),
-            Expect(expected))
+
+    return (
+        lambda: conn.execute("select runlane.append_output(%s, %s, 'text', 'x')", (run_id, fence)),
+        Expect(expected),
+    )
 
 
-SCENARIOS = [publish, release, retry, reap, finish_waking_computer_waiter,
-             finish_handing_held_messages_on, finish_runs_batch, append_output]
+SCENARIOS = [
+    publish,
+    release,
+    retry,
+    reap,
+    finish_waking_computer_waiter,
+    finish_handing_held_messages_on,
+    finish_runs_batch,
+    append_output,
+]
 
 
 def prepare(conn, listener, usage: str, scenario):
@@ -165,7 +194,8 @@ def test_under_half_full_every_notifying_write_announces(conn, listener, scenari
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.__name__)
 def test_from_half_full_every_notifying_write_commits_and_announces_nothing(
-        conn, listener, scenario):
+    conn, listener, scenario
+):
     act, expected = prepare(conn, listener, "0.5", scenario)
     act()  # committed (autocommit): the write stands
     want = expected.fn() if isinstance(expected, Expect) else expected
@@ -176,17 +206,23 @@ def test_from_half_full_every_notifying_write_commits_and_announces_nothing(
 def test_runlane_calls_pg_notify_only_through_the_guard(conn):
     """In the catalog (functions of every migration and function file, triggers
     included) and in the sources: only runlane._notify calls pg_notify."""
-    callers = [name for (name,) in conn.execute(
-        "select p.oid::regprocedure::text from pg_proc as p "
-        "where p.pronamespace = 'runlane'::regnamespace and p.prosrc ilike '%%pg_notify%%' "
-        "order by 1")]
+    callers = [
+        name
+        for (name,) in conn.execute(
+            "select p.oid::regprocedure::text from pg_proc as p "
+            "where p.pronamespace = 'runlane'::regnamespace and p.prosrc ilike '%%pg_notify%%' "
+            "order by 1"
+        )
+    ]
     assert callers == ["runlane._notify(text,text)"]
-    files = sorted(str(p.relative_to(SQL)) for p in SQL.rglob("*.sql")
-                   if "pg_notify(" in p.read_text())
+    files = sorted(
+        str(p.relative_to(SQL)) for p in SQL.rglob("*.sql") if "pg_notify(" in p.read_text()
+    )
     assert files == ["functions/notify/_notify.sql"]
 
 
 def test_the_guard_reads_the_real_queue(conn):
     """Unreplaced, the reading is the server's own (nothing queued here: 0)."""
     assert one(conn, "select runlane.notify_queue_usage()") == one(
-        conn, "select pg_notification_queue_usage()")
+        conn, "select pg_notification_queue_usage()"
+    )

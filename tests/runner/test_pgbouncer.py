@@ -52,8 +52,9 @@ def api_login(pg_cluster, template_db):
 
 @pytest.fixture(scope="module")
 def tx_bouncer(pg_cluster, api_login):
-    bouncer = Bouncer(pg_cluster.port, "transaction", [api_login, SUPERUSER],
-                      pool_size=POOL_SIZE).start()
+    bouncer = Bouncer(
+        pg_cluster.port, "transaction", [api_login, SUPERUSER], pool_size=POOL_SIZE
+    ).start()
     yield bouncer
     bouncer.stop()
 
@@ -81,8 +82,10 @@ def status(app: psycopg.Connection, run_id: int) -> dict:
 
 
 def wait_terminal(app: psycopg.Connection, run_id: int) -> dict:
-    return wait_until(lambda: (s := status(app, run_id))["state"] in TERMINAL and s,
-                      what=f"run {run_id} to finish")
+    return wait_until(
+        lambda: (s := status(app, run_id))["state"] in TERMINAL and s,
+        what=f"run {run_id} to finish",
+    )
 
 
 def page_outputs(app: psycopg.Connection, run_id: int, page: int) -> list[tuple[int, str]]:
@@ -91,7 +94,8 @@ def page_outputs(app: psycopg.Connection, run_id: int, page: int) -> list[tuple[
     while True:
         rows = app.execute(
             "select output_id, body from runlane.outputs_since(%s, %s, %s)",
-            (run_id, seen[-1][0] if seen else 0, page)).fetchall()
+            (run_id, seen[-1][0] if seen else 0, page),
+        ).fetchall()
         seen += rows
         if len(rows) < page:
             return seen
@@ -99,15 +103,25 @@ def page_outputs(app: psycopg.Connection, run_id: int, page: int) -> list[tuple[
 
 def start_direct_worker(workers) -> WorkerProcess:  # noqa: F811 - the fixture
     """A worker connected directly, woken by notifications alone (scan every hour)."""
-    worker = workers("--agent", "life_agent:agent", "--scan-interval", "3600",
-                     lanes=("interactive", "background"), env={"LIFE_AGENT_DELAY": "0.05"})
+    worker = workers(
+        "--agent",
+        "life_agent:agent",
+        "--scan-interval",
+        "3600",
+        lanes=("interactive", "background"),
+        env={"LIFE_AGENT_DELAY": "0.05"},
+    )
     worker.wait_for("worker.listen_proven")
     worker.wait_for("listener.listening")
     return worker
 
 
 def test_applications_submit_publish_and_read_through_transaction_pooling(
-        conn, db_dsn, tx_bouncer, workers):  # noqa: F811
+    conn,
+    db_dsn,
+    tx_bouncer,
+    workers,  # noqa: F811
+):
     make_agent(conn, "agent-b", "org-b")
     start_direct_worker(workers)
     apps = [app_connect(tx_bouncer, db_dsn) for _ in range(CLIENTS)]
@@ -124,10 +138,12 @@ def test_applications_submit_publish_and_read_through_transaction_pooling(
             for k in range(MESSAGES):
                 key = f"key-{i}-{k}"
                 args = ("agent-b", f"thread-{i}-{k}", f"hello {i} {k}", key)
-                first = app.execute("select * from runlane.submit_message(%s, %s, %s, %s)",
-                                    args).fetchone()
-                again = app.execute("select * from runlane.submit_message(%s, %s, %s, %s)",
-                                    args).fetchone()  # the application's retry
+                first = app.execute(
+                    "select * from runlane.submit_message(%s, %s, %s, %s)", args
+                ).fetchone()
+                again = app.execute(
+                    "select * from runlane.submit_message(%s, %s, %s, %s)", args
+                ).fetchone()  # the application's retry
                 app.execute("select runlane.publish_run(%s)", (first[1],))
                 backends[i].add(app.execute("select pg_backend_pid()").fetchone()[0])
                 runs.append((key, first, again))
@@ -156,18 +172,22 @@ def test_applications_submit_publish_and_read_through_transaction_pooling(
                 assert [body for _id, body in outputs] == [f"echo: hello {i} {k}"]
                 assert final["last_output_id"] == outputs[-1][0]
         # From the database: one message and one succeeded run per key, nothing twice.
-        assert conn.execute("select count(*), count(distinct run_id) from runlane.messages"
-                            ).fetchone() == (CLIENTS * MESSAGES, CLIENTS * MESSAGES)
-        assert conn.execute("select state, count(*) from runlane.runs group by state"
-                            ).fetchall() == [("succeeded", CLIENTS * MESSAGES)]
+        assert conn.execute(
+            "select count(*), count(distinct run_id) from runlane.messages"
+        ).fetchone() == (CLIENTS * MESSAGES, CLIENTS * MESSAGES)
+        assert conn.execute(
+            "select state, count(*) from runlane.runs group by state"
+        ).fetchall() == [("succeeded", CLIENTS * MESSAGES)]
 
         # Run now with its key, through the same pool; its retry returns the same run.
         app = apps[0]
         conn.execute("select runlane_test.agent('agent-r', 'org-b')")
-        first = app.execute("select run_id, state from runlane.run_now('agent-r', 'rn-1')"
-                            ).fetchone()
-        again = app.execute("select run_id, state from runlane.run_now('agent-r', 'rn-1')"
-                            ).fetchone()
+        first = app.execute(
+            "select run_id, state from runlane.run_now('agent-r', 'rn-1')"
+        ).fetchone()
+        again = app.execute(
+            "select run_id, state from runlane.run_now('agent-r', 'rn-1')"
+        ).fetchone()
         assert first == again and first[1] == "queued"
         app.execute("select runlane.publish_run(%s)", (first[0],))
         assert wait_terminal(app, first[0])["state"] == "succeeded"
@@ -186,29 +206,40 @@ def test_stop_and_paging_through_transaction_pooling(conn, db_dsn, tx_bouncer, w
         assert disposition == "created"
         other.execute("select runlane.publish_run(%s)", (run_id,))
         # The agent writes a chunk every 0.05 s until stopped: wait for a few of them.
-        wait_until(lambda: status(other, run_id)["state"] == "running"
-                   and len(page_outputs(app, run_id, 500)) >= 5, what="five chunks")
-        assert other.execute("select runlane.cancel_run(%s)", (run_id,)).fetchone()[0] \
-            == "running"
+        wait_until(
+            lambda: (
+                status(other, run_id)["state"] == "running"
+                and len(page_outputs(app, run_id, 500)) >= 5
+            ),
+            what="five chunks",
+        )
+        assert other.execute("select runlane.cancel_run(%s)", (run_id,)).fetchone()[0] == "running"
         final = wait_terminal(app, run_id)
         assert (final["state"], final["reason"]) == ("canceled", "canceled")
         pages_of_2 = page_outputs(app, run_id, 2)
         assert pages_of_2 == page_outputs(other, run_id, 500)
-        assert pages_of_2 == conn.execute(
-            "select output_id, body from runlane.run_outputs where run_id = %s "
-            "and kind = 'text' order by output_id", (run_id,)).fetchall()
+        assert (
+            pages_of_2
+            == conn.execute(
+                "select output_id, body from runlane.run_outputs where run_id = %s "
+                "and kind = 'text' order by output_id",
+                (run_id,),
+            ).fetchall()
+        )
         assert [body for _id, body in pages_of_2] == [f"<{n}>" for n in range(len(pages_of_2))]
         assert final["last_output_id"] == pages_of_2[-1][0]
 
 
 def test_prepared_statements_need_prepare_threshold_none_on_pgbouncer_1_18(
-        conn, db_dsn, tx_bouncer):
+    conn, db_dsn, tx_bouncer
+):
     """PgBouncer 1.18 (Debian bookworm) passes psycopg's named prepared statements to
     whichever server session runs the transaction: a second client's prepare of the same
     name fails (42P05), or an execute lands where it was never prepared (26000)."""
     make_agent(conn, "agent-p", "org-p")
-    run_id = conn.execute("select run_id from runlane.submit_message('agent-p', 't', 'x')"
-                          ).fetchone()[0]
+    run_id = conn.execute(
+        "select run_id from runlane.submit_message('agent-p', 't', 'x')"
+    ).fetchone()[0]
     # With prepare_threshold=None (the documented setting) any number of clients and
     # calls work: nothing is prepared on the server.
     plain = [app_connect(tx_bouncer, db_dsn) for _ in range(3)]
@@ -236,8 +267,9 @@ def test_prepared_statements_need_prepare_threshold_none_on_pgbouncer_1_18(
 
 def test_a_worker_behind_transaction_pooling_refuses_to_start(conn, db_dsn, tx_bouncer):
     make_agent(conn, "agent-t", "org-t")
-    run_id = conn.execute("select run_id from runlane.submit_message('agent-t', 't', 'x')"
-                          ).fetchone()[0]
+    run_id = conn.execute(
+        "select run_id from runlane.submit_message('agent-t', 't', 'x')"
+    ).fetchone()[0]
     worker = WorkerProcess(tx_bouncer.dsn(db_dsn))
     try:
         assert worker.wait_exit() == 2
@@ -246,17 +278,27 @@ def test_a_worker_behind_transaction_pooling_refuses_to_start(conn, db_dsn, tx_b
         assert stderr.startswith(
             f"error: LISTEN does not work on 127.0.0.1:{tx_bouncer.port}/{dbname}: a "
             "notification sent on a private channel did not reach the listening "
-            "connection within 10 s."), stderr
+            "connection within 10 s."
+        ), stderr
         assert "pool_mode = session" in stderr and "docs/operations.md#pgbouncer" in stderr
         assert "Traceback" not in stderr
-        assert [r["message"] for r in worker.events("worker.listen_refused")] \
-            == ["worker.listen_refused"]
+        assert [r["message"] for r in worker.events("worker.listen_refused")] == [
+            "worker.listen_refused"
+        ]
         assert worker.events("worker.started") == []
         # It refused before doing anything: never registered, nothing claimed.
-        assert conn.execute("select count(*) from runlane.workers where worker_id = %s",
-                            (worker.worker_id,)).fetchone()[0] == 0
-        assert conn.execute("select state from runlane.runs where run_id = %s",
-                            (run_id,)).fetchone()[0] == "queued"
+        assert (
+            conn.execute(
+                "select count(*) from runlane.workers where worker_id = %s", (worker.worker_id,)
+            ).fetchone()[0]
+            == 0
+        )
+        assert (
+            conn.execute("select state from runlane.runs where run_id = %s", (run_id,)).fetchone()[
+                0
+            ]
+            == "queued"
+        )
     finally:
         worker.close()
         worker.check_logs()
@@ -279,10 +321,12 @@ def test_a_stop_during_the_listen_check_ends_the_worker_cleanly(conn, db_dsn, tx
 
 
 def test_a_worker_behind_session_pooling_listens_and_runs_runs(
-        conn, db_dsn, tx_bouncer, session_bouncer):
+    conn, db_dsn, tx_bouncer, session_bouncer
+):
     make_agent(conn, "agent-w", "org-w")
-    worker = WorkerProcess(session_bouncer.dsn(db_dsn), "--agent", "life_agent:agent",
-                           "--scan-interval", "3600")
+    worker = WorkerProcess(
+        session_bouncer.dsn(db_dsn), "--agent", "life_agent:agent", "--scan-interval", "3600"
+    )
     try:
         worker.wait_for("worker.listen_proven")
         worker.wait_for("listener.listening")
@@ -291,7 +335,8 @@ def test_a_worker_behind_session_pooling_listens_and_runs_runs(
             for k in range(5):
                 run_id = app.execute(
                     "select run_id from runlane.submit_message('agent-w', %s, %s, %s)",
-                    (f"thread-{k}", f"hi {k}", f"k-{uuid.uuid4().hex}")).fetchone()[0]
+                    (f"thread-{k}", f"hi {k}", f"k-{uuid.uuid4().hex}"),
+                ).fetchone()[0]
                 app.execute("select runlane.publish_run(%s)", (run_id,))
                 runs.append(run_id)
             # Woken by notifications alone (its scan is an hour): LISTEN works here.
@@ -299,11 +344,17 @@ def test_a_worker_behind_session_pooling_listens_and_runs_runs(
                 assert wait_terminal(app, run_id)["state"] == "succeeded"
                 assert page_outputs(app, run_id, 500)[0][1] == f"echo: hi {k}"
         # The maintenance leader's lease (a row, not a session lock) works here too.
-        wait_until(lambda: conn.execute(
-            "select leader from runlane.leader where role = 'maintenance'").fetchone(),
-            what="a maintenance leader")
-        assert conn.execute("select leader from runlane.leader where role = 'maintenance'"
-                            ).fetchone()[0].startswith(f"runlane-worker:{worker.worker_id}/")
+        wait_until(
+            lambda: conn.execute(
+                "select leader from runlane.leader where role = 'maintenance'"
+            ).fetchone(),
+            what="a maintenance leader",
+        )
+        assert (
+            conn.execute("select leader from runlane.leader where role = 'maintenance'")
+            .fetchone()[0]
+            .startswith(f"runlane-worker:{worker.worker_id}/")
+        )
     finally:
         worker.close()
         worker.check_logs()
@@ -318,30 +369,61 @@ def test_a_scan_only_worker_runs_runs_behind_transaction_pooling(conn, db_dsn, t
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    worker = WorkerProcess(tx_bouncer.dsn(db_dsn), "--scan-only", "--scan-interval", "3600",
-                           "--tick-interval", "0.2", "--leader-retry", "0.2",
-                           "--leader-ttl", "2", "--metrics-port", str(port))
+    worker = WorkerProcess(
+        tx_bouncer.dsn(db_dsn),
+        "--scan-only",
+        "--scan-interval",
+        "3600",
+        "--tick-interval",
+        "0.2",
+        "--leader-retry",
+        "0.2",
+        "--leader-ttl",
+        "2",
+        "--metrics-port",
+        str(port),
+    )
     try:
         warned = worker.wait_for("worker.scan_only")
         assert warned["level"] == "warning"
         assert warned["dispatch.fast_scan_interval_s"] == 0.1
         worker.wait_for("dispatch.ready")
-        runs = [conn.execute("select run_id from runlane.submit_message('agent-s', %s, %s)",
-                             (f"thread-{k}", f"hi {k}")).fetchone()[0] for k in range(3)]
+        runs = [
+            conn.execute(
+                "select run_id from runlane.submit_message('agent-s', %s, %s)",
+                (f"thread-{k}", f"hi {k}"),
+            ).fetchone()[0]
+            for k in range(3)
+        ]
         for run_id in runs:
             conn.execute("select runlane.publish_run(%s)", (run_id,))
         for k, run_id in enumerate(runs):
-            wait_until(lambda r=run_id: conn.execute(
-                "select state from runlane.runs where run_id = %s", (r,)).fetchone()[0]
-                == "succeeded", what=f"run {run_id} answered")
-            assert conn.execute(
-                "select string_agg(body, '' order by output_id) from runlane.run_outputs "
-                "where run_id = %s and kind = 'text'", (run_id,)).fetchone()[0] == f"hi {k}"
+            wait_until(
+                lambda r=run_id: (
+                    conn.execute(
+                        "select state from runlane.runs where run_id = %s", (r,)
+                    ).fetchone()[0]
+                    == "succeeded"
+                ),
+                what=f"run {run_id} answered",
+            )
+            assert (
+                conn.execute(
+                    "select string_agg(body, '' order by output_id) from runlane.run_outputs "
+                    "where run_id = %s and kind = 'text'",
+                    (run_id,),
+                ).fetchone()[0]
+                == f"hi {k}"
+            )
         # Many scans and maintenance passes later, nothing failed on a lost statement.
         worker.wait_for("maintenance.leader_acquired")
-        for message in ("worker.listen_checking", "worker.listen_refused",
-                        "listener.listening", "dispatch.pass_failed",
-                        "maintenance.step_failed"):
+        for message in (
+            "worker.listen_checking",
+            "worker.listen_refused",
+            "listener.listening",
+            "dispatch.pass_failed",
+            "maintenance.step_failed",
+        ):
             assert worker.events(message) == [], message
         assert worker.proc.poll() is None
         shown = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text.splitlines()

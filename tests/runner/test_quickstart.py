@@ -43,9 +43,18 @@ def quickstart_blocks() -> list[tuple[bool, str]]:
 def test_the_quickstart_has_every_documented_step():
     """The steps the first screen must show, in the order a newcomer needs them."""
     text = "\n".join(block for _, block in quickstart_blocks())
-    steps = ["pip install", "runlane migrate", "runlane grant-login app --api",
-             "runlane grant-login worker --worker", "runlane.put_org(", "runlane.put_user(",
-             "runlane.put_agent(", "runlane worker ", "runlane submit ", "runlane follow "]
+    steps = [
+        "pip install",
+        "runlane migrate",
+        "runlane grant-login app --api",
+        "runlane grant-login worker --worker",
+        "runlane.put_org(",
+        "runlane.put_user(",
+        "runlane.put_agent(",
+        "runlane worker ",
+        "runlane submit ",
+        "runlane follow ",
+    ]
     positions = [text.find(step) for step in steps]
     assert -1 not in positions, dict(zip(steps, positions, strict=True))
     assert positions == sorted(positions)
@@ -56,8 +65,12 @@ def test_the_quickstart_has_every_documented_step():
 
 
 def test_the_install_line_installs_this_package():
-    installs = [line.split("#")[0].split() for _, block in quickstart_blocks()
-                for line in block.splitlines() if line.startswith("pip install")]
+    installs = [
+        line.split("#")[0].split()
+        for _, block in quickstart_blocks()
+        for line in block.splitlines()
+        if line.startswith("pip install")
+    ]
     assert installs == [["pip", "install", "."]]
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["name"] == "runlane"
@@ -96,8 +109,9 @@ def _stop_group(proc: subprocess.Popen) -> None:
 def fresh_db(pg_cluster):
     """An empty database (the quickstart migrates it) and no logins named app or worker."""
     with psycopg.connect(pg_cluster.dsn, autocommit=True) as admin:
-        taken = admin.execute("select rolname from pg_roles where rolname = any(%s)",
-                              (list(LOGINS),)).fetchall()
+        taken = admin.execute(
+            "select rolname from pg_roles where rolname = any(%s)", (list(LOGINS),)
+        ).fetchall()
         assert taken == [], f"the cluster already has {taken}: the quickstart creates them"
         dsn, janitor = new_database(pg_cluster, None)
         try:
@@ -112,12 +126,21 @@ def test_the_quickstart_streams_a_reply(pg_cluster, fresh_db, tmp_path):
     dbname = fresh_db.rsplit("/", 1)[1]
     worker_log = tmp_path / "worker.log"
     script = _script(quickstart_blocks(), f"127.0.0.1:{pg_cluster.port}/{dbname}", worker_log)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("RUNLANE_", "PG")) and k != "DATABASE_URL"}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("RUNLANE_", "PG")) and k != "DATABASE_URL"
+    }
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    proc = subprocess.Popen(["bash", "-c", script], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        ["bash", "-c", script],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         out, err = proc.communicate(timeout=120)
     finally:
@@ -129,13 +152,19 @@ def test_the_quickstart_streams_a_reply(pg_cluster, fresh_db, tmp_path):
     assert "Hello, runlane!" in out.split("message 1 created run 1", 1)[1], detail
     with psycopg.connect(fresh_db) as conn:
         state = conn.execute("select state from runlane.runs where run_id = 1").fetchone()[0]
-        body = conn.execute("select string_agg(body, '' order by output_id) "
-                            "from runlane.run_outputs where run_id = 1").fetchone()[0]
-        memberships = dict(conn.execute(
-            "select r.rolname, array_agg(g.rolname::text order by g.rolname) "
-            "from pg_auth_members as m join pg_roles as r on r.oid = m.member "
-            "join pg_roles as g on g.oid = m.roleid where r.rolname = any(%s) "
-            "group by r.rolname", (list(LOGINS),)).fetchall())
+        body = conn.execute(
+            "select string_agg(body, '' order by output_id) "
+            "from runlane.run_outputs where run_id = 1"
+        ).fetchone()[0]
+        memberships = dict(
+            conn.execute(
+                "select r.rolname, array_agg(g.rolname::text order by g.rolname) "
+                "from pg_auth_members as m join pg_roles as r on r.oid = m.member "
+                "join pg_roles as g on g.oid = m.roleid where r.rolname = any(%s) "
+                "group by r.rolname",
+                (list(LOGINS),),
+            ).fetchall()
+        )
     assert state == "succeeded"
     assert body == "Hello, runlane!"
     assert memberships == {"app": ["runlane_api"], "worker": ["runlane_worker"]}

@@ -20,8 +20,10 @@ if str(ROOT) not in sys.path:  # `soak` sits beside `tests`, outside the install
 from soak.reply_dropper import ReplyDropper  # noqa: E402
 
 # Named like the worker's statements (the dropper matches on the statement text).
-CLAIMISH = ("insert into soak_t (run_id) values (%(run_id)s::bigint) "
-            "returning run_id, 1 as fence, 1 as attempt -- runlane.claim_runs(")
+CLAIMISH = (
+    "insert into soak_t (run_id) values (%(run_id)s::bigint) "
+    "returning run_id, 1 as fence, 1 as attempt -- runlane.claim_runs("
+)
 
 
 @pytest.fixture
@@ -29,8 +31,10 @@ def proxied(db_dsn):
     parts = urlsplit(db_dsn)
     dropper = ReplyDropper(upstream_port=parts.port, lifetime=60)
     port = dropper.start()
-    dsn = (f"postgresql://{parts.username}@127.0.0.1:{port}{parts.path}"
-           "?sslmode=prefer&application_name=soak-test")
+    dsn = (
+        f"postgresql://{parts.username}@127.0.0.1:{port}{parts.path}"
+        "?sslmode=prefer&application_name=soak-test"
+    )
     with psycopg.connect(db_dsn, autocommit=True) as conn:
         conn.execute("create table soak_t (run_id bigint)")
     try:
@@ -58,13 +62,14 @@ def test_an_armed_reply_is_lost_after_commit(proxied):
     dropper, dsn, direct = proxied
     with psycopg.connect(dsn, autocommit=True, prepare_threshold=1) as conn:
         conn.execute(CLAIMISH, {"run_id": 1})
-        conn.execute(CLAIMISH, {"run_id": 2})   # now a prepared statement
+        conn.execute(CLAIMISH, {"run_id": 2})  # now a prepared statement
         dropper.arm("claim")
         with pytest.raises(psycopg.OperationalError):
             conn.execute(CLAIMISH, {"run_id": 42}).fetchone()
     assert _count(direct) == 3, "the statement whose reply was lost committed"
     assert [(d.kind, d.run_ids, d.fences, d.attempts, d.client) for d in dropper.drops] == [
-        ("claim", [42], [1], [1], "soak-test")]
+        ("claim", [42], [1], [1], "soak-test")
+    ]
     assert dropper.armed() == {}
 
 
@@ -72,8 +77,11 @@ def test_run_ids_come_from_the_bind_parameters_when_the_reply_has_none(proxied):
     dropper, dsn, direct = proxied
     dropper.arm("step")
     with psycopg.connect(dsn, autocommit=True) as conn, pytest.raises(psycopg.OperationalError):
-        conn.execute("select %s::bigint + %s::bigint "
-                     "-- runlane.save_checkpoint(p_run_id => $1, p_fence => $2)", (77, 3))
+        conn.execute(
+            "select %s::bigint + %s::bigint "
+            "-- runlane.save_checkpoint(p_run_id => $1, p_fence => $2)",
+            (77, 3),
+        )
     assert [(d.kind, d.run_ids, d.fences) for d in dropper.drops] == [("step", [77], [3])]
 
 
@@ -83,7 +91,7 @@ def test_a_failed_statement_is_forwarded_and_the_kind_stays_armed(proxied):
     with psycopg.connect(dsn, autocommit=True) as conn:
         with pytest.raises(psycopg.errors.DivisionByZero):
             conn.execute("select 1 / 0 -- runlane.claim_runs(")
-        assert conn.execute("select 5").fetchone() == (5,)   # connection still fine
+        assert conn.execute("select 5").fetchone() == (5,)  # connection still fine
     assert dropper.drops == []
     assert dropper.armed() == {"claim": 1}
 
@@ -92,7 +100,9 @@ def test_a_claim_that_claimed_nothing_is_forwarded_and_stays_armed(proxied):
     dropper, dsn, direct = proxied
     dropper.arm("claim")
     with psycopg.connect(dsn, autocommit=True) as conn:
-        assert conn.execute("select run_id from soak_t where false "
-                            "-- runlane.claim_runs(").fetchall() == []
+        assert (
+            conn.execute("select run_id from soak_t where false -- runlane.claim_runs(").fetchall()
+            == []
+        )
     assert dropper.drops == []
     assert dropper.armed() == {"claim": 1}

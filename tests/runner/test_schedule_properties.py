@@ -12,9 +12,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 ZONES = [
-    "UTC", "Europe/Berlin", "Europe/London", "America/New_York", "America/St_Johns",
-    "America/Santiago", "Australia/Lord_Howe", "Australia/Adelaide", "Asia/Kathmandu",
-    "Asia/Tehran", "Pacific/Chatham", "Pacific/Auckland",
+    "UTC",
+    "Europe/Berlin",
+    "Europe/London",
+    "America/New_York",
+    "America/St_Johns",
+    "America/Santiago",
+    "Australia/Lord_Howe",
+    "Australia/Adelaide",
+    "Asia/Kathmandu",
+    "Asia/Tehran",
+    "Pacific/Chatham",
+    "Pacific/Auckland",
 ]
 DAYS = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -23,7 +32,8 @@ END = datetime(2028, 12, 31, tzinfo=UTC)
 NEXT = "select runlane.next_slot(%(s)s::text, %(tz)s::text, %(t)s::timestamptz)"
 
 instants = st.integers(0, int((END - START).total_seconds())).map(
-    lambda s: START + timedelta(seconds=s))
+    lambda s: START + timedelta(seconds=s)
+)
 times = st.tuples(st.integers(0, 23), st.integers(0, 59))
 
 
@@ -51,8 +61,12 @@ def model_next(hh: int, mm: int, days: list[int] | None, zone: ZoneInfo, after: 
     raise AssertionError("no slot within ten days")
 
 
-PROPERTY_SETTINGS = settings(derandomize=True, max_examples=150, deadline=None,
-                             suppress_health_check=[HealthCheck.function_scoped_fixture])
+PROPERTY_SETTINGS = settings(
+    derandomize=True,
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 
 
 @PROPERTY_SETTINGS
@@ -71,17 +85,23 @@ def test_daily_slots_fire_once_per_local_day_at_an_existing_wall_time(conn, zone
     if exists(day, hh, mm, tz):
         assert (local.date(), local.hour, local.minute) == (day, hh, mm)
     else:
-        assert local.replace(tzinfo=None) > datetime(day.year, day.month, day.day, hh, mm), \
+        assert local.replace(tzinfo=None) > datetime(day.year, day.month, day.day, hh, mm), (
             "a nonexistent wall time fires after the gap, never inside it"
+        )
     # the slot is a real instant whose local rendering round-trips (not inside a gap)
     assert local.astimezone(UTC) == first
-    assert second.astimezone(tz).date() == day + timedelta(days=1), \
+    assert second.astimezone(tz).date() == day + timedelta(days=1), (
         "the next daily slot is on the next local day: exactly one slot per day"
+    )
 
 
 @PROPERTY_SETTINGS
-@given(zone=st.sampled_from(ZONES), at=times, after=instants,
-       days=st.sets(st.integers(1, 7), min_size=1, max_size=7))
+@given(
+    zone=st.sampled_from(ZONES),
+    at=times,
+    after=instants,
+    days=st.sets(st.integers(1, 7), min_size=1, max_size=7),
+)
 def test_weekly_slots_fall_on_the_chosen_local_days(conn, zone, at, after, days):
     hh, mm = at
     schedule = f"weekly on {','.join(DAYS[d - 1] for d in sorted(days))} at {hh:02d}:{mm:02d}"

@@ -26,7 +26,7 @@ ROLES = ("runlane_api", "runlane_worker")
 EVERY_CALL = {"42501"}
 UNREACHABLE = {
     ("cancel_run", "22023"): "_close_run_with refuses an unknown outcome; cancel_run passes "
-                             "'canceled'",
+    "'canceled'",
 }
 
 CATALOG = """
@@ -78,7 +78,7 @@ def _arguments(text: str) -> list[tuple[str, str, str | None]]:
         name, rest = arg.split(" ", 1)
         match = re.search(r"\s+default\s+", rest, re.I)
         if match:
-            args.append((name, rest[:match.start()].strip(), rest[match.end():].strip()))
+            args.append((name, rest[: match.start()].strip(), rest[match.end() :].strip()))
         else:
             args.append((name, rest.strip(), None))
     return args
@@ -89,14 +89,14 @@ def _signatures(block: str) -> list[tuple[str, str, str]]:
     found = []
     for match in re.finditer(r"runlane\.(\w+)\(", block):
         close = _closing(block, match.end() - 1)
-        after = re.match(r"\s*returns\s+", block[close + 1:], re.I)
+        after = re.match(r"\s*returns\s+", block[close + 1 :], re.I)
         assert after, f"no 'returns' after runlane.{match.group(1)}(…) in the reference"
         start = close + 1 + after.end()
         if block[start:].lower().startswith("table("):
             end = _closing(block, start + len("table")) + 1
         else:
             end = start + len(block[start:].split("\n", 1)[0])
-        found.append((match.group(1), block[match.end():close], block[start:end].strip()))
+        found.append((match.group(1), block[match.end() : close], block[start:end].strip()))
     return found
 
 
@@ -134,11 +134,13 @@ class Normalizer:
         if text.lower().startswith("setof "):
             return "setof " + self.type(text[6:])
         if text.lower().startswith("table("):
-            inner = text[text.index("(") + 1:text.rindex(")")]
-            return "table(" + ", ".join(f"{n} {self.type(t)}"
-                                        for n, t, _ in _arguments(inner)) + ")"
-        resolved = self.conn.execute("select format_type(to_regtype(%s), null)",
-                                     (text,)).fetchone()[0]
+            inner = text[text.index("(") + 1 : text.rindex(")")]
+            return (
+                "table(" + ", ".join(f"{n} {self.type(t)}" for n, t, _ in _arguments(inner)) + ")"
+            )
+        resolved = self.conn.execute(
+            "select format_type(to_regtype(%s), null)", (text,)
+        ).fetchone()[0]
         assert resolved is not None, f"unknown type {text!r}"
         return resolved
 
@@ -148,23 +150,30 @@ class Normalizer:
 
     def same_value(self, typ: str, documented: str, actual: str) -> bool:
         return self.conn.execute(
-            f"select ({documented})::{typ} is not distinct from ({actual})::{typ}").fetchone()[0]
+            f"select ({documented})::{typ} is not distinct from ({actual})::{typ}"
+        ).fetchone()[0]
 
 
 @pytest.fixture
 def catalog(conn):
-    return {Normalizer(conn).key(name, args): (name, args, result, api, worker)
-            for name, args, result, api, worker in conn.execute(CATALOG).fetchall()}
+    return {
+        Normalizer(conn).key(name, args): (name, args, result, api, worker)
+        for name, args, result, api, worker in conn.execute(CATALOG).fetchall()
+    }
 
 
 def _skeleton(name: str, args: str, result: str, api: bool, worker: bool) -> str:
     """A section to paste into the reference for an undocumented function."""
-    roles = " and ".join(f"`{role}`" for role, ok in zip(ROLES, (api, worker), strict=True)
-                         if ok) or "the schema owner only"
+    roles = (
+        " and ".join(f"`{role}`" for role, ok in zip(ROLES, (api, worker), strict=True) if ok)
+        or "the schema owner only"
+    )
     args = re.sub(r" DEFAULT ", " default ", args)
     result = re.sub(r"^TABLE\(", "table(", re.sub(r"^SETOF ", "setof ", result))
-    return (f"#### {name}\n\n```sql\nrunlane.{name}({args})\n    returns {result}\n```\n\n"
-            f"What it guarantees.\n\n**Role:** {roles}. **Errors:** the codes it raises.\n")
+    return (
+        f"#### {name}\n\n```sql\nrunlane.{name}({args})\n    returns {result}\n```\n\n"
+        f"What it guarantees.\n\n**Role:** {roles}. **Errors:** the codes it raises.\n"
+    )
 
 
 def test_every_public_function_is_documented_and_nothing_else(conn, catalog):
@@ -173,7 +182,8 @@ def test_every_public_function_is_documented_and_nothing_else(conn, catalog):
     assert len(documented) == len(set(documented)), "an overload is documented twice"
     missing = sorted(set(catalog) - set(documented))
     assert missing == [], "public functions missing from docs/sql-reference.md; a start:\n\n" + (
-        "\n".join(_skeleton(*catalog[key]) for key in missing))
+        "\n".join(_skeleton(*catalog[key]) for key in missing)
+    )
     assert sorted(set(documented) - set(catalog)) == [], "documented functions not in the db"
 
 
@@ -217,8 +227,11 @@ def test_each_section_names_the_roles_that_may_execute_it(catalog):
     for name, _args, _result, api, worker in catalog.values():
         granted = {role for role, ok in zip(ROLES, (api, worker), strict=True) if ok}
         line = _role_line(sections[name]) if name in sections else ""
-        named = {role for role in ROLES if re.search(rf"`{role}`", line)
-                 and not re.search(rf"(neither|nor) `{role}`", line)}
+        named = {
+            role
+            for role in ROLES
+            if re.search(rf"`{role}`", line) and not re.search(rf"(neither|nor) `{role}`", line)
+        }
         if named != granted:
             wrong[name] = {"documented": sorted(named), "granted": sorted(granted)}
     assert wrong == {}
@@ -240,8 +253,11 @@ def _raised_codes() -> dict[str, set[str]]:
         return codes
 
     # XX000 marks an internal invariant (a bug), never an answer to a caller.
-    return {name: closure(name, {name}) - {"XX000"}
-            for name in files if not name.startswith(("_", "tg_"))}
+    return {
+        name: closure(name, {name}) - {"XX000"}
+        for name in files
+        if not name.startswith(("_", "tg_"))
+    }
 
 
 def test_each_section_lists_the_errors_its_function_raises(catalog):
@@ -254,8 +270,9 @@ def test_each_section_lists_the_errors_its_function_raises(catalog):
         if name not in sections:
             continue  # reported by the first test (when the function exists)
         errors = _errors(sections[name])
-        absent = sorted(code for code in codes if f"`{code}`" not in errors
-                        and (name, code) not in UNREACHABLE)
+        absent = sorted(
+            code for code in codes if f"`{code}`" not in errors and (name, code) not in UNREACHABLE
+        )
         if absent:
             missing[name] = absent
     assert missing == {}

@@ -18,9 +18,11 @@ SUBMITTERS = 10
 MESSAGES_EACH = 30
 THREADS = ("thread-1", "thread-2")
 
-SUBMIT = ("select message_id, run_id, disposition "
-          "from runlane.submit_message(p_agent_id => %(a)s::text, p_thread_id => %(t)s::text, "
-          "p_body => %(b)s::text)")
+SUBMIT = (
+    "select message_id, run_id, disposition "
+    "from runlane.submit_message(p_agent_id => %(a)s::text, p_thread_id => %(t)s::text, "
+    "p_body => %(b)s::text)"
+)
 PUBLISH = "select runlane.publish_run(p_run_id => %(r)s::bigint)"
 UNFINISHED_PER_THREAD = """
     select coalesce(max(n), 0) from (
@@ -40,6 +42,7 @@ def _run_threads(targets):
                 fn()
             except BaseException as exc:  # reported by the main thread
                 errors.append(exc)
+
         return run
 
     threads = [threading.Thread(target=guard(t)) for t in targets]
@@ -54,12 +57,14 @@ def _submitter(dsn, barrier, number, results):
             barrier.wait()
             for i in range(MESSAGES_EACH):
                 thread = THREADS[(number + i) % len(THREADS)]
-                row = conn.execute(SUBMIT, {"a": "agent-a", "t": thread,
-                                            "b": f"message {number}-{i}"}).fetchone()
+                row = conn.execute(
+                    SUBMIT, {"a": "agent-a", "t": thread, "b": f"message {number}-{i}"}
+                ).fetchone()
                 results.append((thread, *row))
                 if row[1] is not None:
                     # Publish in its own transaction after the commit, as callers must.
                     conn.execute(PUBLISH, {"r": row[1]})
+
     return run
 
 
@@ -73,7 +78,8 @@ def test_concurrent_submissions_create_one_run_per_thread(db_dsn, conn, agent):
     barrier = threading.Barrier(SUBMITTERS)
     results: list[tuple] = []
     threads, errors = _run_threads(
-        [_submitter(db_dsn, barrier, n, results) for n in range(SUBMITTERS)])
+        [_submitter(db_dsn, barrier, n, results) for n in range(SUBMITTERS)]
+    )
     for t in threads:
         t.join()
     assert errors == []
@@ -82,19 +88,25 @@ def test_concurrent_submissions_create_one_run_per_thread(db_dsn, conn, agent):
     assert len(results) == total
     # With no worker running, each thread has exactly one run: one created, rest steering.
     dispositions = Counter((thread, d) for thread, _m, _r, d in results)
-    assert dispositions == Counter({(t, "created"): 1 for t in THREADS}
-                                   | {(t, "steering"): total // len(THREADS) - 1 for t in THREADS})
+    assert dispositions == Counter(
+        {(t, "created"): 1 for t in THREADS}
+        | {(t, "steering"): total // len(THREADS) - 1 for t in THREADS}
+    )
     runs = conn.execute(
         "select thread_id, run_id, source_message_id from runlane.runs "
-        "where agent_id = 'agent-a' and lane = 'interactive' and state = 'queued'").fetchall()
+        "where agent_id = 'agent-a' and lane = 'interactive' and state = 'queued'"
+    ).fetchall()
     assert sorted(r[0] for r in runs) == sorted(THREADS)
     run_of_thread = {thread: run_id for thread, run_id, _ in runs}
     created = {thread: m for thread, m, _r, d in results if d == "created"}
     for thread, _run_id, source in runs:
         assert source == created[thread], "the created message is the run's source"
     # Every message stored, attached to its thread's run, none lost.
-    stored = dict(conn.execute(
-        "select message_id, run_id from runlane.messages where agent_id = 'agent-a'").fetchall())
+    stored = dict(
+        conn.execute(
+            "select message_id, run_id from runlane.messages where agent_id = 'agent-a'"
+        ).fetchall()
+    )
     assert len(stored) == total
     for thread, message_id, run_id, _d in results:
         assert run_id == run_of_thread[thread]
@@ -129,22 +141,25 @@ def test_submissions_while_workers_claim_steer_and_finish(db_dsn, conn, agent):
                     claimed = wconn.execute(
                         "select run_id, fence from runlane.claim_runs(p_worker => %(w)s::text, "
                         "p_lanes => array['interactive']::text[], p_limit => 2)",
-                        {"w": name}).fetchall()
+                        {"w": name},
+                    ).fetchall()
                     for run_id, fence in claimed:
-                        wconn.execute("select * from runlane.run_messages(%s, %s)",
-                                      (run_id, fence))
+                        wconn.execute("select * from runlane.run_messages(%s, %s)", (run_id, fence))
                         for (message_id,) in wconn.execute(
-                                "select message_id from runlane.take_steering(%s, %s)",
-                                (run_id, fence)).fetchall():
+                            "select message_id from runlane.take_steering(%s, %s)", (run_id, fence)
+                        ).fetchall():
                             taken.append((run_id, message_id))
-                        wconn.execute("select runlane.append_output(%s, %s, 'text', 'ok')",
-                                      (run_id, fence))
-                        wconn.execute("select runlane.finish_run(%s, %s, 'succeeded')",
-                                      (run_id, fence))
+                        wconn.execute(
+                            "select runlane.append_output(%s, %s, 'text', 'ok')", (run_id, fence)
+                        )
+                        wconn.execute(
+                            "select runlane.finish_run(%s, %s, 'succeeded')", (run_id, fence)
+                        )
                     if claimed or not submitting_done.is_set():
                         idle_after_done = 0
                     else:
                         idle_after_done += 1
+
         return run
 
     targets = [_submitter(db_dsn, barrier, n, results) for n in range(SUBMITTERS)]
@@ -166,7 +181,8 @@ def test_submissions_while_workers_claim_steer_and_finish(db_dsn, conn, agent):
     messages = conn.execute(
         "select m.message_id, m.thread_id, m.run_id, r.thread_id, r.state "
         "from runlane.messages as m left join runlane.runs as r using (run_id) "
-        "where m.agent_id = 'agent-a'").fetchall()
+        "where m.agent_id = 'agent-a'"
+    ).fetchall()
     assert len(messages) == total, "no message lost"
     assert {m[0] for m in messages} == {r[1] for r in results}
     held = [m for m in messages if m[2] is None]
@@ -184,13 +200,15 @@ def test_submissions_while_workers_claim_steer_and_finish(db_dsn, conn, agent):
 
     # Each run's source is one of its own messages, the earliest one (created or held).
     for run_id, source, earliest in conn.execute(
-            "select r.run_id, r.source_message_id, min(m.message_id) "
-            "from runlane.runs as r join runlane.messages as m using (run_id) "
-            "where r.agent_id = 'agent-a' group by r.run_id, r.source_message_id").fetchall():
+        "select r.run_id, r.source_message_id, min(m.message_id) "
+        "from runlane.runs as r join runlane.messages as m using (run_id) "
+        "where r.agent_id = 'agent-a' group by r.run_id, r.source_message_id"
+    ).fetchall():
         assert source == earliest, f"run {run_id} counts from its earliest message"
     (orphans,) = conn.execute(
         "select count(*) from runlane.runs as r where r.agent_id = 'agent-a' and not exists "
-        "(select 1 from runlane.messages as m where m.run_id = r.run_id)").fetchone()
+        "(select 1 from runlane.messages as m where m.run_id = r.run_id)"
+    ).fetchone()
     assert orphans == 0, "every run answers at least one message"
 
 
@@ -201,7 +219,8 @@ def test_submit_during_a_claim_in_progress(db_dsn, conn, agent, claim_commits, e
     it rolls back, the message steers the still-queued run. Never attached behind the
     back of a run that has started."""
     (run_id,) = conn.execute(
-        "select run_id from runlane.submit_message('agent-a', 'thread-1', 'first')").fetchone()
+        "select run_id from runlane.submit_message('agent-a', 'thread-1', 'first')"
+    ).fetchone()
     outcome: list[tuple] = []
     with psycopg.connect(db_dsn) as claimer:
         claimer.execute("select 1 from runlane.runs where run_id = %s for update", (run_id,))
@@ -216,8 +235,9 @@ def test_submit_during_a_claim_in_progress(db_dsn, conn, agent, claim_commits, e
     assert errors == []
     ((_message_id, message_run, disposition),) = outcome
     assert disposition == expected
-    (state,) = conn.execute("select state from runlane.runs where run_id = %s",
-                            (run_id,)).fetchone()
+    (state,) = conn.execute(
+        "select state from runlane.runs where run_id = %s", (run_id,)
+    ).fetchone()
     assert state == ("running" if claim_commits else "queued")
     assert message_run == (None if claim_commits else run_id)
     (unfinished,) = conn.execute(UNFINISHED_PER_THREAD).fetchone()
@@ -226,5 +246,6 @@ def test_submit_during_a_claim_in_progress(db_dsn, conn, agent, claim_commits, e
 
 def _submit_once(dsn):
     with psycopg.connect(dsn, autocommit=True) as conn:
-        return conn.execute(SUBMIT, {"a": "agent-a", "t": "thread-1", "b": "during claim"}
-                            ).fetchone()
+        return conn.execute(
+            SUBMIT, {"a": "agent-a", "t": "thread-1", "b": "during claim"}
+        ).fetchone()

@@ -30,10 +30,14 @@ def tenant(conn, db_dsn):
     """A login scoped to org-a, with org-a (agents a1, a2) and org-b (agent b1) in place."""
     name = f"held_{uuid.uuid4().hex[:10]}"
     conn.execute("select runlane_test.org('org-a'), runlane_test.org('org-b')")
-    conn.execute("select runlane_test.owner('owner-a', 'org-a'), "
-                 "runlane_test.owner('owner-b', 'org-b')")
-    for agent, org, owner in (("agent-a1", "org-a", "owner-a"), ("agent-a2", "org-a", "owner-a"),
-                              ("agent-b1", "org-b", "owner-b")):
+    conn.execute(
+        "select runlane_test.owner('owner-a', 'org-a'), runlane_test.owner('owner-b', 'org-b')"
+    )
+    for agent, org, owner in (
+        ("agent-a1", "org-a", "owner-a"),
+        ("agent-a2", "org-a", "owner-a"),
+        ("agent-b1", "org-b", "owner-b"),
+    ):
         conn.execute("select runlane_test.agent(%s, %s, null, %s)", (agent, org, owner))
     conn.execute(f'create role "{name}" login')
     conn.execute(f'grant runlane_api to "{name}"')
@@ -55,8 +59,9 @@ def test_other_organizations_write_while_a_tenant_holds_a_patch_open(conn, tenan
     try:
         conn.execute("set statement_timeout = '1500ms'")
         b = conn.execute("select (runlane.run_now('agent-b1')).state").fetchone()[0]
-        message = conn.execute("select disposition from "
-                               "runlane.submit_message('agent-b1', 't-b', 'hello')").fetchone()[0]
+        message = conn.execute(
+            "select disposition from runlane.submit_message('agent-b1', 't-b', 'hello')"
+        ).fetchone()[0]
         assert (b, message) == ("queued", "created")
         # the held organization's other agents take new runs too: a run's foreign key to its
         # organization takes a key-share lock, which a patch's lock never blocks
@@ -70,24 +75,32 @@ def test_other_organizations_write_while_a_tenant_holds_a_patch_open(conn, tenan
 def test_the_tick_fires_every_other_agent_while_a_tenant_holds_its_agent(conn, tenant):
     due = datetime.now(UTC) - timedelta(minutes=1)
     for agent in ("agent-a1", "agent-a2", "agent-b1"):
-        conn.execute("update runlane.agents set schedule = 'every hour' where agent_id = %s",
-                     (agent,))
+        conn.execute(
+            "update runlane.agents set schedule = 'every hour' where agent_id = %s", (agent,)
+        )
         conn.execute("select runlane_test.due(%s, %s)", (agent, due))
     held = _held(tenant, PATCHES["put_agent"])  # holds agent-a1 and org-a's settings row
     held.execute(PATCHES["put_org"])
     try:
         conn.execute("set statement_timeout = '1500ms'")
-        fired = {r[0] for r in conn.execute(
-            "select agent_id from runlane.tick() where event = 'routine.fired'")}
+        fired = {
+            r[0]
+            for r in conn.execute(
+                "select agent_id from runlane.tick() where event = 'routine.fired'"
+            )
+        }
         # agent-a1 is skipped (its row is busy) and stays due for the next tick
         assert fired == {"agent-a2", "agent-b1"}
-        still_due = conn.execute("select next_run_at <= now() from runlane.agents "
-                                 "where agent_id = 'agent-a1'").fetchone()[0]
+        still_due = conn.execute(
+            "select next_run_at <= now() from runlane.agents where agent_id = 'agent-a1'"
+        ).fetchone()[0]
         assert still_due
     finally:
         held.rollback()
         held.close()
     conn.execute("reset statement_timeout")
-    fired_later = [r[0] for r in conn.execute(
-        "select agent_id from runlane.tick() where event = 'routine.fired'")]
+    fired_later = [
+        r[0]
+        for r in conn.execute("select agent_id from runlane.tick() where event = 'routine.fired'")
+    ]
     assert fired_later == ["agent-a1"]

@@ -38,18 +38,22 @@ def legacy(conn, name: str, **params):
 
 
 def queued_run(conn, agent_id: str = "agent-c", wake_at: str = "null") -> int:
-    return conn.execute(f"""
+    return conn.execute(
+        f"""
         insert into runlane.runs (org_id, agent_id, lane, trigger, thread_id, prompt, model,
                                   computer_id, wake_at)
         select org_id, agent_id, 'background', 'manual', thread_id, prompt, model, computer_id,
                {wake_at}
         from runlane.agents where agent_id = %s returning run_id
-    """, (agent_id,)).fetchone()[0]
+    """,
+        (agent_id,),
+    ).fetchone()[0]
 
 
 def claim(conn, worker: str = "new-1") -> tuple[int, int]:
-    return conn.execute("select run_id, fence from runlane.claim_runs(%s, array['background'])",
-                        (worker,)).fetchone()
+    return conn.execute(
+        "select run_id, fence from runlane.claim_runs(%s, array['background'])", (worker,)
+    ).fetchone()
 
 
 def run_row(conn, run_id: int) -> dict:
@@ -59,30 +63,42 @@ def run_row(conn, run_id: int) -> dict:
 
 # --- older writes translated by the trigger ------------------------------------------------
 
+
 def test_an_older_claim_takes_a_fence_a_lease_and_the_computer(expanded):
     run_id = queued_run(expanded)
     assert legacy(expanded, "start_run", run_id=run_id) is not None
     run = run_row(expanded, run_id)
     assert (run["state"], run["fence"], run["attempts"], run["lease_owner"]) == (
-        "running", 1, 1, "legacy")
-    assert expanded.execute("select run_id, fence from runlane.computer_leases "
-                            "where computer_id = 'box-c'").fetchone() == (run_id, 1)
-    assert expanded.execute("select detail from runlane.run_events where run_id = %s "
-                            "and event = 'run.claimed'", (run_id,)).fetchone()[0] == {
-        "fence": 1, "attempt": 1, "generation": 1}
+        "running",
+        1,
+        1,
+        "legacy",
+    )
+    assert expanded.execute(
+        "select run_id, fence from runlane.computer_leases where computer_id = 'box-c'"
+    ).fetchone() == (run_id, 1)
+    assert expanded.execute(
+        "select detail from runlane.run_events where run_id = %s and event = 'run.claimed'",
+        (run_id,),
+    ).fetchone()[0] == {"fence": 1, "attempt": 1, "generation": 1}
 
 
 def test_an_older_heartbeat_extends_its_lease(expanded):
     run_id = queued_run(expanded)
     legacy(expanded, "start_run", run_id=run_id)
-    expanded.execute("update runlane.runs set lease_expires_at = now() + interval '1 second' "
-                     "where run_id = %s", (run_id,))
+    expanded.execute(
+        "update runlane.runs set lease_expires_at = now() + interval '1 second' where run_id = %s",
+        (run_id,),
+    )
     legacy(expanded, "heartbeat", run_id=run_id)
-    assert expanded.execute("""
+    assert expanded.execute(
+        """
         select r.lease_expires_at >= now() + interval '59 seconds'
            and cl.expires_at = r.lease_expires_at
         from runlane.runs as r join runlane.computer_leases as cl using (run_id)
-        where r.run_id = %s""", (run_id,)).fetchone()[0]
+        where r.run_id = %s""",
+        (run_id,),
+    ).fetchone()[0]
 
 
 def test_an_older_requeue_is_stamped_with_that_generations_backoff(expanded):
@@ -93,10 +109,13 @@ def test_an_older_requeue_is_stamped_with_that_generations_backoff(expanded):
     with expanded.transaction():
         assert legacy(expanded, "requeue_run", run_id=run_id, error="x")[1] == "queued"
         legacy(expanded, "fail_delivery", job_id=job_id, worker_id="old-1", error="x")
-        stamped, same_as_job = expanded.execute("""
+        stamped, same_as_job = expanded.execute(
+            """
             select r.wake_at = now() + exp(1) * interval '1 second', r.wake_at = j.run_at
             from runlane.runs as r, runlane.run_jobs as j
-            where r.run_id = %s and j.id = %s""", (run_id, job_id)).fetchone()
+            where r.run_id = %s and j.id = %s""",
+            (run_id, job_id),
+        ).fetchone()
     assert stamped, "wake_at = now() + exp(least(attempts, 10)) seconds"
     assert same_as_job, "the run wakes exactly when its delivery is due again"
     run = run_row(expanded, run_id)
@@ -112,12 +131,18 @@ def test_an_older_completion_closes_the_run_and_frees_the_computer(expanded):
     assert (run["state"], run["lease_owner"]) == ("succeeded", None)
     assert run["finished_at"] is not None
     assert expanded.execute("select count(*) from runlane.computer_leases").fetchone()[0] == 0
-    assert expanded.execute("select detail ->> 'outcome' from runlane.run_events "
-                            "where run_id = %s and event = 'run.finished'",
-                            (run_id,)).fetchone()[0] == "succeeded"
+    assert (
+        expanded.execute(
+            "select detail ->> 'outcome' from runlane.run_events "
+            "where run_id = %s and event = 'run.finished'",
+            (run_id,),
+        ).fetchone()[0]
+        == "succeeded"
+    )
 
 
 # --- new-generation schedules win ----------------------------------------------------------
+
 
 def test_a_new_release_keeps_its_explicit_wake_time_even_when_equal_to_the_old_value(expanded):
     run_id = queued_run(expanded, wake_at="now() - interval '1 minute'")
@@ -139,12 +164,20 @@ def test_a_new_retry_keeps_its_delay_even_when_it_equals_the_wake_time_already_s
     run_id = queued_run(expanded)
     with expanded.transaction():
         fence = claim(expanded)[1]
-        expanded.execute("update runlane.runs set wake_at = now() + interval '5 seconds' "
-                         "where run_id = %s", (run_id,))
-        assert expanded.execute("select runlane.retry_run(%s, %s, 'x', interval '5 seconds')",
-                                (run_id, fence)).fetchone()[0] == "queued"
-        assert expanded.execute("select wake_at = now() + interval '5 seconds' from runlane.runs "
-                                "where run_id = %s", (run_id,)).fetchone()[0]
+        expanded.execute(
+            "update runlane.runs set wake_at = now() + interval '5 seconds' where run_id = %s",
+            (run_id,),
+        )
+        assert (
+            expanded.execute(
+                "select runlane.retry_run(%s, %s, 'x', interval '5 seconds')", (run_id, fence)
+            ).fetchone()[0]
+            == "queued"
+        )
+        assert expanded.execute(
+            "select wake_at = now() + interval '5 seconds' from runlane.runs where run_id = %s",
+            (run_id,),
+        ).fetchone()[0]
 
 
 def test_an_older_worker_cannot_start_a_run_before_its_new_wake_time(expanded):
@@ -160,8 +193,9 @@ def test_an_older_worker_fenced_out_cannot_requeue_or_complete_a_new_workers_run
     run_id = queued_run(expanded)
     legacy(expanded, "start_run", run_id=run_id)
     # Its lease lapsed; a new worker reclaimed the run.
-    expanded.execute("update runlane.runs set state = 'queued', lease_owner = null "
-                     "where run_id = %s", (run_id,))
+    expanded.execute(
+        "update runlane.runs set state = 'queued', lease_owner = null where run_id = %s", (run_id,)
+    )
     expanded.execute("delete from runlane.computer_leases")
     fence = claim(expanded, "new-2")[1]
     assert legacy(expanded, "requeue_run", run_id=run_id, error="x") is None
@@ -172,6 +206,7 @@ def test_an_older_worker_fenced_out_cannot_requeue_or_complete_a_new_workers_run
 
 
 # --- upgrade_status and the contract guard agree -------------------------------------------
+
 
 def contract_refusal(conn) -> psycopg.Error | None:
     dsn = conn.info.dsn
@@ -185,17 +220,22 @@ def contract_refusal(conn) -> psycopg.Error | None:
 
 def expected_message(status: list[dict]) -> str:
     return "contract step 0003 refused: " + "; ".join(
-        f"{row['blocker']}: {row['detail']}" for row in status)
+        f"{row['blocker']}: {row['detail']}" for row in status
+    )
 
 
 def test_upgrade_status_lists_what_the_contract_step_refuses_with(expanded):
     conn = expanded
     legacy(conn, "register_worker", worker_id="old-1", host="h", pid=1)
     for worker_id, generation, deliveries, seen in (
-            ("old-stale", 1, "legacy", "3 minutes"), ("new-1", 2, "direct", "0 seconds")):
-        conn.execute("insert into runlane.workers (worker_id, generation, deliveries, "
-                     "heartbeat_at) values (%s, %s, %s, now() - %s::interval)",
-                     (worker_id, generation, deliveries, seen))
+        ("old-stale", 1, "legacy", "3 minutes"),
+        ("new-1", 2, "direct", "0 seconds"),
+    ):
+        conn.execute(
+            "insert into runlane.workers (worker_id, generation, deliveries, "
+            "heartbeat_at) values (%s, %s, %s, now() - %s::interval)",
+            (worker_id, generation, deliveries, seen),
+        )
     first = queued_run(conn, "agent-d")
     job_id = legacy(conn, "enqueue_run_delivery", run_id=first)[0]
     spent = legacy(conn, "enqueue_run_delivery", run_id=first)[0]
@@ -210,8 +250,11 @@ def test_upgrade_status_lists_what_the_contract_step_refuses_with(expanded):
 
     status = upgrade_status(conn)
     assert [row["blocker"] for row in status] == [
-        "live legacy workers", "pending legacy run deliveries",
-        "agents with more than one unfinished background run", "redundant timer runs left"]
+        "live legacy workers",
+        "pending legacy run deliveries",
+        "agents with more than one unfinished background run",
+        "redundant timer runs left",
+    ]
     assert status[0]["detail"].startswith("old-1 (generation 1, last seen ")
     assert "old-stale" not in status[0]["detail"] and "new-1" not in status[0]["detail"]
     assert status[1]["detail"] == f"job {job_id} for run {first}"
@@ -235,5 +278,9 @@ def test_upgrade_status_lists_what_the_contract_step_refuses_with(expanded):
     assert conn.execute("select runlane.drain_legacy_deliveries()").fetchone()[0] == 2
     assert upgrade_status(conn) == []
     assert contract_refusal(conn) is None, "the contract step applies once nothing blocks it"
-    assert conn.execute("select count(*) from runlane.schema_migrations where version = 3"
-                        ).fetchone()[0] == 1
+    assert (
+        conn.execute("select count(*) from runlane.schema_migrations where version = 3").fetchone()[
+            0
+        ]
+        == 1
+    )

@@ -15,9 +15,14 @@ def test_admission_declines_then_resumes_with_one_wait_and_one_resume(conn, work
     probe = tmp_path / "available_bytes"
     probe.write_text(str(10 * 1024 * 1024))  # 10 MiB free, below the 64 MiB buffer
     make_agent(conn, "agent-m")
-    worker = workers("--no-maintenance", "--memory-probe", "worker_helpers:file_probe",
-                     "--scan-interval", "0.2",
-                     env={"RUNLANE_TEST_PROBE_FILE": str(probe)})
+    worker = workers(
+        "--no-maintenance",
+        "--memory-probe",
+        "worker_helpers:file_probe",
+        "--scan-interval",
+        "0.2",
+        env={"RUNLANE_TEST_PROBE_FILE": str(probe)},
+    )
     wait = worker.wait_for("run.admission_wait")
     assert wait["admission.buffer_bytes"] == 64 * 1024 * 1024
     run_id = submit(conn, "agent-m", "thread-1", "wait for memory")

@@ -24,15 +24,19 @@ workers = worker_helpers.workers  # the fixture: real worker processes, logs che
 
 
 def cli(*args: str, dsn: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "runlane", *args],
-                          capture_output=True, text=True, env={"RUNLANE_DSN": dsn,
-                                                               "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [sys.executable, "-m", "runlane", *args],
+        capture_output=True,
+        text=True,
+        env={"RUNLANE_DSN": dsn, "PATH": "/usr/bin:/bin"},
+    )
 
 
 def test_submit_and_run_now_create_and_publish_runs_a_worker_executes(conn, db_dsn, workers):
     make_agent(conn, "agent-c")
-    worker = workers("--no-maintenance", "--scan-interval", "600",
-                     lanes=("interactive", "background"))
+    worker = workers(
+        "--no-maintenance", "--scan-interval", "600", lanes=("interactive", "background")
+    )
     worker.wait_for("dispatch.ready")
     submitted = cli("submit", "agent-c", "thread-1", f"hi {MARKER}", dsn=db_dsn)
     assert submitted.returncode == 0, submitted.stderr
@@ -57,8 +61,10 @@ def test_database_errors_are_one_line_with_the_sqlstate(db_dsn):
 def test_tick_fires_a_due_routine_and_publishes_its_run(conn, db_dsn, workers):
     make_agent(conn, "agent-r")
     conn.execute("update runlane.agents set schedule = 'every 6 hours' where agent_id = 'agent-r'")
-    conn.execute("update runlane.agents set next_run_at = now() - interval '1 minute' "
-                 "where agent_id = 'agent-r'")
+    conn.execute(
+        "update runlane.agents set next_run_at = now() - interval '1 minute' "
+        "where agent_id = 'agent-r'"
+    )
     worker = workers("--no-maintenance", "--scan-interval", "600", lanes=("background",))
     worker.wait_for("dispatch.ready")
     result = cli("tick", dsn=db_dsn)
@@ -74,8 +80,9 @@ def test_tick_fires_a_due_routine_and_publishes_its_run(conn, db_dsn, workers):
 
 def test_a_run_reaching_the_iteration_cap_fails_with_that_reason(conn, workers):
     make_agent(conn, "agent-cap", org_id="org-cap")
-    conn.execute("update runlane.platform_settings set agent_iteration_cap = 2 "
-                 "where org_id = 'org-cap'")
+    conn.execute(
+        "update runlane.platform_settings set agent_iteration_cap = 2 where org_id = 'org-cap'"
+    )
     workers("--no-maintenance", env={"RUNLANE_ECHO_CHUNKS": "5"})
     run_id = submit(conn, "agent-cap", "thread-1", "five chunks but only two steps")
     wait_until(lambda: run_state(conn, run_id) == "failed", what="capped run failed")
@@ -85,8 +92,12 @@ def test_a_run_reaching_the_iteration_cap_fails_with_that_reason(conn, workers):
 
 def test_a_lost_lease_stops_the_agent_and_nothing_more_is_written(conn, workers):
     make_agent(conn, "agent-l")
-    worker = workers("--no-maintenance", "--lease", "1.5",
-                     env={"RUNLANE_ECHO_DELAY": "0.5", "RUNLANE_ECHO_CHUNKS": "50"})
+    worker = workers(
+        "--no-maintenance",
+        "--lease",
+        "1.5",
+        env={"RUNLANE_ECHO_DELAY": "0.5", "RUNLANE_ECHO_CHUNKS": "50"},
+    )
     run_id = submit(conn, "agent-l", "thread-1", "x" * 200)
     worker.wait_for("run.first_response", where=lambda r: r["run.id"] == run_id)
     # Another owner takes the run (as a claim after an expired lease would).
@@ -94,11 +105,16 @@ def test_a_lost_lease_stops_the_agent_and_nothing_more_is_written(conn, workers)
     lost = worker.wait_for("run.lease_lost", where=lambda r: r["run.id"] == run_id)
     assert lost["run.attempt"] == 1
     written = visible_outputs(conn, run_id)
-    count = conn.execute("select count(*) from runlane.run_outputs where run_id = %s",
-                         (run_id,)).fetchone()[0]
+    count = conn.execute(
+        "select count(*) from runlane.run_outputs where run_id = %s", (run_id,)
+    ).fetchone()[0]
     time.sleep(1.5)  # three of its former steps' worth: nothing more came from it
-    assert conn.execute("select count(*) from runlane.run_outputs where run_id = %s",
-                        (run_id,)).fetchone()[0] == count
+    assert (
+        conn.execute(
+            "select count(*) from runlane.run_outputs where run_id = %s", (run_id,)
+        ).fetchone()[0]
+        == count
+    )
     assert visible_outputs(conn, run_id) == written
     assert not [r for r in worker.events("run.finished") if r.get("run.id") == run_id]
     assert run_row(conn, run_id)["lease_owner"] == "someone-else"
@@ -107,11 +123,14 @@ def test_a_lost_lease_stops_the_agent_and_nothing_more_is_written(conn, workers)
 def test_a_failed_publication_after_tick_loses_nothing(conn, db_dsn, workers):
     make_agent(conn, "agent-p")
     conn.execute("update runlane.agents set schedule = 'every 6 hours' where agent_id = 'agent-p'")
-    conn.execute("update runlane.agents set next_run_at = now() - interval '1 minute' "
-                 "where agent_id = 'agent-p'")
+    conn.execute(
+        "update runlane.agents set next_run_at = now() - interval '1 minute' "
+        "where agent_id = 'agent-p'"
+    )
     # Publication breaks (the function is gone for this database only).
-    conn.execute("alter function runlane.publish_run(bigint, timestamptz) "
-                 "rename to publish_run_away")
+    conn.execute(
+        "alter function runlane.publish_run(bigint, timestamptz) rename to publish_run_away"
+    )
     result = cli("tick", dsn=db_dsn)
     assert result.returncode == 0, result.stderr
     records = [json.loads(line) for line in result.stdout.splitlines()]
@@ -120,8 +139,9 @@ def test_a_failed_publication_after_tick_loses_nothing(conn, db_dsn, workers):
     assert len(fired) == 1 and [r["run.id"] for r in failed] == [fired[0]["run.id"]]
     run_id = fired[0]["run.id"]
     assert run_state(conn, run_id) == "queued"
-    assert conn.execute("select next_run_at > now() from runlane.agents "
-                        "where agent_id = 'agent-p'").fetchone()[0]
+    assert conn.execute(
+        "select next_run_at > now() from runlane.agents where agent_id = 'agent-p'"
+    ).fetchone()[0]
     # The committed run is found by a worker's scan.
     workers("--no-maintenance", "--scan-interval", "0.3", lanes=("background",))
     wait_until(lambda: run_state(conn, run_id) == "succeeded", what="the unpublished run ran")
@@ -140,10 +160,23 @@ def test_a_worker_told_to_stop_while_its_database_is_out_of_reach_exits(db_dsn):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "runlane", "worker", "--lane", "interactive",
-         "--agent", "runlane.agents.echo:agent", "--no-maintenance",
-         "--dsn", f"host=127.0.0.1 port={port} dbname=gone connect_timeout=2"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "runlane",
+            "worker",
+            "--lane",
+            "interactive",
+            "--agent",
+            "runlane.agents.echo:agent",
+            "--no-maintenance",
+            "--dsn",
+            f"host=127.0.0.1 port={port} dbname=gone connect_timeout=2",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         time.sleep(1.0)  # inside its startup, trying the address
         proc.send_signal(signal.SIGTERM)
@@ -152,7 +185,8 @@ def test_a_worker_told_to_stop_while_its_database_is_out_of_reach_exits(db_dsn):
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    messages = [json.loads(line).get("message") for line in out.splitlines()
-                if line.startswith("{")]
+    messages = [
+        json.loads(line).get("message") for line in out.splitlines() if line.startswith("{")
+    ]
     assert proc.returncode == 0, err
     assert "worker.stopping" in messages and "worker.stopped" in messages

@@ -7,10 +7,16 @@ from runlane.worker.config import WorkerConfig
 
 
 def test_the_largest_claim_page_defaults_to_ten_pages_and_never_undercuts_the_first():
-    assert WorkerConfig(dsn="", lanes=["interactive"], agent=agent,
-                        claim_batch=7).claim_batch_max == 70
-    assert WorkerConfig(dsn="", lanes=["interactive"], agent=agent,
-                        claim_batch=20, claim_batch_max=5).claim_batch_max == 20
+    assert (
+        WorkerConfig(dsn="", lanes=["interactive"], agent=agent, claim_batch=7).claim_batch_max
+        == 70
+    )
+    assert (
+        WorkerConfig(
+            dsn="", lanes=["interactive"], agent=agent, claim_batch=20, claim_batch_max=5
+        ).claim_batch_max
+        == 20
+    )
 
 
 def test_a_finish_batch_stays_between_one_run_and_a_full_claim_page(monkeypatch):

@@ -32,14 +32,22 @@ end $$
 def _terminate(conn: psycopg.Connection, pid: int) -> None:
     """Ends backend `pid` and waits until it is gone (so the next statement finds it dead)."""
     conn.execute("select pg_terminate_backend(%s)", (pid,))
-    wait_until(lambda: not conn.execute(
-        "select exists (select 1 from pg_stat_activity where pid = %s)", (pid,)).fetchone()[0],
-        what=f"backend {pid} gone")
+    wait_until(
+        lambda: (
+            not conn.execute(
+                "select exists (select 1 from pg_stat_activity where pid = %s)", (pid,)
+            ).fetchone()[0]
+        ),
+        what=f"backend {pid} gone",
+    )
 
 
 def _database(dsn: str, **options) -> Database:
-    return Database(WorkerConfig(dsn=dsn, lanes=["interactive"], agent=agent, pool_size=1,
-                                 maintenance=None, **options))
+    return Database(
+        WorkerConfig(
+            dsn=dsn, lanes=["interactive"], agent=agent, pool_size=1, maintenance=None, **options
+        )
+    )
 
 
 @pytest.fixture
@@ -49,8 +57,7 @@ def attempts(conn):
     return conn
 
 
-def test_a_statement_whose_backend_was_terminated_is_sent_again_on_a_fresh_connection(
-        db_dsn, conn):
+def test_a_statement_whose_backend_was_terminated_is_sent_again_on_a_fresh_connection(db_dsn, conn):
     async def scenario() -> tuple[int, int]:
         db = _database(db_dsn)
         await db.open()
@@ -61,6 +68,7 @@ def test_a_statement_whose_backend_was_terminated_is_sent_again_on_a_fresh_conne
             return first, second
         finally:
             await db.close()
+
     first, second = asyncio.run(scenario())
     assert second != first
 
@@ -77,6 +85,7 @@ def test_without_retries_a_broken_connection_is_raised_to_the_caller(db_dsn, con
             assert is_resendable(raised.value)
         finally:
             await db.close()
+
     asyncio.run(scenario())
 
 
@@ -90,6 +99,7 @@ def test_a_transaction_rolled_back_by_a_conflict_is_sent_again(db_dsn, attempts,
             return row["n"]
         finally:
             await db.close()
+
     assert asyncio.run(scenario()) == 3  # two rolled back, the third applied
 
 
@@ -103,6 +113,7 @@ def test_any_other_error_is_raised_at_once_and_never_resent(db_dsn, attempts):
             assert raised.value.sqlstate == "RL001"
         finally:
             await db.close()
+
     asyncio.run(scenario())
     assert attempts.execute("select last_value from attempts").fetchone()[0] == 1
 
@@ -117,6 +128,7 @@ def test_the_schema_check_finds_numbered_writes_in_a_migrated_database(db_dsn):
             return before, db.write_seqs
         finally:
             await db.close()
+
     assert asyncio.run(scenario()) == (False, True)
 
 
@@ -140,6 +152,7 @@ def test_worker_connections_decode_json_as_json_loads_does(db_dsn):
             return await database.call("interactive", query, fetch="all")
         finally:
             await database.close()
+
     ours = asyncio.run(scenario())
     with psycopg.connect(db_dsn) as plain:
         theirs = plain.execute(query).fetchall()
@@ -164,11 +177,19 @@ def test_a_busy_lane_serves_another_organization_before_the_backlog_of_one(db_ds
             order[label] = row["n"]
 
         try:
-            blocker = asyncio.create_task(db.call(
-                "interactive", "select pg_advisory_xact_lock(4242)", orgs=("org-a",)))
-            await asyncio.to_thread(wait_until, lambda: conn.execute(
-                "select count(*) from pg_locks where locktype = 'advisory' "
-                "and not granted").fetchone()[0] == 1, what="the blocker waiting")
+            blocker = asyncio.create_task(
+                db.call("interactive", "select pg_advisory_xact_lock(4242)", orgs=("org-a",))
+            )
+            await asyncio.to_thread(
+                wait_until,
+                lambda: (
+                    conn.execute(
+                        "select count(*) from pg_locks where locktype = 'advisory' and not granted"
+                    ).fetchone()[0]
+                    == 1
+                ),
+                what="the blocker waiting",
+            )
             tasks = []
             for label, org in [*[(f"a{i}", "org-a") for i in range(6)], ("b", "org-b")]:
                 tasks.append(asyncio.create_task(serve(label, org)))
@@ -202,12 +223,16 @@ def test_a_statement_waiting_to_be_resent_holds_no_turn(db_dsn, attempts):
         await db.open()
         try:
             first = asyncio.create_task(db.call("interactive", wait_for_marker, orgs=("org-a",)))
-            await asyncio.to_thread(wait_until, lambda: attempts.execute(
-                "select is_called from attempts").fetchone()[0],
-                what="the first statement sent")
-            await db.call("interactive", "insert into marker values (1)", fetch="none",
-                          orgs=("org-b",))
+            await asyncio.to_thread(
+                wait_until,
+                lambda: attempts.execute("select is_called from attempts").fetchone()[0],
+                what="the first statement sent",
+            )
+            await db.call(
+                "interactive", "insert into marker values (1)", fetch="none", orgs=("org-b",)
+            )
             return (await asyncio.wait_for(first, 60))["n"]
         finally:
             await db.close()
+
     assert asyncio.run(scenario()) == 1

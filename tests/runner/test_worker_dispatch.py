@@ -53,13 +53,18 @@ def test_a_burst_of_notifications_causes_a_bounded_number_of_claims(conn, worker
     worker = workers(*FAST, "--scan-interval", "600")
     worker.wait_for("dispatch.ready")
     with conn.transaction():
-        conn.execute("select pg_notify('runlane_runs', json_build_object("
-                     "'run_id', -g, 'lane', 'interactive')::text) from generate_series(1, 1000) g")
+        conn.execute(
+            "select pg_notify('runlane_runs', json_build_object("
+            "'run_id', -g, 'lane', 'interactive')::text) from generate_series(1, 1000) g"
+        )
     for batch in range(10):
         with conn.transaction():
-            conn.execute("select pg_notify('runlane_runs', json_build_object("
-                         "'run_id', -g - %s, 'lane', 'interactive')::text) "
-                         "from generate_series(1, 100) g", (1000 + batch * 100,))
+            conn.execute(
+                "select pg_notify('runlane_runs', json_build_object("
+                "'run_id', -g - %s, 'lane', 'interactive')::text) "
+                "from generate_series(1, 100) g",
+                (1000 + batch * 100,),
+            )
     # A published run after the burst proves every notification was read.
     make_agent(conn, "agent-b")
     run_id = submit(conn, "agent-b", "thread-1", "after the burst")
@@ -73,14 +78,21 @@ def test_a_burst_of_notifications_causes_a_bounded_number_of_claims(conn, worker
 def test_terminated_connections_reconnect_and_lose_nothing(conn, workers):
     make_agent(conn, "agent-t1")
     make_agent(conn, "agent-t2")
-    worker = workers(*FAST, "--scan-interval", "1", lanes=("interactive", "background"),
-                     env={"RUNLANE_ECHO_DELAY": "0.3", "RUNLANE_ECHO_CHUNKS": "6"})
+    worker = workers(
+        *FAST,
+        "--scan-interval",
+        "1",
+        lanes=("interactive", "background"),
+        env={"RUNLANE_ECHO_DELAY": "0.3", "RUNLANE_ECHO_CHUNKS": "6"},
+    )
     worker.wait_for("listener.listening")
     in_flight = submit(conn, "agent-t1", "thread-1", "a run in flight while connections die")
     worker.wait_for("run.first_response", where=lambda r: r["run.id"] == in_flight)
     killed = conn.execute(
         "select count(pg_terminate_backend(pid)) from pg_stat_activity "
-        "where application_name like %s", (f"runlane-worker:{worker.worker_id}%",)).fetchone()[0]
+        "where application_name like %s",
+        (f"runlane-worker:{worker.worker_id}%",),
+    ).fetchone()[0]
     assert killed >= 2  # the listener and at least one pool connection
     unpublished = background_run(conn, "agent-t2", publish=False)
     worker.wait_for("listener.reconnected")

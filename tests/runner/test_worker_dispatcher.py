@@ -29,8 +29,9 @@ def _plenty() -> Memory:
 
 
 @contextlib.asynccontextmanager
-async def dispatcher(db_dsn: str, on_start=None, **options: Any
-                     ) -> AsyncIterator[tuple[LaneDispatcher, list[RunHandle]]]:
+async def dispatcher(
+    db_dsn: str, on_start=None, **options: Any
+) -> AsyncIterator[tuple[LaneDispatcher, list[RunHandle]]]:
     """A dispatcher for the interactive lane whose claimed runs are only recorded and
     counted in flight (no supervisor: they stay running, held by this worker)."""
     started: list[RunHandle] = []
@@ -44,8 +45,17 @@ async def dispatcher(db_dsn: str, on_start=None, **options: Any
             bound.started(run.org_id)
             if on_start is not None:
                 on_start(run)
-        lane = LaneDispatcher("interactive", cfg, db, Admission(_plenty, 0), start, Timings(),
-                              asyncio.create_task, bound)
+
+        lane = LaneDispatcher(
+            "interactive",
+            cfg,
+            db,
+            Admission(_plenty, 0),
+            start,
+            Timings(),
+            asyncio.create_task,
+            bound,
+        )
         try:
             yield lane, started
         finally:
@@ -53,8 +63,10 @@ async def dispatcher(db_dsn: str, on_start=None, **options: Any
 
 
 def _queue(conn: psycopg.Connection, n: int, org_id: str = "org-w") -> list[int]:
-    return [submit(conn, make_agent(conn, f"agent-{org_id}-{i}", org_id), f"t-{i}", "hi")
-            for i in range(n)]
+    return [
+        submit(conn, make_agent(conn, f"agent-{org_id}-{i}", org_id), f"t-{i}", "hi")
+        for i in range(n)
+    ]
 
 
 def test_wake_ups_during_a_pass_mark_exactly_one_more_pass(conn, db_dsn):
@@ -66,6 +78,7 @@ def test_wake_ups_during_a_pass_mark_exactly_one_more_pass(conn, db_dsn):
         def notified_meanwhile(run: RunHandle) -> None:
             for _ in range(3):  # three notifications arrive while the pass runs
                 holder[0].wake.set()
+
         async with dispatcher(db_dsn, notified_meanwhile) as (lane, started):
             holder.append(lane)
             loop = asyncio.create_task(lane.run())
@@ -79,6 +92,7 @@ def test_wake_ups_during_a_pass_mark_exactly_one_more_pass(conn, db_dsn):
             lane.stop()
             await loop
             return passes, len(started), pending
+
     passes, started, pending = asyncio.run(scenario())
     assert (passes, started, pending) == (2, 1, False)
 
@@ -90,6 +104,7 @@ def test_a_full_page_doubles_the_next_and_a_short_one_ends_the_pass(conn, db_dsn
         async with dispatcher(db_dsn, claim_batch=5, claim_batch_max=20) as (lane, started):
             await lane.pass_once()
             return lane.claim_queries, len(started), lane.claim_size
+
     # Pages of 5, 10 and 20 (10 left): three claims, then back to the first page size.
     assert asyncio.run(scenario()) == (3, 25, 5)
     assert {run_state(conn, r) for r in runs} == {"running"}
@@ -99,11 +114,16 @@ def test_a_page_the_bound_cut_ends_the_pass_and_keeps_its_size(conn, db_dsn):
     _queue(conn, 10)
 
     async def scenario() -> tuple[int, int, int]:
-        options = {"claim_batch": 2, "claim_batch_max": 20, "max_per_org": 3,
-                   "max_per_org_strict": True}
+        options = {
+            "claim_batch": 2,
+            "claim_batch_max": 20,
+            "max_per_org": 3,
+            "max_per_org_strict": True,
+        }
         async with dispatcher(db_dsn, **options) as (lane, started):
             await lane.pass_once()
             return lane.claim_queries, len(started), lane.claim_size
+
     # Pages of 2 and 4 (cut to 1 by the bound): the queue is not drained, the next pass
     # asks for 4 again rather than start over at 2.
     assert asyncio.run(scenario()) == (2, 3, 4)
@@ -116,6 +136,7 @@ def test_when_the_page_budget_runs_out_the_lane_is_marked_for_one_more_pass(conn
         async with dispatcher(db_dsn, claim_batch=2, max_pages=1) as (lane, started):
             await lane.pass_once()
             return len(started), lane.wake.is_set()
+
     assert asyncio.run(scenario()) == (2, True)
 
 
@@ -128,6 +149,7 @@ def test_the_worker_holds_at_most_max_per_org_runs_of_one_organization(conn, db_
             await lane.pass_once()
             await lane.pass_once()  # the bound still holds on the next pass
             return sorted(run.org_id for run in started)
+
     assert asyncio.run(scenario()) == ["org-busy", "org-busy", "org-quiet", "org-quiet"]
     assert sorted(run_state(conn, r) for r in busy) == ["queued"] * 3 + ["running"] * 2
     assert {run_state(conn, r) for r in quiet} == {"running"}
@@ -141,13 +163,19 @@ def test_a_claim_connection_that_broke_is_replaced_and_the_claim_sent_again(conn
             await lane.pass_once()
             pid = lane.claim_conn.info.backend_pid
             conn.execute("select pg_terminate_backend(%s)", (pid,))
-            wait_until(lambda: not conn.execute(
-                "select exists (select 1 from pg_stat_activity where pid = %s)",
-                (pid,)).fetchone()[0], what="claim backend gone")
+            wait_until(
+                lambda: (
+                    not conn.execute(
+                        "select exists (select 1 from pg_stat_activity where pid = %s)", (pid,)
+                    ).fetchone()[0]
+                ),
+                what="claim backend gone",
+            )
             second = submit(conn, make_agent(conn, "agent-late"), "t-late", "hi")
             await lane.pass_once()
             assert lane.claim_conn.info.backend_pid != pid
             return [run.run_id for run in started], second
+
     claimed, second = asyncio.run(scenario())
     assert claimed == [first[0], second]
 
@@ -163,8 +191,10 @@ def test_the_claim_connection_tells_each_claim_it_is_a_transaction_of_its_own(co
             assert len(started) == 1
             cur = await lane.claim_conn.execute(
                 "select current_setting('runlane.autocommit_claims') as autocommit_claims, "
-                "current_setting('runlane.max_per_org') as max_per_org")
+                "current_setting('runlane.max_per_org') as max_per_org"
+            )
             return lane.claim_conn.autocommit, await cur.fetchone()
+
     assert asyncio.run(scenario()) == (True, {"autocommit_claims": "on", "max_per_org": "3"})
 
 
@@ -190,8 +220,12 @@ def test_a_run_ending_while_a_claim_cut_by_the_bound_is_sent_marks_one_more_pass
     agent = Gated()
 
     async def scenario() -> tuple[list[bool], list[int], dict[str, int]]:
-        options = {"worker_id": "w-bound", "scan_interval": 3600, "max_per_org": 2,
-                   "max_per_org_strict": True}
+        options = {
+            "worker_id": "w-bound",
+            "scan_interval": 3600,
+            "max_per_org": 2,
+            "max_per_org_strict": True,
+        }
         async with database(db_dsn, **options) as db:
             supervisor, lane = _one_pass(db_dsn, db, agent, Timings(), **options)
             marked = []
@@ -210,6 +244,7 @@ def test_a_run_ending_while_a_claim_cut_by_the_bound_is_sent_marks_one_more_pass
                     agent.gate(second.run_id).set()
                     await second.supervisor  # ... which ends before the reply is read
                     return rows
+
                 lane.claim = claim_then_end
                 await lane.pass_once()
                 lane.claim = claim
@@ -223,23 +258,40 @@ def test_a_run_ending_while_a_claim_cut_by_the_bound_is_sent_marks_one_more_pass
                     await run.supervisor
                 await lane.close()
             return marked, held
+
     marked, held = asyncio.run(scenario())
     assert marked == [True, True]
     assert held == {"org-w": 2}  # the bound still holds
     assert sorted(run_state(conn, r) for r in runs) == ["queued"] + ["succeeded"] * 4
 
 
-def _one_pass(db_dsn: str, db: Any, agent: Any, timings: Timings,
-              **options: Any) -> tuple[Supervisor, LaneDispatcher]:
+def _one_pass(
+    db_dsn: str, db: Any, agent: Any, timings: Timings, **options: Any
+) -> tuple[Supervisor, LaneDispatcher]:
     """A supervisor and an interactive lane dispatcher on `db`, running `agent`; what the
     supervisor wakes the lanes for marks this lane for one more pass (lane.wake)."""
     cfg = config(db_dsn, agent=agent, **options)
     lanes: list[LaneDispatcher] = []
-    supervisor = Supervisor(cfg, db, Finisher(cfg, db, timings, asyncio.create_task),
-                            timings, asyncio.create_task, lambda: lanes[0].wake.set())
-    lanes.append(LaneDispatcher("interactive", cfg, db, Admission(_plenty, 0),
-                                supervisor.start, timings, asyncio.create_task,
-                                supervisor.bound))
+    supervisor = Supervisor(
+        cfg,
+        db,
+        Finisher(cfg, db, timings, asyncio.create_task),
+        timings,
+        asyncio.create_task,
+        lambda: lanes[0].wake.set(),
+    )
+    lanes.append(
+        LaneDispatcher(
+            "interactive",
+            cfg,
+            db,
+            Admission(_plenty, 0),
+            supervisor.start,
+            timings,
+            asyncio.create_task,
+            supervisor.bound,
+        )
+    )
     return supervisor, lanes[0]
 
 
@@ -259,6 +311,7 @@ def test_a_claimed_runs_agent_steps_before_the_pages_message_read_and_log(conn, 
                 async def step(self, ctx: Any) -> Any:
                     seen.append(([sql for _, sql, _ in db.sent], timings.events()))
                     return done()
+
             supervisor, lane = _one_pass(db_dsn, db, First(), timings, **options)
             try:
                 await lane.pass_once()
@@ -268,6 +321,7 @@ def test_a_claimed_runs_agent_steps_before_the_pages_message_read_and_log(conn, 
                 assert RUN_MESSAGES_MANY not in [sql for _, sql, _ in db.sent]
             finally:
                 await lane.close()
+
     asyncio.run(scenario())
     ((sent, events),) = seen
     assert RUN_MESSAGES_MANY not in sent
@@ -292,6 +346,7 @@ def test_a_pages_messages_are_read_once_when_its_first_run_asks(conn, db_dsn):
                     sent_before_asking.append([sql for _, sql, _ in db.sent])
                     read[ctx.run_id] = [m.body for m in await ctx.messages()]
                     return done()
+
             supervisor, lane = _one_pass(db_dsn, db, Reader(), timings, **options)
             try:
                 await lane.pass_once()
@@ -300,6 +355,7 @@ def test_a_pages_messages_are_read_once_when_its_first_run_asks(conn, db_dsn):
             finally:
                 await lane.close()
             return [sql for _, sql, _ in db.sent]
+
     sent = asyncio.run(scenario())
     assert RUN_MESSAGES_MANY not in sent_before_asking[0]
     assert sent.count(RUN_MESSAGES_MANY) == 1
@@ -329,9 +385,10 @@ def test_a_short_page_after_a_backlog_passes_again_when_a_run_ends(conn, db_dsn)
                     rows = await claim(limit)
                     if lane.claim_queries == 1:  # the other claimer locks what is left
                         await other.execute(
-                            "select run_id from runlane.runs where state = 'queued' "
-                            "for update")
+                            "select run_id from runlane.runs where state = 'queued' for update"
+                        )
                     return rows
+
                 lane.claim = claim_then_hold_the_rest
                 await lane.pass_once()  # a full page of 2, then a page of 4 that finds none
                 lane.claim = claim
@@ -350,6 +407,7 @@ def test_a_short_page_after_a_backlog_passes_again_when_a_run_ends(conn, db_dsn)
                     await run.supervisor
                 await lane.close()
             return marked, claimed
+
     marked, claimed = asyncio.run(scenario())
     assert marked == [True]
     assert claimed >= 3

@@ -91,6 +91,7 @@ def test_a_waiter_cancelled_before_its_turn_leaves_no_trace():
         await holder
         assert gate.held == 0
         await asyncio.wait_for(use(("org-b",)), 10)  # a free turn is taken at once
+
     asyncio.run(scenario())
 
 
@@ -118,8 +119,8 @@ def test_a_turn_granted_to_a_cancelled_waiter_passes_on():
         await asyncio.sleep(0)  # the holder ends: the turn is granted to "b", not yet run
         first.cancel()
         # (a turn lost with "b" would leave "c" waiting for ever)
-        await asyncio.wait_for(
-            asyncio.gather(holder, first, second, return_exceptions=True), 10)
+        await asyncio.wait_for(asyncio.gather(holder, first, second, return_exceptions=True), 10)
         assert served == ["c"]
         assert gate.held == 0 and not gate.waiting
+
     asyncio.run(scenario())

@@ -33,8 +33,10 @@ def _claimed(conn: psycopg.Connection, n: int) -> list[dict[str, Any]]:
 
 
 def _replies(conn: psycopg.Connection, run_ids: list[int]) -> dict[int, list[str]]:
-    rows = conn.execute("select run_id, body from runlane.run_outputs where run_id = any(%s) "
-                        "order by output_id", (run_ids,)).fetchall()
+    rows = conn.execute(
+        "select run_id, body from runlane.run_outputs where run_id = any(%s) order by output_id",
+        (run_ids,),
+    ).fetchall()
     found: dict[int, list[str]] = {}
     for run_id, body in rows:
         found.setdefault(run_id, []).append(body)
@@ -50,11 +52,16 @@ def _finish_all(db_dsn: str, rows: list[dict[str, Any]], before=None, **options:
         async with database(db_dsn) as db:
             finisher = Finisher(config(db_dsn, **options), db, timings, asyncio.create_task)
             runs = [RunHandle(row, db, timings) for row in rows]
-            await asyncio.gather(*(
-                finisher.finish(run, StepResult(done=True, outputs=(
-                    ("text", f"reply {run.run_id}"),)))
-                for run in runs))
+            await asyncio.gather(
+                *(
+                    finisher.finish(
+                        run, StepResult(done=True, outputs=(("text", f"reply {run.run_id}"),))
+                    )
+                    for run in runs
+                )
+            )
             return runs, db.sent
+
     runs, sent = asyncio.run(scenario())
     return runs, sent, timings
 
@@ -85,8 +92,10 @@ def test_a_fenced_out_run_in_a_batch_is_lost_alone(conn, db_dsn):
     runs, sent, timings = _finish_all(db_dsn, rows, finish_batch=50)
     assert [sql for _, sql, _ in sent] == [FINISH_RUNS]  # no second try for the lost run
     assert [(r.run_id, r.lost, r.lost_why) for r in runs] == [
-        (rows[0]["run_id"], False, ""), (taken, True, "fenced_out"),
-        (rows[2]["run_id"], False, "")]
+        (rows[0]["run_id"], False, ""),
+        (taken, True, "fenced_out"),
+        (rows[2]["run_id"], False, ""),
+    ]
     assert [run_state(conn, r.run_id) for r in runs] == ["succeeded", "running", "succeeded"]
     assert taken not in _replies(conn, [r.run_id for r in runs])
     assert timings.events().count("run.finished") == 2
@@ -116,8 +125,7 @@ def test_a_lost_reply_of_a_batch_over_sixty_is_answered_as_applied(conn, db_dsn,
     rows = _claimed(conn, 70)
     send = RecordingDatabase.call
 
-    async def reply_lost_once(db, lane, sql, params=None, fetch="one", retries=None,
-                              orgs=()):
+    async def reply_lost_once(db, lane, sql, params=None, fetch="one", retries=None, orgs=()):
         if sql == FINISH_RUNS and db.count(FINISH_RUNS) == 0:
             await send(db, lane, sql, params, fetch, retries, orgs)  # committed, reply lost
         return await send(db, lane, sql, params, fetch, retries, orgs)  # the resend
@@ -150,6 +158,7 @@ def _one(db_dsn: str, row: dict[str, Any], act) -> tuple[RunHandle, list, Timing
             run = RunHandle(row, db, timings)
             await act(finisher, run)
             return run, db.sent
+
     run, sent = asyncio.run(scenario())
     return run, sent, timings
 
@@ -159,8 +168,9 @@ def test_a_failed_attempt_is_handed_to_retry_run_with_its_error(conn, db_dsn):
     run, sent, _ = _one(db_dsn, row, lambda f, r: f.retry(r, ValueError("model said no")))
     assert [sql for _, sql, _ in sent] == [RETRY_RUN]
     state, reason, error, waits = conn.execute(
-        "select state, reason, last_error, wake_at > now() from runlane.runs "
-        "where run_id = %s", (row["run_id"],)).fetchone()
+        "select state, reason, last_error, wake_at > now() from runlane.runs where run_id = %s",
+        (row["run_id"],),
+    ).fetchone()
     assert (state, reason, waits) == ("queued", "retry_scheduled", True)
     assert error.startswith("ValueError")
 
@@ -174,16 +184,19 @@ def test_a_release_hands_the_run_back_to_the_queue(conn, db_dsn):
 
 def test_a_stopped_run_still_owned_is_closed_canceled(conn, db_dsn):
     (row,) = _claimed(conn, 1)
-    assert conn.execute("select runlane.cancel_run(%s)", (row["run_id"],)).fetchone()[0] == \
-        "running"
+    assert (
+        conn.execute("select runlane.cancel_run(%s)", (row["run_id"],)).fetchone()[0] == "running"
+    )
 
     async def end(finisher: Finisher, run: RunHandle) -> None:
         run.lose("stop_requested")
         await finisher.end_lost(run)
+
     _, sent, timings = _one(db_dsn, row, end)
     assert [sql for _, sql, _ in sent] == [FINISH_RUN]
-    assert conn.execute("select state, reason from runlane.runs where run_id = %s",
-                        (row["run_id"],)).fetchone() == ("canceled", "canceled")
+    assert conn.execute(
+        "select state, reason from runlane.runs where run_id = %s", (row["run_id"],)
+    ).fetchone() == ("canceled", "canceled")
     assert timings.events() == ["run.finished"]
 
 
@@ -194,7 +207,9 @@ def test_a_lost_run_owned_by_another_is_left_alone(conn, db_dsn):
     async def end(finisher: Finisher, run: RunHandle) -> None:
         run.lose("heartbeat_refused")
         await finisher.end_lost(run)
+
     _, _, timings = _one(db_dsn, row, end)
-    assert conn.execute("select state, lease_owner from runlane.runs where run_id = %s",
-                        (row["run_id"],)).fetchone() == ("running", "another-worker")
+    assert conn.execute(
+        "select state, lease_owner from runlane.runs where run_id = %s", (row["run_id"],)
+    ).fetchone() == ("running", "another-worker")
     assert timings.events() == []

@@ -50,30 +50,43 @@ def test_a_lost_step_write_reply_streams_each_chunk_exactly_once(conn, proxy, pr
     make_agent(conn, "agent-stream")
     run_id = submit(conn, "agent-stream", "thread-1", "stream me six chunks")
     proxy.arm(chunk(2).encode())  # the third step's write: outputs and checkpoint
-    worker = proxied_workers("--agent", "stream_agent:agent", "--lease", "30",
-                             env={"STREAM_AGENT_CHUNKS": "6", "STREAM_AGENT_DELAY": "0.01"})
+    worker = proxied_workers(
+        "--agent",
+        "stream_agent:agent",
+        "--lease",
+        "30",
+        env={"STREAM_AGENT_CHUNKS": "6", "STREAM_AGENT_DELAY": "0.01"},
+    )
     wait_until(lambda: run_row(conn, run_id)["state"] == "succeeded", what="run succeeded")
     assert proxy.dropped.is_set(), "the proxy dropped the step write's reply"
 
-    stream = conn.execute("select kind, body from runlane.outputs_since(%s, 0, 1000)",
-                          (run_id,)).fetchall()
-    assert [body for _, body in stream] == [chunk(n) for n in range(6)], \
+    stream = conn.execute(
+        "select kind, body from runlane.outputs_since(%s, 0, 1000)", (run_id,)
+    ).fetchall()
+    assert [body for _, body in stream] == [chunk(n) for n in range(6)], (
         "every chunk exactly once, in order"
+    )
     assert run_row(conn, run_id)["attempts"] == 1
     assert not worker.events("run.lease_lost")
 
 
 @pytest.mark.parametrize("lost", [0, 1])
 def test_a_lost_reply_of_the_first_visible_output_still_logs_the_first_response_once(
-        conn, proxy, proxied_workers, lost):
+    conn, proxy, proxied_workers, lost
+):
     """Chunk 0's write is the run's first visible output: its resend brings the row the
     lost reply carried. Chunk 1's resend brings it too (the attempt is what the database
     can tell), and the worker, which logged it from chunk 0's reply, logs it once."""
     make_agent(conn, "agent-first")
     run_id = submit(conn, "agent-first", "thread-1", "stream me three chunks")
     proxy.arm(chunk(lost).encode())  # that step's write (outputs and checkpoint)
-    worker = proxied_workers("--agent", "stream_agent:agent", "--lease", "30",
-                             env={"STREAM_AGENT_CHUNKS": "3", "STREAM_AGENT_DELAY": "0.01"})
+    worker = proxied_workers(
+        "--agent",
+        "stream_agent:agent",
+        "--lease",
+        "30",
+        env={"STREAM_AGENT_CHUNKS": "3", "STREAM_AGENT_DELAY": "0.01"},
+    )
     wait_until(lambda: run_row(conn, run_id)["state"] == "succeeded", what="run succeeded")
     assert proxy.dropped.is_set(), "the proxy dropped the first output's reply"
     worker.wait_for("run.finished", where=lambda r: r.get("run.id") == run_id)
@@ -91,8 +104,11 @@ def test_a_lost_claim_reply_still_runs_the_claimed_run_at_once(conn, proxy, prox
     proxy.arm(b"claim_runs")  # the worker's first claim: it takes the run
     # A lease far beyond the deadline: the run succeeding proves nobody waited it out.
     worker = proxied_workers("--lease", "600", "--no-maintenance", lanes=("background",))
-    wait_until(lambda: run_row(conn, run_id)["state"] in ("succeeded", "failed"),
-               DEADLINE, what="the claimed run was executed")
+    wait_until(
+        lambda: run_row(conn, run_id)["state"] in ("succeeded", "failed"),
+        DEADLINE,
+        what="the claimed run was executed",
+    )
     assert proxy.dropped.is_set(), "the proxy dropped the claim's reply"
     row = run_row(conn, run_id)
     assert (row["state"], row["attempts"], row["fence"]) == ("succeeded", 1, 1)
@@ -105,8 +121,13 @@ def test_a_lost_finish_reply_is_not_a_lost_lease(conn, proxy, proxied_workers):
     run_id = background_run(conn, "agent-finish")
     proxy.arm(b"finish_run")  # finish_runs (batched) or finish_run (alone)
     worker = proxied_workers("--lease", "30", "--no-maintenance", lanes=("background",))
-    wait_until(lambda: run_row(conn, run_id)["state"] != "running"
-               and run_row(conn, run_id)["state"] != "queued", what="run finished")
+    wait_until(
+        lambda: (
+            run_row(conn, run_id)["state"] != "running"
+            and run_row(conn, run_id)["state"] != "queued"
+        ),
+        what="run finished",
+    )
     # The finish's commit is visible before the proxy has closed the connection in place
     # of its reply: wait for the drop, do not race it.
     assert proxy.dropped.wait(DEADLINE), "the proxy dropped the finish's reply"
@@ -114,8 +135,13 @@ def test_a_lost_finish_reply_is_not_a_lost_lease(conn, proxy, proxied_workers):
     # The resent finish was answered as applied: logged as finished, never as a loss.
     worker.wait_for("run.finished", where=lambda r: r.get("run.id") == run_id)
     assert [r for r in worker.events("run.lease_lost") if r.get("run.id") == run_id] == []
-    assert conn.execute("select count(*) from runlane.run_events where run_id = %s "
-                        "and event = 'run.finished'", (run_id,)).fetchone()[0] == 1
+    assert (
+        conn.execute(
+            "select count(*) from runlane.run_events where run_id = %s and event = 'run.finished'",
+            (run_id,),
+        ).fetchone()[0]
+        == 1
+    )
 
 
 def test_outputs_an_agent_writes_concurrently_all_land(conn, workers_direct):
@@ -124,9 +150,14 @@ def test_outputs_an_agent_writes_concurrently_all_land(conn, workers_direct):
     for a resend."""
     make_agent(conn, "agent-gather")
     run_id = submit(conn, "agent-gather", "thread-1", "write thirty things at once")
-    workers_direct("--agent", "gather_agent:agent", "--pool-size", "10",
-                   env={"GATHER_AGENT_OUTPUTS": "30"})
+    workers_direct(
+        "--agent", "gather_agent:agent", "--pool-size", "10", env={"GATHER_AGENT_OUTPUTS": "30"}
+    )
     wait_until(lambda: run_row(conn, run_id)["state"] == "succeeded", what="run succeeded")
-    bodies = [body for (body,) in conn.execute(
-        "select body from runlane.run_outputs where run_id = %s", (run_id,)).fetchall()]
+    bodies = [
+        body
+        for (body,) in conn.execute(
+            "select body from runlane.run_outputs where run_id = %s", (run_id,)
+        ).fetchall()
+    ]
     assert sorted(bodies) == sorted(f"[{i}]" for i in range(30))

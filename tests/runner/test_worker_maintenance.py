@@ -26,16 +26,20 @@ def leader(conn) -> str | None:
 def leader_of(conn, fleet):
     """The worker process whose lease runs now (leader ids start with its application name)."""
     current = leader(conn)
-    found = [w for w in fleet
-             if current is not None and current.startswith(f"runlane-worker:{w.worker_id}/")]
+    found = [
+        w
+        for w in fleet
+        if current is not None and current.startswith(f"runlane-worker:{w.worker_id}/")
+    ]
     return found[0] if len(found) == 1 else None
 
 
 def expired_run(conn, name: str) -> int:
     """A background run claimed on a computer whose lease has expired (reap_stale's work)."""
     with conn.transaction():
-        agent = conn.execute("select runlane_test.agent(%s, 'org-m', %s)",
-                             (name, f"computer-{name}")).fetchone()[0]
+        agent = conn.execute(
+            "select runlane_test.agent(%s, 'org-m', %s)", (name, f"computer-{name}")
+        ).fetchone()[0]
         run_id = conn.execute("select runlane_test.queued_run(%s)", (agent,)).fetchone()[0]
         conn.execute("select runlane_test.claimed_on_computer(%s)", (run_id,))
         conn.execute("select runlane_test.lease_expired(%s)", (run_id,))
@@ -43,8 +47,10 @@ def expired_run(conn, name: str) -> int:
 
 
 def test_exactly_one_maintenance_leader_and_a_takeover_when_it_dies(conn, workers):
-    fleet = [workers("--leader-retry", "0.2", "--tick-interval", "0.2", "--leader-ttl", "3")
-             for _ in range(3)]
+    fleet = [
+        workers("--leader-retry", "0.2", "--tick-interval", "0.2", "--leader-ttl", "3")
+        for _ in range(3)
+    ]
     for worker in fleet:
         worker.wait_for("dispatch.ready")
     wait_until(lambda: leader_of(conn, fleet), what="a leader")
@@ -60,8 +66,10 @@ def test_exactly_one_maintenance_leader_and_a_takeover_when_it_dies(conn, worker
     first.signal(signal.SIGKILL)
     first.wait_exit()
     rest = [w for w in fleet if w is not first]
-    wait_until(lambda: any(w.events("maintenance.leader_acquired") for w in rest),
-               what="a follower takes over")
+    wait_until(
+        lambda: any(w.events("maintenance.leader_acquired") for w in rest),
+        what="a follower takes over",
+    )
     successors = [w for w in rest if w.events("maintenance.leader_acquired")]
     assert len(successors) == 1
     assert leader_of(conn, fleet) is successors[0]
@@ -72,8 +80,10 @@ def test_a_paused_leader_is_replaced_and_does_not_lead_when_it_resumes(conn, wor
     was never released): its lease lapses instead, the other worker logs once that the
     holder went silent (maintenance.leader_silent, naming it), takes over and reaps while
     the first is still stopped; resumed, the first finds its lease lost and follows."""
-    fleet = [workers("--leader-retry", "0.2", "--tick-interval", "0.2", "--leader-ttl", "2")
-             for _ in range(2)]
+    fleet = [
+        workers("--leader-retry", "0.2", "--tick-interval", "0.2", "--leader-ttl", "2")
+        for _ in range(2)
+    ]
     wait_until(lambda: leader_of(conn, fleet), what="a leader")
     paused = leader_of(conn, fleet)
     other = next(w for w in fleet if w is not paused)
@@ -105,7 +115,8 @@ def test_a_paused_leader_is_replaced_and_does_not_lead_when_it_resumes(conn, wor
     assert silent[0]["maintenance.holder_ttl_s"] == 2.0
     messages = [r["message"] for r in after_pause]
     assert messages.index("maintenance.leader_silent") < messages.index(
-        "maintenance.leader_acquired")
+        "maintenance.leader_acquired"
+    )
 
     lost = paused.wait_for("maintenance.leader_lost")
     assert lost["maintenance.since_renewal_s"] >= 2.0  # the pause outlived the lease
@@ -123,8 +134,10 @@ def test_a_paused_leader_is_replaced_and_does_not_lead_when_it_resumes(conn, wor
 
 
 def test_a_stopping_leader_hands_its_lease_back(conn, workers):
-    fleet = [workers("--leader-retry", "0.2", "--tick-interval", "0.2", "--leader-ttl", "60")
-             for _ in range(2)]
+    fleet = [
+        workers("--leader-retry", "0.2", "--tick-interval", "0.2", "--leader-ttl", "60")
+        for _ in range(2)
+    ]
     wait_until(lambda: leader_of(conn, fleet), what="a leader")
     first = leader_of(conn, fleet)
     first.signal(signal.SIGTERM)
@@ -161,8 +174,15 @@ language sql stable set search_path = pg_catalog, pg_temp as $$ select %s::float
 def test_queue_delay_warns_while_interactive_runs_wait_and_recovers_once(conn, workers):
     make_agent(conn, "agent-q")
     # This worker serves only the background lane: the chat run below waits in the queue.
-    watcher = workers("--tick-interval", "0.2", "--queue-delay-interval", "0.2",
-                      "--queue-delay-threshold", "0.5", lanes=("background",))
+    watcher = workers(
+        "--tick-interval",
+        "0.2",
+        "--queue-delay-interval",
+        "0.2",
+        "--queue-delay-threshold",
+        "0.5",
+        lanes=("background",),
+    )
     run_id = submit(conn, "agent-q", "thread-1", "is anyone there")
     delayed = watcher.wait_for("run.queue_delayed")
     assert delayed["queue.delayed_runs"] == 1

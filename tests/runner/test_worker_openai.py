@@ -42,6 +42,7 @@ USAGE = {"prompt_tokens": 200, "completion_tokens": 400, "total_tokens": 600}
 @dataclass
 class Reply:
     """How the server answers one request."""
+
     status: int = 200
     retry_after: str | None = None
     tokens: list[str] = field(default_factory=lambda: ["Hel", "lo, ", "wor", "ld"])
@@ -62,10 +63,14 @@ class Provider:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):  # noqa: N802 - the stdlib's name
                 length = int(self.headers.get("Content-Length", 0))
-                provider.requests.append({
-                    "at": time.monotonic(), "path": self.path,
-                    "authorization": self.headers.get("Authorization"),
-                    "body": json.loads(self.rfile.read(length))})
+                provider.requests.append(
+                    {
+                        "at": time.monotonic(),
+                        "path": self.path,
+                        "authorization": self.headers.get("Authorization"),
+                        "body": json.loads(self.rfile.read(length)),
+                    }
+                )
                 reply = provider.script.pop(0) if provider.script else Reply()
                 provider.answer(self, reply)
 
@@ -126,23 +131,36 @@ def provider():
 
 
 def start_worker(workers, provider: Provider, **env: str):
-    return workers("--no-maintenance", "--agent", "runlane.agents.openai:agent", env={
-        "RUNLANE_OPENAI_BASE_URL": provider.base_url, "RUNLANE_OPENAI_API_KEY": API_KEY,
-        "RUNLANE_OPENAI_MODEL": "stub-model", **env})
+    return workers(
+        "--no-maintenance",
+        "--agent",
+        "runlane.agents.openai:agent",
+        env={
+            "RUNLANE_OPENAI_BASE_URL": provider.base_url,
+            "RUNLANE_OPENAI_API_KEY": API_KEY,
+            "RUNLANE_OPENAI_MODEL": "stub-model",
+            **env,
+        },
+    )
 
 
 def text_rows(conn: psycopg.Connection, run_id: int) -> list[str]:
-    return [r[0] for r in conn.execute(
-        "select body from runlane.run_outputs where run_id = %s and kind = 'text' "
-        "order by output_id", (run_id,)).fetchall()]
+    return [
+        r[0]
+        for r in conn.execute(
+            "select body from runlane.run_outputs where run_id = %s and kind = 'text' "
+            "order by output_id",
+            (run_id,),
+        ).fetchall()
+    ]
 
 
 def test_a_reply_is_coalesced_costed_and_retried_after_a_429(conn, workers, provider):
     make_agent(conn, "agent-o")
-    provider.script = [Reply(status=429, retry_after="1"),
-                       Reply(tokens=TOKENS, usage=USAGE)]
-    worker = start_worker(workers, provider, RUNLANE_OPENAI_PRICE_INPUT="0.5",
-                          RUNLANE_OPENAI_PRICE_OUTPUT="1.5")
+    provider.script = [Reply(status=429, retry_after="1"), Reply(tokens=TOKENS, usage=USAGE)]
+    worker = start_worker(
+        workers, provider, RUNLANE_OPENAI_PRICE_INPUT="0.5", RUNLANE_OPENAI_PRICE_OUTPUT="1.5"
+    )
     run_id = submit(conn, "agent-o", "thread-1", "say hello")
     wait_until(lambda: run_state(conn, run_id) == "succeeded", what="the model run finished")
 
@@ -164,8 +182,9 @@ def test_a_reply_is_coalesced_costed_and_retried_after_a_429(conn, workers, prov
     # Cost from usage: 200 x 0.5 / 1000 + 400 x 1.5 / 1000 = 0.7, charged once.
     assert run_row(conn, run_id)["cost"] == Decimal("0.7")
     assert conn.execute("select runlane.weekly_spend(%s)", (OWNER,)).fetchone()[0] == Decimal("0.7")
-    assert conn.execute("select amount from runlane.charges where run_id = %s",
-                        (run_id,)).fetchall() == [(Decimal("0.7"),)]
+    assert conn.execute(
+        "select amount from runlane.charges where run_id = %s", (run_id,)
+    ).fetchall() == [(Decimal("0.7"),)]
 
     request = provider.requests[1]
     assert request["path"] == "/v1/chat/completions"
@@ -209,23 +228,29 @@ def test_a_stop_mid_stream_cancels_the_run_and_closes_the_connection(conn, worke
     wait_until(lambda: text_rows(conn, run_id), what="the first token")
 
     assert conn.execute("select runlane.cancel_run(%s)", (run_id,)).fetchone()[0] == "running"
-    last = conn.execute("select coalesce(max(output_id), 0) from runlane.run_outputs "
-                        "where run_id = %s", (run_id,)).fetchone()[0]
+    last = conn.execute(
+        "select coalesce(max(output_id), 0) from runlane.run_outputs where run_id = %s", (run_id,)
+    ).fetchone()[0]
     wait_until(lambda: run_state(conn, run_id) == "canceled", what="the run canceled")
     assert provider.closed_by_client.wait(60), "the stream's connection was not closed"
     # Nothing is written after the Stop.
-    assert conn.execute("select count(*) from runlane.run_outputs where run_id = %s "
-                        "and output_id > %s", (run_id, last)).fetchone()[0] == 0
+    assert (
+        conn.execute(
+            "select count(*) from runlane.run_outputs where run_id = %s and output_id > %s",
+            (run_id, last),
+        ).fetchone()[0]
+        == 0
+    )
     assert len(provider.requests) == 1
 
 
 def test_the_iteration_cap_bounds_the_requests_of_a_run(conn, workers, provider):
     make_agent(conn, "agent-c")
-    conn.execute("update runlane.platform_settings set agent_iteration_cap = 2 "
-                 "where org_id = 'org-w'")
+    conn.execute(
+        "update runlane.platform_settings set agent_iteration_cap = 2 where org_id = 'org-w'"
+    )
     holds = [threading.Event(), threading.Event()]
-    provider.script = [Reply(tokens=["one"], hold=holds[0]),
-                       Reply(tokens=["two"], hold=holds[1])]
+    provider.script = [Reply(tokens=["one"], hold=holds[0]), Reply(tokens=["two"], hold=holds[1])]
     start_worker(workers, provider)
     run_id = submit(conn, "agent-c", "thread-1", "first")
     for n, hold in enumerate(holds, start=1):
@@ -241,7 +266,10 @@ def test_the_iteration_cap_bounds_the_requests_of_a_run(conn, workers, provider)
     # The second request answered the steering, after the first reply.
     chat = provider.requests[1]["body"]["messages"]
     assert [(m["role"], m["content"]) for m in chat[1:]] == [
-        ("user", f"first {MARKER}"), ("assistant", "one"), ("user", f"more 1 {MARKER}")]
+        ("user", f"first {MARKER}"),
+        ("assistant", "one"),
+        ("user", f"more 1 {MARKER}"),
+    ]
 
 
 # --- the rules alone ------------------------------------------------------------------

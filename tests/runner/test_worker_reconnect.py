@@ -18,9 +18,13 @@ workers = worker_helpers.workers  # the fixture: real worker processes, logs che
 
 def _backends(conn: psycopg.Connection, worker_id: str) -> list[int]:
     """The worker's own sessions (listener, claim connection, lane pool; not maintenance)."""
-    return [r[0] for r in conn.execute(
-        "select pid from pg_stat_activity where application_name = %s",
-        (f"runlane-worker:{worker_id}",)).fetchall()]
+    return [
+        r[0]
+        for r in conn.execute(
+            "select pid from pg_stat_activity where application_name = %s",
+            (f"runlane-worker:{worker_id}",),
+        ).fetchall()
+    ]
 
 
 def test_a_lost_connection_is_replaced_before_the_next_claim_and_write(conn, workers):
@@ -35,19 +39,25 @@ def test_a_lost_connection_is_replaced_before_the_next_claim_and_write(conn, wor
     before = _backends(conn, worker.worker_id)
     assert len(before) >= 3, "listener, claim connection and a pool connection are open"
 
-    conn.execute("select pg_terminate_backend(pid) from pg_stat_activity "
-                 "where application_name = %s", (f"runlane-worker:{worker.worker_id}",))
+    conn.execute(
+        "select pg_terminate_backend(pid) from pg_stat_activity where application_name = %s",
+        (f"runlane-worker:{worker.worker_id}",),
+    )
     worker.wait_for("listener.reconnected")
     # The reconnect woke the lane (a pass on a fresh claim connection) and renewed the
     # pool: three live sessions again, none of them one of the terminated ones, before
     # any run was submitted.
-    wait_until(lambda: len(set(_backends(conn, worker.worker_id)) - set(before)) >= 3,
-               timeout=20, what="listener, claim connection and pool connection reopened")
+    wait_until(
+        lambda: len(set(_backends(conn, worker.worker_id)) - set(before)) >= 3,
+        timeout=20,
+        what="listener, claim connection and pool connection reopened",
+    )
 
     second = submit(conn, agent, "thread-b", "after")
     wait_until(lambda: run_state(conn, second) == "succeeded", what="the run after the loss")
-    assert worker.events("dispatch.claim_resent") == [], \
+    assert worker.events("dispatch.claim_resent") == [], (
         "no claim was sent on the dead claim connection first"
+    )
     assert worker.proc.poll() is None, "the same worker process carried on"
     worker.signal(signal.SIGTERM)
     assert worker.wait_exit() == 0

@@ -63,8 +63,9 @@ def test_kill_9_mid_interactive_run_resumes_from_its_checkpoint_elsewhere(conn, 
     make_agent(conn, "agent-i")
     doomed = workers("--lease", "2", "--no-maintenance", env=SLOW)
     run_id = submit(conn, "agent-i", "thread-1", "a long answer that is streamed in chunks")
-    body = conn.execute("select body from runlane.messages where run_id = %s",
-                        (run_id,)).fetchone()[0]
+    body = conn.execute(
+        "select body from runlane.messages where run_id = %s", (run_id,)
+    ).fetchone()[0]
     wait_until(lambda: checkpoint_matches_outputs(conn, run_id), what="a checkpointed chunk")
     first_response_at = run_row(conn, run_id)["first_response_at"]
     doomed.signal(signal.SIGKILL)
@@ -88,8 +89,9 @@ def test_sigterm_releases_a_long_run_to_another_worker_at_once(conn, workers):
     make_agent(conn, "agent-g")
     leaving = workers("--lease", "30", "--no-maintenance", "--shutdown-grace", "0.2", env=SLOW)
     run_id = submit(conn, "agent-g", "thread-1", "an answer that outlives its worker")
-    body = conn.execute("select body from runlane.messages where run_id = %s",
-                        (run_id,)).fetchone()[0]
+    body = conn.execute(
+        "select body from runlane.messages where run_id = %s", (run_id,)
+    ).fetchone()[0]
     wait_until(lambda: checkpoint_matches_outputs(conn, run_id), what="a checkpointed chunk")
     first_response_at = run_row(conn, run_id)["first_response_at"]
     # The other worker only scans every 10 minutes: it can only learn of the run through

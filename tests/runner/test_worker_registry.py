@@ -15,8 +15,9 @@ from runlane.worker.registry import Registry
 
 def test_a_worker_registers_with_its_lanes_and_is_marked_stopped_at_the_end(db_dsn, conn):
     def row():
-        return conn.execute("select lanes, stopped_at is not null from runlane.workers "
-                            "where worker_id = 'w-reg'").fetchone()
+        return conn.execute(
+            "select lanes, stopped_at is not null from runlane.workers where worker_id = 'w-reg'"
+        ).fetchone()
 
     async def scenario() -> tuple[tuple, bool]:
         cfg = config(db_dsn, worker_id="w-reg", lanes=["interactive", "background"])
@@ -26,8 +27,9 @@ def test_a_worker_registers_with_its_lanes_and_is_marked_stopped_at_the_end(db_d
             registry, stopped = Registry(cfg, db), asyncio.Event()
             task = asyncio.create_task(registry.run_forever(stopped))
             # The refresh loop also finds the schema's numbered writes (asked till found).
-            registered = await asyncio.to_thread(wait_until, lambda: db.write_seqs and row(),
-                                                 what="the registry row")
+            registered = await asyncio.to_thread(
+                wait_until, lambda: db.write_seqs and row(), what="the registry row"
+            )
             stopped.set()
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
@@ -35,6 +37,7 @@ def test_a_worker_registers_with_its_lanes_and_is_marked_stopped_at_the_end(db_d
             return registered, db.write_seqs
         finally:
             await db.close()
+
     registered, numbered = asyncio.run(scenario())
     assert registered == (["interactive", "background"], False)
     assert numbered is True
@@ -52,6 +55,7 @@ def test_a_refused_registration_is_logged_and_never_raised(db_dsn, conn, capsys)
             await Registry(cfg, db).register()
         finally:
             await db.close()
+
     asyncio.run(scenario())
     assert "worker.register_failed" in capsys.readouterr().out
     assert conn.execute("select count(*) from runlane.workers").fetchone()[0] == 0

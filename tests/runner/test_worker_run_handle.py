@@ -24,9 +24,14 @@ def _one_run(conn: psycopg.Connection, agent_id: str = "agent-h") -> dict:
 
 
 def _outputs(conn: psycopg.Connection, run_id: int) -> list[str]:
-    return [b for (b,) in conn.execute(
-        "select body from runlane.run_outputs where run_id = %s and kind = 'text' "
-        "order by output_id", (run_id,))]
+    return [
+        b
+        for (b,) in conn.execute(
+            "select body from runlane.run_outputs where run_id = %s and kind = 'text' "
+            "order by output_id",
+            (run_id,),
+        )
+    ]
 
 
 def test_writes_an_agent_sends_at_once_all_land_in_the_order_they_were_made(conn, db_dsn):
@@ -36,11 +41,16 @@ def test_writes_an_agent_sends_at_once_all_land_in_the_order_they_were_made(conn
         async with database(db_dsn) as db:
             run = RunHandle(row, db, Timings())
             await asyncio.gather(*(run.emit("text", f"part {i}") for i in range(20)))
+
     asyncio.run(scenario())
     # Each write had its own number and none was taken for a resend and dropped.
     assert _outputs(conn, row["run_id"]) == [f"part {i}" for i in range(20)]
-    assert conn.execute("select write_seq from runlane.runs where run_id = %s",
-                        (row["run_id"],)).fetchone()[0] == 20
+    assert (
+        conn.execute(
+            "select write_seq from runlane.runs where run_id = %s", (row["run_id"],)
+        ).fetchone()[0]
+        == 20
+    )
 
 
 def test_the_first_visible_output_reports_the_first_response_once(conn, db_dsn):
@@ -51,12 +61,15 @@ def test_the_first_visible_output_reports_the_first_response_once(conn, db_dsn):
         async with database(db_dsn) as db:
             run = RunHandle(row, db, timings)
             await run.emit("text", "first")
-            await run.end_step(StepResult(done=False, outputs=(("text", "second"),),
-                                          checkpoint={"k": 1}))
+            await run.end_step(
+                StepResult(done=False, outputs=(("text", "second"),), checkpoint={"k": 1})
+            )
+
     asyncio.run(scenario())
     assert timings.events() == ["run.first_response"]
-    saved = conn.execute("select checkpoint from runlane.runs where run_id = %s",
-                         (row["run_id"],)).fetchone()[0]
+    saved = conn.execute(
+        "select checkpoint from runlane.runs where run_id = %s", (row["run_id"],)
+    ).fetchone()[0]
     assert saved == {"iteration": 0, "cost": 0.0, "state": {"k": 1}}
     assert _outputs(conn, row["run_id"]) == ["first", "second"]
 
@@ -77,6 +90,7 @@ def test_a_write_refused_as_fenced_out_loses_the_run_and_cancels_its_agent(conn,
         with pytest.raises(LeaseLost):
             await run.save_checkpoint({"step": 2})
         return run, agent_task
+
     run, agent_task = asyncio.run(scenario())
     assert (run.lost, run.lost_why) == (True, "fenced_out")
     assert agent_task.cancelled()
@@ -96,11 +110,13 @@ def test_charges_are_recorded_in_order_and_a_refused_one_fails_only_itself(conn,
             with pytest.raises(psycopg.Error) as refused:
                 await run.settle_charges()
             return refused.value
+
     refused = asyncio.run(scenario())
     assert refused.sqlstate == "22023"
-    assert conn.execute("select amount from runlane.charges where run_id = %s "
-                        "order by charged_at, amount", (row["run_id"],)).fetchall() == [
-        (Decimal("0.25"),), (Decimal("0.5"),)]
+    assert conn.execute(
+        "select amount from runlane.charges where run_id = %s order by charged_at, amount",
+        (row["run_id"],),
+    ).fetchall() == [(Decimal("0.25"),), (Decimal("0.5"),)]
 
 
 def test_the_runs_messages_are_read_once_per_attempt(conn, db_dsn):
@@ -112,6 +128,7 @@ def test_the_runs_messages_are_read_once_per_attempt(conn, db_dsn):
             first = await run.messages()
         second = await run.messages()  # the database is closed: from the attempt's copy
         return first, second
+
     first, second = asyncio.run(scenario())
     assert len(first) == 1 and first[0].body.startswith("hello")
     assert second == first

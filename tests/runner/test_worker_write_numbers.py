@@ -18,8 +18,10 @@ STREAM = {"STREAM_AGENT_CHUNKS": "1000", "STREAM_AGENT_DELAY": "0.2"}
 
 
 def outputs(conn, run_id: int, attempt: int) -> int:
-    return conn.execute("select count(*) from runlane.run_outputs where run_id = %s "
-                        "and attempt = %s", (run_id, attempt)).fetchone()[0]
+    return conn.execute(
+        "select count(*) from runlane.run_outputs where run_id = %s and attempt = %s",
+        (run_id, attempt),
+    ).fetchone()[0]
 
 
 def test_a_write_refused_for_its_number_gives_the_run_up_to_its_lease(conn, workers):

@@ -48,22 +48,39 @@ def file_probe() -> Memory:
 
 
 class WorkerProcess:
-    def __init__(self, dsn: str, *args: str, lanes: tuple[str, ...] = ("interactive",),
-                 env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        dsn: str,
+        *args: str,
+        lanes: tuple[str, ...] = ("interactive",),
+        env: dict[str, str] | None = None,
+    ):
         self.log_path = Path(tempfile.mkstemp(prefix="runlane-worker-", suffix=".log")[1])
         self.worker_id = f"w-{uuid.uuid4().hex[:8]}"
-        cmd = [sys.executable, "-m", "runlane", "worker", "--dsn", dsn,
-               "--worker-id", self.worker_id]
+        cmd = [
+            sys.executable,
+            "-m",
+            "runlane",
+            "worker",
+            "--dsn",
+            dsn,
+            "--worker-id",
+            self.worker_id,
+        ]
         for lane in lanes:
             cmd += ["--lane", lane]
         if "--agent" not in args:  # a worker needs an agent: the echo one unless told
             cmd += ["--agent", "runlane.agents.echo:agent"]
         cmd += list(args)
-        full_env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            [str(HERE), os.environ.get("PYTHONPATH", "")]), **(env or {})}
+        full_env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+            **(env or {}),
+        }
         self._out = open(self.log_path, "w")  # noqa: SIM115 - closed in close()
-        self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=subprocess.PIPE,
-                                     env=full_env, text=True)
+        self.proc = subprocess.Popen(
+            cmd, stdout=self._out, stderr=subprocess.PIPE, env=full_env, text=True
+        )
 
     @property
     def pid(self) -> int:
@@ -83,14 +100,20 @@ class WorkerProcess:
                 found.append(record)
         return found
 
-    def wait_for(self, message: str, timeout: float = DEADLINE,
-                 where: Callable[[dict[str, Any]], bool] = lambda r: True) -> dict[str, Any]:
+    def wait_for(
+        self,
+        message: str,
+        timeout: float = DEADLINE,
+        where: Callable[[dict[str, Any]], bool] = lambda r: True,
+    ) -> dict[str, Any]:
         def found():
             if self.proc.poll() is not None and not self.events(message):
                 raise AssertionError(
                     f"worker exited ({self.proc.returncode}) before {message}: "
-                    f"{self.proc.stderr.read() if self.proc.stderr else ''}")
+                    f"{self.proc.stderr.read() if self.proc.stderr else ''}"
+                )
             return next((r for r in self.events(message) if where(r)), None)
+
         return wait_until(found, timeout, message)
 
     def signal(self, sig: int) -> None:
@@ -118,8 +141,9 @@ class WorkerProcess:
 def wait_until_blocked(conn: psycopg.Connection, pid: int) -> None:
     """Poll until backend `pid` waits on a lock (a condition, not a guess about timing)."""
     for _ in range(1000):
-        waiting = conn.execute("select wait_event_type = 'Lock' from pg_stat_activity "
-                               "where pid = %s", (pid,)).fetchone()
+        waiting = conn.execute(
+            "select wait_event_type = 'Lock' from pg_stat_activity where pid = %s", (pid,)
+        ).fetchone()
         if waiting and waiting[0]:
             return
         time.sleep(0.01)
@@ -138,32 +162,38 @@ def run_row(conn: psycopg.Connection, run_id: int) -> dict[str, Any]:
 
 def make_agent(conn: psycopg.Connection, agent_id: str, org_id: str = "org-w") -> str:
     conn.execute("select runlane_test.agent(%s, %s)", (agent_id, org_id))
-    conn.execute("update runlane.agents set prompt = %s where agent_id = %s",
-                 (f"Do the work {MARKER}", agent_id))
+    conn.execute(
+        "update runlane.agents set prompt = %s where agent_id = %s",
+        (f"Do the work {MARKER}", agent_id),
+    )
     return agent_id
 
 
-def submit(conn: psycopg.Connection, agent_id: str, thread_id: str, text: str,
-           publish: bool = True) -> int:
+def submit(
+    conn: psycopg.Connection, agent_id: str, thread_id: str, text: str, publish: bool = True
+) -> int:
     """A chat message through the API path; returns its run id (published unless told)."""
     _message_id, run_id, _disposition = conn.execute(
         "select * from runlane.submit_message(%s, %s, %s)",
-        (agent_id, thread_id, f"{text} {MARKER}")).fetchone()
+        (agent_id, thread_id, f"{text} {MARKER}"),
+    ).fetchone()
     if publish:
         conn.execute("select runlane.publish_run(%s)", (run_id,))
     return run_id
 
 
-def claimed_chat_run(conn: psycopg.Connection, agent_id: str, thread_id: str = "thread-1",
-                     text: str = "hello") -> tuple[int, int]:
+def claimed_chat_run(
+    conn: psycopg.Connection, agent_id: str, thread_id: str = "thread-1", text: str = "hello"
+) -> tuple[int, int]:
     """A chat message's run, claimed by a test claimer (runlane_test.claimed): (run id, fence)."""
     run_id = submit(conn, agent_id, thread_id, text, publish=False)
     return run_id, conn.execute("select runlane_test.claimed(%s)", (run_id,)).fetchone()[0]
 
 
 def background_run(conn: psycopg.Connection, agent_id: str, publish: bool = True) -> int:
-    run_id = conn.execute("select runlane_test.queued_run(%s, 'background', 'manual')",
-                          (agent_id,)).fetchone()[0]
+    run_id = conn.execute(
+        "select runlane_test.queued_run(%s, 'background', 'manual')", (agent_id,)
+    ).fetchone()[0]
     if publish:
         conn.execute("select runlane.publish_run(%s)", (run_id,))
     return run_id
@@ -177,10 +207,17 @@ def first_chat_run(conn: psycopg.Connection, name: str) -> int:
     migrate(conn)
     conn.execute("select runlane.put_org(%s)", (f"org-{name}",))
     conn.execute("select runlane.put_user(%s, %s)", (f"owner-{name}", f"org-{name}"))
-    conn.execute("select runlane.put_agent(%s, %s)", (f"agent-{name}", json.dumps(
-        {"org_id": f"org-{name}", "owner_id": f"owner-{name}", "model": "m"})))
-    run_id = conn.execute("select run_id from runlane.submit_message(%s, %s, 'hello')",
-                          (f"agent-{name}", f"thread-{name}")).fetchone()[0]
+    conn.execute(
+        "select runlane.put_agent(%s, %s)",
+        (
+            f"agent-{name}",
+            json.dumps({"org_id": f"org-{name}", "owner_id": f"owner-{name}", "model": "m"}),
+        ),
+    )
+    run_id = conn.execute(
+        "select run_id from runlane.submit_message(%s, %s, 'hello')",
+        (f"agent-{name}", f"thread-{name}"),
+    ).fetchone()[0]
     conn.commit()
     return run_id
 
@@ -188,7 +225,9 @@ def first_chat_run(conn: psycopg.Connection, name: str) -> int:
 def visible_outputs(conn: psycopg.Connection, run_id: int) -> list[tuple[int, str]]:
     return conn.execute(
         "select attempt, body from runlane.run_outputs where run_id = %s and kind = 'text' "
-        "order by output_id", (run_id,)).fetchall()
+        "order by output_id",
+        (run_id,),
+    ).fetchall()
 
 
 @pytest.fixture

@@ -30,16 +30,26 @@ def queue_chat_runs(conn: psycopg.Connection, org: str, agent: str, runs: int) -
     own thread, inserted at once; their ids, oldest first."""
     conn.execute("select runlane_test.org(%s, 1000)", (org,))
     conn.execute("select runlane_test.agent(%s, %s)", (agent, org))
-    return [r[0] for r in conn.execute(
-        "select runlane_test.chat_backlog(%s, %s, %s)", (agent, runs, f"{agent}-")).fetchall()]
+    return [
+        r[0]
+        for r in conn.execute(
+            "select runlane_test.chat_backlog(%s, %s, %s)", (agent, runs, f"{agent}-")
+        ).fetchall()
+    ]
 
 
-def worker_claim(worker: str, lane: str = "interactive", limit: int = 10,
-                 key: uuid.UUID | None = None) -> dict[str, Any]:
+def worker_claim(
+    worker: str, lane: str = "interactive", limit: int = 10, key: uuid.UUID | None = None
+) -> dict[str, Any]:
     """The parameters of the worker's keyed claim (dispatcher.CLAIM) of up to `limit` runs
     of one lane, with a lease of 60 s, under `key` (a new one unless given)."""
-    return {"worker": worker, "lanes": [lane], "limit": limit,
-            "lease": timedelta(seconds=60), "claim_key": key or uuid.uuid4()}
+    return {
+        "worker": worker,
+        "lanes": [lane],
+        "limit": limit,
+        "lease": timedelta(seconds=60),
+        "claim_key": key or uuid.uuid4(),
+    }
 
 
 def claim_connection(dsn: str, durable: bool = False) -> psycopg.Connection:
@@ -67,9 +77,15 @@ class RecordingDatabase(Database):
         super().__init__(worker_config)
         self.sent: list[tuple[str, str, Any]] = []  # (lane, sql, params)
 
-    async def call(self, lane: str, sql: str, params: dict[str, Any] | None = None,
-                   fetch: str = "one", retries: int | None = None,
-                   orgs: Iterable[str] = ()) -> Any:
+    async def call(
+        self,
+        lane: str,
+        sql: str,
+        params: dict[str, Any] | None = None,
+        fetch: str = "one",
+        retries: int | None = None,
+        orgs: Iterable[str] = (),
+    ) -> Any:
         self.sent.append((lane, sql, params))
         return await super().call(lane, sql, params, fetch, retries, orgs)
 
@@ -90,8 +106,9 @@ async def database(dsn: str, **options: Any) -> AsyncIterator[RecordingDatabase]
         await db.close()
 
 
-def claim(conn: psycopg.Connection, lane: str = "interactive", limit: int = 10,
-          worker: str = "w-test") -> list[dict[str, Any]]:
+def claim(
+    conn: psycopg.Connection, lane: str = "interactive", limit: int = 10, worker: str = "w-test"
+) -> list[dict[str, Any]]:
     """Claim rows as claim_runs returns them to a worker."""
     with conn.cursor(row_factory=dict_row) as cur:
         cur.execute(CLAIM_ROWS, {"worker": worker, "lane": lane, "limit": limit})

@@ -70,15 +70,15 @@ class StepResult:
 CONTINUE = StepResult(done=False)
 
 
-def done(outcome: str = "succeeded", error: str | None = None, *,
-         outputs: Iterable[tuple[str, str]] = ()) -> StepResult:
+def done(
+    outcome: str = "succeeded", error: str | None = None, *, outputs: Iterable[tuple[str, str]] = ()
+) -> StepResult:
     """End the run: outcome `succeeded`, `failed` or `canceled`; error a reason code or text.
     `outputs` are written in the same transaction as the finish."""
     return StepResult(done=True, outcome=outcome, error=error, outputs=tuple(outputs))
 
 
-def proceed(*, outputs: Iterable[tuple[str, str]] = (), checkpoint: Any = UNCHANGED
-            ) -> StepResult:
+def proceed(*, outputs: Iterable[tuple[str, str]] = (), checkpoint: Any = UNCHANGED) -> StepResult:
     """Continue with another step, writing `outputs` and `checkpoint` (resumed as
     ctx.checkpoint after a crash) in one transaction first."""
     return StepResult(done=False, outputs=tuple(outputs), checkpoint=checkpoint)
@@ -95,6 +95,7 @@ class Message:
 class Turn:
     """One earlier turn of a run's thread: role `user` (a message) or `assistant` (a
     run's visible reply, its outputs joined)."""
+
     run_id: int
     role: str
     body: str

@@ -27,14 +27,23 @@ from . import RunContext, StepResult, done, proceed
 
 
 class EchoAgent:
-    def __init__(self, chunks: int | None = None, delay: float | None = None,
-                 cost: float | None = None, progress: bool | None = None):
+    def __init__(
+        self,
+        chunks: int | None = None,
+        delay: float | None = None,
+        cost: float | None = None,
+        progress: bool | None = None,
+    ):
         self.chunks = max(1, chunks or int(os.environ.get("RUNLANE_ECHO_CHUNKS", "3")))
-        self.delay = delay if delay is not None else float(
-            os.environ.get("RUNLANE_ECHO_DELAY", "0"))
+        self.delay = (
+            delay if delay is not None else float(os.environ.get("RUNLANE_ECHO_DELAY", "0"))
+        )
         self.cost = cost if cost is not None else float(os.environ.get("RUNLANE_ECHO_COST", "0"))
-        self.progress = progress if progress is not None else (
-            os.environ.get("RUNLANE_ECHO_PROGRESS", "0") not in ("", "0"))
+        self.progress = (
+            progress
+            if progress is not None
+            else (os.environ.get("RUNLANE_ECHO_PROGRESS", "0") not in ("", "0"))
+        )
 
     async def _text(self, ctx: RunContext) -> str:
         messages = await ctx.messages()
@@ -56,7 +65,7 @@ class EchoAgent:
             await asyncio.sleep(self.delay)
         outputs = []
         if emitted < len(text):
-            outputs.append(("text", text[emitted:emitted + size]))
+            outputs.append(("text", text[emitted : emitted + size]))
             emitted = min(len(text), emitted + size)
             ctx.charge(self.cost)
         if emitted < len(text):

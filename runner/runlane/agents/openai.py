@@ -117,8 +117,13 @@ class Coalescer:
     then what is pending once `interval` seconds passed since the last write or
     `max_bytes` are pending, whichever comes first. `take()` hands back what is left."""
 
-    def __init__(self, emit: Callable[[str], Awaitable[None]], interval: float,
-                 max_bytes: int, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        emit: Callable[[str], Awaitable[None]],
+        interval: float,
+        max_bytes: int,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self._emit = emit
         self.interval = interval
         self.max_bytes = max_bytes
@@ -167,38 +172,65 @@ _END = object()
 
 
 class OpenAIAgent:
-    def __init__(self, base_url: str | None = None, api_key: str | None = None,
-                 model: str | None = None, idle_timeout: float = 120.0, *,
-                 price_input: float | None = None, price_output: float | None = None,
-                 flush_interval: float | None = None, flush_bytes: int | None = None,
-                 retries: int | None = None, retry_max_wait: float | None = None,
-                 history: int | None = None, include_usage: bool | None = None):
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        model: str | None = None,
+        idle_timeout: float = 120.0,
+        *,
+        price_input: float | None = None,
+        price_output: float | None = None,
+        flush_interval: float | None = None,
+        flush_bytes: int | None = None,
+        retries: int | None = None,
+        retry_max_wait: float | None = None,
+        history: int | None = None,
+        include_usage: bool | None = None,
+    ):
         env = os.environ.get
-        self.base_url = (base_url or env("RUNLANE_OPENAI_BASE_URL")
-                         or "https://api.openai.com/v1").rstrip("/")
+        self.base_url = (
+            base_url or env("RUNLANE_OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        ).rstrip("/")
         self.api_key = api_key or env("RUNLANE_OPENAI_API_KEY")
         self.model = model or env("RUNLANE_OPENAI_MODEL")
-        self.price_input = price_input if price_input is not None else _env_float(
-            "RUNLANE_OPENAI_PRICE_INPUT", 0.0)
-        self.price_output = price_output if price_output is not None else _env_float(
-            "RUNLANE_OPENAI_PRICE_OUTPUT", 0.0)
-        self.flush_interval = flush_interval if flush_interval is not None else _env_float(
-            "RUNLANE_OPENAI_FLUSH_INTERVAL", 0.1)
-        self.flush_bytes = flush_bytes if flush_bytes is not None else _env_int(
-            "RUNLANE_OPENAI_FLUSH_BYTES", 2048)
+        self.price_input = (
+            price_input
+            if price_input is not None
+            else _env_float("RUNLANE_OPENAI_PRICE_INPUT", 0.0)
+        )
+        self.price_output = (
+            price_output
+            if price_output is not None
+            else _env_float("RUNLANE_OPENAI_PRICE_OUTPUT", 0.0)
+        )
+        self.flush_interval = (
+            flush_interval
+            if flush_interval is not None
+            else _env_float("RUNLANE_OPENAI_FLUSH_INTERVAL", 0.1)
+        )
+        self.flush_bytes = (
+            flush_bytes if flush_bytes is not None else _env_int("RUNLANE_OPENAI_FLUSH_BYTES", 2048)
+        )
         self.retries = retries if retries is not None else _env_int("RUNLANE_OPENAI_RETRIES", 4)
-        self.retry_max_wait = retry_max_wait if retry_max_wait is not None else _env_float(
-            "RUNLANE_OPENAI_RETRY_MAX_WAIT", 30.0)
-        self.history = history if history is not None else _env_int(
-            "RUNLANE_OPENAI_HISTORY", 20)
-        self.include_usage = include_usage if include_usage is not None else (
-            env("RUNLANE_OPENAI_INCLUDE_USAGE", "1").strip() not in ("0", "false", "no"))
+        self.retry_max_wait = (
+            retry_max_wait
+            if retry_max_wait is not None
+            else _env_float("RUNLANE_OPENAI_RETRY_MAX_WAIT", 30.0)
+        )
+        self.history = history if history is not None else _env_int("RUNLANE_OPENAI_HISTORY", 20)
+        self.include_usage = (
+            include_usage
+            if include_usage is not None
+            else (env("RUNLANE_OPENAI_INCLUDE_USAGE", "1").strip() not in ("0", "false", "no"))
+        )
         for name in ("price_input", "price_output", "flush_interval", "retry_max_wait"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"OpenAIAgent {name} must be a number >= 0")
         if self.flush_bytes < 1 or self.retries < 0 or not 0 <= self.history <= 1000:
-            raise ValueError("OpenAIAgent needs flush_bytes >= 1, retries >= 0 and "
-                             "history between 0 and 1000")
+            raise ValueError(
+                "OpenAIAgent needs flush_bytes >= 1, retries >= 0 and history between 0 and 1000"
+            )
         self.timeout = httpx.Timeout(30.0, read=idle_timeout)
         self._client: httpx.AsyncClient | None = None
 
@@ -223,14 +255,16 @@ class OpenAIAgent:
             return proceed(outputs=outputs, checkpoint={"turns": turns})
         return done(outputs=outputs)
 
-    async def _chat(self, ctx: RunContext, messages: list[Any],
-                    turns: list[dict[str, Any]]) -> list[dict[str, str]]:
+    async def _chat(
+        self, ctx: RunContext, messages: list[Any], turns: list[dict[str, Any]]
+    ) -> list[dict[str, str]]:
         chat: list[dict[str, str]] = []
         if ctx.prompt:
             chat.append({"role": "system", "content": ctx.prompt})
         if self.history and ctx.thread_id:
-            chat.extend({"role": t.role, "content": t.body}
-                        for t in await ctx.history(self.history))
+            chat.extend(
+                {"role": t.role, "content": t.body} for t in await ctx.history(self.history)
+            )
         replies = {t["upto"]: t["reply"] for t in turns}
         for m in messages:
             chat.append({"role": "user", "content": m.body})
@@ -239,8 +273,12 @@ class OpenAIAgent:
         if not messages:
             chat.append({"role": "user", "content": ctx.prompt or ""})
         if ctx.late_notice:
-            chat.append({"role": "system", "content": "This scheduled run starts late: "
-                         + json.dumps(ctx.late_notice)})
+            chat.append(
+                {
+                    "role": "system",
+                    "content": "This scheduled run starts late: " + json.dumps(ctx.late_notice),
+                }
+            )
         return chat
 
     async def _complete(self, ctx: RunContext, chat: list[dict[str, str]]) -> tuple[str, str]:
@@ -248,15 +286,15 @@ class OpenAIAgent:
         headers = {"Accept": "text/event-stream"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
-        body: dict[str, Any] = {"model": self.model or ctx.model, "messages": chat,
-                                "stream": True}
+        body: dict[str, Any] = {"model": self.model or ctx.model, "messages": chat, "stream": True}
         if self.include_usage:
             body["stream_options"] = {"include_usage": True}
         url = f"{self.base_url}/chat/completions"
         for attempt in range(self.retries + 1):
             try:
-                async with self.client().stream("POST", url, json=body,
-                                                headers=headers) as response:
+                async with self.client().stream(
+                    "POST", url, json=body, headers=headers
+                ) as response:
                     status = response.status_code
                     if status == 429 or status >= 500:
                         wait = self._wait(attempt, status, response.headers.get("Retry-After"))
@@ -267,14 +305,21 @@ class OpenAIAgent:
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 status = 0
                 wait = self._wait(attempt, 0, None, exc)
-            log.get().info("agent.model_retry", **{
-                "run.id": ctx.run_id, "http.status": status, "retry.attempt": attempt + 1,
-                "retry.wait_s": round(wait, 3)})
+            log.get().info(
+                "agent.model_retry",
+                **{
+                    "run.id": ctx.run_id,
+                    "http.status": status,
+                    "retry.attempt": attempt + 1,
+                    "retry.wait_s": round(wait, 3),
+                },
+            )
             await asyncio.sleep(wait)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    def _wait(self, attempt: int, status: int, header: str | None,
-              exc: Exception | None = None) -> float:
+    def _wait(
+        self, attempt: int, status: int, header: str | None, exc: Exception | None = None
+    ) -> float:
         """Seconds to wait before retry `attempt + 1`, or raise when none is left or the
         provider asks for longer than retry_max_wait."""
         what = f"HTTP {status}" if status else "no connection"
@@ -282,17 +327,20 @@ class OpenAIAgent:
             raise ModelError(f"chat completions: {what} after {attempt + 1} tries") from exc
         asked = retry_after(header)
         if asked is not None and asked > self.retry_max_wait:
-            raise ModelError(f"chat completions: {what} with Retry-After {asked:.0f} s, "
-                             f"more than the {self.retry_max_wait:g} s waited inside an "
-                             f"attempt") from exc
-        return asked if asked is not None else min(0.5 * 2 ** attempt, self.retry_max_wait)
+            raise ModelError(
+                f"chat completions: {what} with Retry-After {asked:.0f} s, "
+                f"more than the {self.retry_max_wait:g} s waited inside an "
+                f"attempt"
+            ) from exc
+        return asked if asked is not None else min(0.5 * 2**attempt, self.retry_max_wait)
 
     async def _consume(self, ctx: RunContext, response: httpx.Response) -> tuple[str, str]:
         """Reads the SSE stream: deltas through the coalescer, `usage` charged."""
         parts: list[str] = []
         usage: dict[str, Any] | None = None
-        coalescer = Coalescer(lambda text: ctx.emit("text", text),
-                              self.flush_interval, self.flush_bytes)
+        coalescer = Coalescer(
+            lambda text: ctx.emit("text", text), self.flush_interval, self.flush_bytes
+        )
         events: asyncio.Queue[Any] = asyncio.Queue()
         reader = asyncio.ensure_future(self._read(response, events))
         getter: asyncio.Future | None = None

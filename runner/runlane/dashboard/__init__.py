@@ -24,9 +24,16 @@ def is_loopback(host: str) -> bool:
         return False  # a name: it may resolve to anything
 
 
-def serve(dsn: str, *, host: str = "127.0.0.1", port: int = 8780, token: str | None = None,
-          allow_actions: bool = False, show_content: bool = False,
-          queue_delay_threshold: float = 30.0) -> None:
+def serve(
+    dsn: str,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8780,
+    token: str | None = None,
+    allow_actions: bool = False,
+    show_content: bool = False,
+    queue_delay_threshold: float = 30.0,
+) -> None:
     """Serve the dashboard until SIGINT/SIGTERM. Raises ValueError for a non-loopback
     host without a token (nothing is bound then)."""
     import uvicorn
@@ -36,14 +43,34 @@ def serve(dsn: str, *, host: str = "127.0.0.1", port: int = 8780, token: str | N
     if not is_loopback(host) and not token:
         raise ValueError(
             f"refusing to serve on {host}, which is not a loopback address, without a token: "
-            "pass --token or set RUNLANE_DASHBOARD_TOKEN")
-    app = create_app(dsn, token=token or None, allow_actions=allow_actions,
-                     show_content=show_content, loopback_only=is_loopback(host),
-                     queue_delay_threshold=queue_delay_threshold)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
-                            lifespan="on", timeout_graceful_shutdown=2)
+            "pass --token or set RUNLANE_DASHBOARD_TOKEN"
+        )
+    app = create_app(
+        dsn,
+        token=token or None,
+        allow_actions=allow_actions,
+        show_content=show_content,
+        loopback_only=is_loopback(host),
+        queue_delay_threshold=queue_delay_threshold,
+    )
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=2,
+    )
     server = uvicorn.Server(config)
-    log.get().info("dashboard.starting", **{
-        "dashboard.host": host, "dashboard.port": port, "dashboard.token": bool(token),
-        "dashboard.actions": allow_actions, "dashboard.content": show_content})
+    log.get().info(
+        "dashboard.starting",
+        **{
+            "dashboard.host": host,
+            "dashboard.port": port,
+            "dashboard.token": bool(token),
+            "dashboard.actions": allow_actions,
+            "dashboard.content": show_content,
+        },
+    )
     server.run()

@@ -57,9 +57,11 @@ DURATIONS = [
     ("run.total_ms", "total", "message to finish"),
 ]
 SECURITY_HEADERS = [
-    (b"content-security-policy",
-     b"default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
-     b"img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'"),
+    (
+        b"content-security-policy",
+        b"default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+        b"img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+    ),
     (b"x-content-type-options", b"nosniff"),
     (b"referrer-policy", b"no-referrer"),
     (b"x-frame-options", b"DENY"),
@@ -110,10 +112,18 @@ def whole_number(raw: str) -> int | None:
 def agent_view(row: dict[str, Any]) -> dict[str, Any]:
     """An agent_page row as the agents page shows it: its newest run apart (or None)."""
     view = {k: v for k, v in row.items() if not k.startswith("last_")}
-    view["last"] = None if row["last_run_id"] is None else {
-        "run_id": row["last_run_id"], "created_at": row["last_created_at"],
-        "lane": row["last_lane"], "trigger": row["last_trigger"], "state": row["last_state"],
-        "reason": row["last_reason"]}
+    view["last"] = (
+        None
+        if row["last_run_id"] is None
+        else {
+            "run_id": row["last_run_id"],
+            "created_at": row["last_created_at"],
+            "lane": row["last_lane"],
+            "trigger": row["last_trigger"],
+            "state": row["last_state"],
+            "reason": row["last_reason"],
+        }
+    )
     return view
 
 
@@ -165,22 +175,33 @@ class Guard:
         if not self._authorized(scope):
             query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
             given = (query.get("token") or [""])[0]
-            if self.token is not None and given and hmac.compare_digest(
-                    given.encode(), self.token.encode()):
+            if (
+                self.token is not None
+                and given
+                and hmac.compare_digest(given.encode(), self.token.encode())
+            ):
                 response: Response = RedirectResponse(scope["path"], status_code=303)
-                response.set_cookie(COOKIE, self.token, httponly=True, samesite="strict",
-                                    path="/")
+                response.set_cookie(COOKIE, self.token, httponly=True, samesite="strict", path="/")
             else:
                 response = PlainTextResponse(
                     "runlane dashboard: a token is required (open /?token=... once, or send "
-                    "'Authorization: Bearer ...').\n", status_code=401)
+                    "'Authorization: Bearer ...').\n",
+                    status_code=401,
+                )
             return await response(scope, receive, secured)
         return await self.app(scope, receive, secured)
 
 
-def create_app(dsn: str, *, token: str | None = None, allow_actions: bool = False,
-               show_content: bool = False, loopback_only: bool = True,
-               queue_delay_threshold: float = 30.0, tick: float = 1.0) -> Starlette:
+def create_app(
+    dsn: str,
+    *,
+    token: str | None = None,
+    allow_actions: bool = False,
+    show_content: bool = False,
+    loopback_only: bool = True,
+    queue_delay_threshold: float = 30.0,
+    tick: float = 1.0,
+) -> Starlette:
     """The dashboard for the database at `dsn` (a runlane_api login is enough)."""
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     env = templates.env
@@ -188,8 +209,7 @@ def create_app(dsn: str, *, token: str | None = None, allow_actions: bool = Fals
     env.filters.update(ms=fmt_ms, time=fmt_time)
     env.globals.update(allow_actions=allow_actions, show_content=show_content)
     action_key = secrets.token_urlsafe(24)
-    pool = AsyncConnectionPool(dsn, min_size=1, max_size=4, open=False,
-                               kwargs={"autocommit": True})
+    pool = AsyncConnectionPool(dsn, min_size=1, max_size=4, open=False, kwargs={"autocommit": True})
     hub = Hub(dsn, pool, tick=tick, threshold=timedelta(seconds=queue_delay_threshold))
 
     @contextlib.asynccontextmanager
@@ -207,10 +227,20 @@ def create_app(dsn: str, *, token: str | None = None, allow_actions: bool = Fals
 
     def refused(request: Request, exc: psycopg.Error) -> Response:
         if exc.sqlstate == "RL008":
-            return page(request, "error.html", 404, title="Not found",
-                        message="No such agent or run (or not one this login may see).")
-        return page(request, "error.html", 503, title="Database error",
-                    message=f"The database refused the read ({exc.sqlstate or 'no SQLSTATE'}).")
+            return page(
+                request,
+                "error.html",
+                404,
+                title="Not found",
+                message="No such agent or run (or not one this login may see).",
+            )
+        return page(
+            request,
+            "error.html",
+            503,
+            title="Database error",
+            message=f"The database refused the read ({exc.sqlstate or 'no SQLSTATE'}).",
+        )
 
     async def overview(request: Request) -> Response:
         try:
@@ -218,9 +248,16 @@ def create_app(dsn: str, *, token: str | None = None, allow_actions: bool = Fals
             minutes = await hub.read_minutes()
         except psycopg.Error as exc:
             return refused(request, exc)
-        return page(request, "overview.html", title="Overview", active="overview",
-                    lanes=snapshot["lanes"], delay=snapshot["delay"], minutes=minutes,
-                    chart=series(minutes))
+        return page(
+            request,
+            "overview.html",
+            title="Overview",
+            active="overview",
+            lanes=snapshot["lanes"],
+            delay=snapshot["delay"],
+            minutes=minutes,
+            chart=series(minutes),
+        )
 
     async def organizations(request: Request) -> Response:
         try:
@@ -238,41 +275,74 @@ def create_app(dsn: str, *, token: str | None = None, allow_actions: bool = Fals
         status = status if status in AGENT_STATUSES else ""
         start = request.query_params.get("from") or None
         try:
-            rows = await hub.rows(queries.AGENT_PAGE, {"from": start, "limit": AGENTS_PER_PAGE + 1,
-                                                       "match": q or None,
-                                                       "status": status or None})
+            rows = await hub.rows(
+                queries.AGENT_PAGE,
+                {
+                    "from": start,
+                    "limit": AGENTS_PER_PAGE + 1,
+                    "match": q or None,
+                    "status": status or None,
+                },
+            )
         except psycopg.Error as exc:
             return refused(request, exc)
         # one more than a page was asked for: the extra agent starts the next page
         following = rows[AGENTS_PER_PAGE]["agent_id"] if len(rows) > AGENTS_PER_PAGE else None
         shown = [agent_view(r) for r in rows[:AGENTS_PER_PAGE]]
-        return page(request, "agents.html", title="Agents", active="agents", agents=shown,
-                    q=q, status=status, statuses=AGENT_STATUSES, start=start,
-                    following=following)
+        return page(
+            request,
+            "agents.html",
+            title="Agents",
+            active="agents",
+            agents=shown,
+            q=q,
+            status=status,
+            statuses=AGENT_STATUSES,
+            start=start,
+            following=following,
+        )
 
     async def agent(request: Request) -> Response:
         agent_id = request.path_params["agent_id"]
         try:
             journal = await hub.rows(queries.JOURNAL, {"agent": agent_id, "limit": 100})
-            found = await hub.rows(queries.AGENT_PAGE, {"from": agent_id, "limit": 1,
-                                                        "match": None, "status": None})
+            found = await hub.rows(
+                queries.AGENT_PAGE, {"from": agent_id, "limit": 1, "match": None, "status": None}
+            )
         except psycopg.Error as exc:
             return refused(request, exc)
         schedule = next((r for r in found if r["agent_id"] == agent_id), None)
-        return page(request, "agent.html", title=f"Agent {agent_id}", active="agents",
-                    agent_id=agent_id, schedule=schedule, journal=journal)
+        return page(
+            request,
+            "agent.html",
+            title=f"Agent {agent_id}",
+            active="agents",
+            agent_id=agent_id,
+            schedule=schedule,
+            journal=journal,
+        )
 
     async def run_lookup(request: Request) -> Response:
         run_id = whole_number(request.query_params.get("id", "").strip())
         if not run_id:
-            return page(request, "error.html", 400, title="Bad run id",
-                        message="A run id is a positive whole number (digits 0-9).")
+            return page(
+                request,
+                "error.html",
+                400,
+                title="Bad run id",
+                message="A run id is a positive whole number (digits 0-9).",
+            )
         return RedirectResponse(f"/runs/{run_id}", status_code=303)
 
     def output_view(row: dict[str, Any]) -> dict[str, Any]:
-        return {"output_id": row["output_id"], "attempt": row["attempt"], "kind": row["kind"],
-                "created_at": row["created_at"], "chars": len(row["body"]),
-                "body": row["body"] if show_content else None}
+        return {
+            "output_id": row["output_id"],
+            "attempt": row["attempt"],
+            "kind": row["kind"],
+            "created_at": row["created_at"],
+            "chars": len(row["body"]),
+            "body": row["body"] if show_content else None,
+        }
 
     async def run(request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -282,30 +352,41 @@ def create_app(dsn: str, *, token: str | None = None, allow_actions: bool = Fals
             status = (await hub.rows(queries.RUN_STATUS, {"run": run_id}))[0]
             timing = (await hub.rows(queries.RUN_TIMING, {"run": run_id}))[0]["timing"]
             detail = (await hub.rows(queries.RUN_DETAIL, {"run": run_id}))[0]
-            outputs = await hub.rows(queries.OUTPUTS, {"run": run_id, "after": 0,
-                                                       "limit": 500})
+            outputs = await hub.rows(queries.OUTPUTS, {"run": run_id, "after": 0, "limit": 500})
         except psycopg.Error as exc:
             return refused(request, exc)
         shown = [output_view(o) for o in outputs]
-        return page(request, "run.html", title=f"Run {run_id}", active="runs", run_id=run_id,
-                    status=status, timing=timing, detail=detail, durations=DURATIONS,
-                    outputs=shown,
-                    last_output_id=shown[-1]["output_id"] if shown else 0,
-                    more=len(outputs) == 500, terminal=status["state"] in TERMINAL,
-                    action_key=action_key)
+        return page(
+            request,
+            "run.html",
+            title=f"Run {run_id}",
+            active="runs",
+            run_id=run_id,
+            status=status,
+            timing=timing,
+            detail=detail,
+            durations=DURATIONS,
+            outputs=shown,
+            last_output_id=shown[-1]["output_id"] if shown else 0,
+            more=len(outputs) == 500,
+            terminal=status["state"] in TERMINAL,
+            action_key=action_key,
+        )
 
     async def stop(request: Request) -> Response:
         run_id = request.path_params["run_id"]
         if not 0 < run_id < 2**63:
             return PlainTextResponse("no such run\n", status_code=404)
         if not allow_actions:
-            return PlainTextResponse("actions are off (start with --allow-actions)\n",
-                                     status_code=403)
+            return PlainTextResponse(
+                "actions are off (start with --allow-actions)\n", status_code=403
+            )
         form = parse_qs((await request.body()).decode("utf-8", "replace"))
         key = (form.get("key") or [""])[0]
         if not hmac.compare_digest(key.encode(), action_key.encode()):
-            return PlainTextResponse("stale or foreign form: reload the run page\n",
-                                     status_code=403)
+            return PlainTextResponse(
+                "stale or foreign form: reload the run page\n", status_code=403
+            )
         try:
             await hub.rows(queries.CANCEL, {"run": run_id})
         except psycopg.Error as exc:
@@ -332,8 +413,9 @@ def create_app(dsn: str, *, token: str | None = None, allow_actions: bool = Fals
                     elif not await topic.wait(topic.version, KEEPALIVE):
                         yield ": keepalive\n\n"
 
-        return StreamingResponse(stream(), media_type="text/event-stream",
-                                 headers={"cache-control": "no-store"})
+        return StreamingResponse(
+            stream(), media_type="text/event-stream", headers={"cache-control": "no-store"}
+        )
 
     async def run_events(request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -346,7 +428,8 @@ def create_app(dsn: str, *, token: str | None = None, allow_actions: bool = Fals
         if after is None:
             return PlainTextResponse(
                 "Last-Event-ID and ?after= are an output id: a whole number (digits 0-9)\n",
-                status_code=400)
+                status_code=400,
+            )
         try:
             first = (await hub.rows(queries.RUN_STATUS, {"run": run_id}))[0]
         except psycopg.Error as exc:
@@ -360,8 +443,9 @@ def create_app(dsn: str, *, token: str | None = None, allow_actions: bool = Fals
                     seen = topic.version
                     status = topic.status or status  # read BEFORE paging: see stream.py
                     while True:
-                        rows = await hub.rows(queries.OUTPUTS, {"run": run_id, "after": last,
-                                                                "limit": 500})
+                        rows = await hub.rows(
+                            queries.OUTPUTS, {"run": run_id, "after": last, "limit": 500}
+                        )
                         for row in rows:
                             last = row["output_id"]
                             yield sse("output", output_view(row), last)
@@ -376,8 +460,9 @@ def create_app(dsn: str, *, token: str | None = None, allow_actions: bool = Fals
                     if not await topic.wait(seen, KEEPALIVE):
                         yield ": keepalive\n\n"
 
-        return StreamingResponse(stream(), media_type="text/event-stream",
-                                 headers={"cache-control": "no-store"})
+        return StreamingResponse(
+            stream(), media_type="text/event-stream", headers={"cache-control": "no-store"}
+        )
 
     routes = [
         Route("/", overview),

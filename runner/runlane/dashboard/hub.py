@@ -38,13 +38,14 @@ LANE_FIELDS = ("lane", "queued", "due", "running", "oldest_due_wait_ms")
 def overview_of(rows: list[dict[str, Any]], threshold: timedelta) -> dict[str, Any]:
     """lane_overview's rows as the overview shows them: lane_status's rows and
     queue_delay_status's one (the lanes' delayed runs summed, the longest wait of any)."""
-    waits = [r["oldest_delayed_wait_ms"] for r in rows
-             if r["oldest_delayed_wait_ms"] is not None]
+    waits = [r["oldest_delayed_wait_ms"] for r in rows if r["oldest_delayed_wait_ms"] is not None]
     return {
         "lanes": [{k: r[k] for k in LANE_FIELDS} for r in rows],
-        "delay": {"delayed_runs": sum(r["delayed_runs"] for r in rows),
-                  "oldest_wait_ms": max(waits) if waits else None,
-                  "threshold_ms": threshold // timedelta(milliseconds=1)},
+        "delay": {
+            "delayed_runs": sum(r["delayed_runs"] for r in rows),
+            "oldest_wait_ms": max(waits) if waits else None,
+            "threshold_ms": threshold // timedelta(milliseconds=1),
+        },
     }
 
 
@@ -76,8 +77,15 @@ class RunTopic(Topic):
 
 
 class Hub:
-    def __init__(self, dsn: str, pool: AsyncConnectionPool, *, tick: float = 1.0,
-                 minutes_every: float = 15.0, threshold: timedelta = timedelta(seconds=30)):
+    def __init__(
+        self,
+        dsn: str,
+        pool: AsyncConnectionPool,
+        *,
+        tick: float = 1.0,
+        minutes_every: float = 15.0,
+        threshold: timedelta = timedelta(seconds=30),
+    ):
         self.dsn, self.pool, self.tick = dsn, pool, tick
         self.minutes_every, self.threshold = minutes_every, threshold
         self.overview = Topic()
@@ -98,8 +106,9 @@ class Hub:
             return await cur.fetchall()
 
     async def read_overview(self) -> dict[str, Any]:
-        return overview_of(await self.rows(queries.OVERVIEW, {"threshold": self.threshold}),
-                           self.threshold)
+        return overview_of(
+            await self.rows(queries.OVERVIEW, {"threshold": self.threshold}), self.threshold
+        )
 
     async def read_minutes(self) -> list[dict[str, Any]]:
         return await self.rows(queries.MINUTES, {"since": timedelta(hours=1)})

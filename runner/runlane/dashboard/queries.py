@@ -5,27 +5,36 @@ from __future__ import annotations
 
 # lane_status and queue_delay_status in one read of the queue (the overview and the hub's
 # live round): each lane's counts and its part of the queue-delay warning.
-OVERVIEW = ("select * from runlane.lane_overview(p_threshold => %(threshold)s::interval)")
+OVERVIEW = "select * from runlane.lane_overview(p_threshold => %(threshold)s::interval)"
 MINUTES = "select * from runlane.lane_minutes(p_since => %(since)s::interval)"
 ORGS = "select * from runlane.org_status()"
 OWNERS = "select * from runlane.owner_spend()"
 # One page of agents (keyset on agent_id: the page from `from`), filtered in the database,
 # so a page costs what its agents cost however many there are.
-AGENT_PAGE = ("select * from runlane.agent_page(p_from => %(from)s::text, "
-              "p_limit => %(limit)s::int, p_match => %(match)s::text, "
-              "p_status => %(status)s::text)")
-JOURNAL = ("select * from runlane.agent_journal(p_agent_id => %(agent)s::text, "
-           "p_limit => %(limit)s::int)")
+AGENT_PAGE = (
+    "select * from runlane.agent_page(p_from => %(from)s::text, "
+    "p_limit => %(limit)s::int, p_match => %(match)s::text, "
+    "p_status => %(status)s::text)"
+)
+JOURNAL = (
+    "select * from runlane.agent_journal(p_agent_id => %(agent)s::text, p_limit => %(limit)s::int)"
+)
 RUN_STATUS = "select * from runlane.run_status(p_run_id => %(run)s::bigint)"
 RUN_TIMING = "select runlane.run_timing(p_run_id => %(run)s::bigint) as timing"
 # The last failed attempt's error (class, and message: shown only with --show-content, as
 # it can quote user content) and the output counts, from run_detail.
-RUN_DETAIL = ("select d.error_class, d.error, d.visible_outputs, d.outputs, d.max_attempts "
-              "from runlane.run_detail(p_run_id => %(run)s::bigint) as d")
-OUTPUTS = ("select o.output_id, o.attempt, o.kind, o.body, o.created_at "
-           "from runlane.outputs_since(p_run_id => %(run)s::bigint, "
-           "p_after_output_id => %(after)s::bigint, p_limit => %(limit)s::int) as o")
+RUN_DETAIL = (
+    "select d.error_class, d.error, d.visible_outputs, d.outputs, d.max_attempts "
+    "from runlane.run_detail(p_run_id => %(run)s::bigint) as d"
+)
+OUTPUTS = (
+    "select o.output_id, o.attempt, o.kind, o.body, o.created_at "
+    "from runlane.outputs_since(p_run_id => %(run)s::bigint, "
+    "p_after_output_id => %(after)s::bigint, p_limit => %(limit)s::int) as o"
+)
 STREAM_TOKEN = "select runlane.stream_token(p_run_id => %(run)s::bigint) as token"
-WATCHED = ("select s.* from unnest(%(runs)s::bigint[]) as w (run_id) "
-           "cross join lateral runlane.run_status(p_run_id => w.run_id) as s")
+WATCHED = (
+    "select s.* from unnest(%(runs)s::bigint[]) as w (run_id) "
+    "cross join lateral runlane.run_status(p_run_id => w.run_id) as s"
+)
 CANCEL = "select runlane.cancel_run(p_run_id => %(run)s::bigint) as state"

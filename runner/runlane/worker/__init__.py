@@ -31,5 +31,15 @@ from .finisher import FINISH_RUNS, FINISH_WITH_OUTPUTS
 from .process import Worker, serve
 from .run_handle import CHECKPOINT_WITH_OUTPUTS, outputs_params
 
-__all__ = ["CHECKPOINT_WITH_OUTPUTS", "FINISH_RUNS", "FINISH_WITH_OUTPUTS", "RUN_MESSAGES_MANY",
-           "Worker", "WorkerConfig", "is_resendable", "outputs_params", "pg_array", "serve"]
+__all__ = [
+    "CHECKPOINT_WITH_OUTPUTS",
+    "FINISH_RUNS",
+    "FINISH_WITH_OUTPUTS",
+    "RUN_MESSAGES_MANY",
+    "Worker",
+    "WorkerConfig",
+    "is_resendable",
+    "outputs_params",
+    "pg_array",
+    "serve",
+]

@@ -69,10 +69,12 @@ class WorkerConfig:
     # goes run by run, which finish_runs takes 60 runs at a time: the finisher then sends
     # it again in halves. Defaults from RUNLANE_WORKER_FINISH_WINDOW /
     # RUNLANE_WORKER_FINISH_BATCH.
-    finish_window: float = field(default_factory=lambda: float(
-        os.environ.get("RUNLANE_WORKER_FINISH_WINDOW", "0.002")))
-    finish_batch: int = field(default_factory=lambda: int(
-        os.environ.get("RUNLANE_WORKER_FINISH_BATCH", "100")))
+    finish_window: float = field(
+        default_factory=lambda: float(os.environ.get("RUNLANE_WORKER_FINISH_WINDOW", "0.002"))
+    )
+    finish_batch: int = field(
+        default_factory=lambda: int(os.environ.get("RUNLANE_WORKER_FINISH_BATCH", "100"))
+    )
 
     def __post_init__(self) -> None:
         if self.claim_batch_max <= 0:

@@ -113,7 +113,8 @@ def is_resendable(exc: BaseException) -> bool:
     again is safe: a broken connection, or a deadlock / serialization failure (one of
     two finish batches sharing a thread is chosen as the deadlock victim)."""
     return is_connection_error(exc) or (
-        isinstance(exc, psycopg.Error) and exc.sqlstate in _ROLLED_BACK_STATES)
+        isinstance(exc, psycopg.Error) and exc.sqlstate in _ROLLED_BACK_STATES
+    )
 
 
 class Database:
@@ -125,7 +126,9 @@ class Database:
         # No ping before each use (it doubled the round trips): a broken connection fails
         # its statement, the pool drops it and call() resends on a fresh one.
         self.conn_kwargs: dict[str, Any] = {
-            "autocommit": True, "application_name": config.application_name}
+            "autocommit": True,
+            "application_name": config.application_name,
+        }
         if config.scan_only:
             # Scan-only serves where LISTEN cannot work, a transaction-pooled PgBouncer
             # above all, which before 1.21 loses server-side prepared statements too.
@@ -149,8 +152,14 @@ class Database:
 
     def _pool(self, lane: str) -> AsyncConnectionPool:
         return AsyncConnectionPool(
-            self.config.dsn, min_size=1, max_size=self.config.pool_size, open=False,
-            kwargs=self.conn_kwargs, configure=_configure_pooled, name=f"runlane-{lane}")
+            self.config.dsn,
+            min_size=1,
+            max_size=self.config.pool_size,
+            open=False,
+            kwargs=self.conn_kwargs,
+            configure=_configure_pooled,
+            name=f"runlane-{lane}",
+        )
 
     def connection_back(self) -> None:
         """The listener is connected again after a loss: whoever waits out a backoff
@@ -196,9 +205,15 @@ class Database:
         for pool in self.pools.values():
             await pool.close()
 
-    async def call(self, lane: str, sql: str, params: dict[str, Any] | None = None,
-                   fetch: str = "one", retries: int | None = None,
-                   orgs: Iterable[str] = ()) -> Any:
+    async def call(
+        self,
+        lane: str,
+        sql: str,
+        params: dict[str, Any] | None = None,
+        fetch: str = "one",
+        retries: int | None = None,
+        orgs: Iterable[str] = (),
+    ) -> Any:
         """One statement in its own transaction; resent when the connection itself broke
         (on a fresh one: the pool drops broken connections) or the server rolled the
         transaction back to break a deadlock or a serialization conflict. `orgs`: the

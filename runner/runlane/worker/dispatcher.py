@@ -78,9 +78,11 @@ RUN_TIMING = "select runlane.run_timing(p_run_id => %(run_id)s::bigint) as timin
 # room has runs waiting), and that each claim on it is a transaction of its own (the
 # connection is in autocommit), so a claim that took nothing, holding row locks only,
 # commits without waiting for its WAL flush (runlane._commit_empty_claim_without_flush).
-CLAIM_SESSION = ("select set_config('runlane.max_per_org', %(bound)s::text, false), "
-                 "set_config('runlane.max_per_org_mode', 'work_conserving', false), "
-                 "set_config('runlane.autocommit_claims', 'on', false)")
+CLAIM_SESSION = (
+    "select set_config('runlane.max_per_org', %(bound)s::text, false), "
+    "set_config('runlane.max_per_org_mode', 'work_conserving', false), "
+    "set_config('runlane.autocommit_claims', 'on', false)"
+)
 # --max-per-org-strict: the bound binds always, a lone organization included.
 STRICT_BOUND = "select set_config('runlane.max_per_org_mode', 'strict', false)"
 # The batched read (sql/functions/runner): a claimed page's messages in one call.
@@ -138,8 +140,12 @@ class PageMessages:
     """The messages of a claimed page's runs, read in one run_messages_many call when the
     first of them asks, shared by all of them (read(runs) returns {run_id: messages})."""
 
-    def __init__(self, read: Callable[[list[RunHandle]], Any], runs: list[RunHandle],
-                 spawn: Callable[[Any], asyncio.Task]):
+    def __init__(
+        self,
+        read: Callable[[list[RunHandle]], Any],
+        runs: list[RunHandle],
+        spawn: Callable[[Any], asyncio.Task],
+    ):
         self._read = read
         self._runs: list[RunHandle] | None = runs
         self._spawn = spawn
@@ -155,10 +161,18 @@ class PageMessages:
 class LaneDispatcher:
     """Scans and claims for one lane (see the module's docstring)."""
 
-    def __init__(self, lane: str, config: WorkerConfig, database: Database,
-                 admission: Admission, start: Callable[[RunHandle], None],
-                 timing: Callable[..., None], spawn: Callable[[Any], asyncio.Task],
-                 bound: OrgBound | None = None, mode: ScanMode | None = None):
+    def __init__(
+        self,
+        lane: str,
+        config: WorkerConfig,
+        database: Database,
+        admission: Admission,
+        start: Callable[[RunHandle], None],
+        timing: Callable[..., None],
+        spawn: Callable[[Any], asyncio.Task],
+        bound: OrgBound | None = None,
+        mode: ScanMode | None = None,
+    ):
         self.lane = lane
         self.mode = mode  # the worker's scan mode: fast while notifications fail
         self.bound = bound or OrgBound(0)  # the worker's runs in flight per organization
@@ -222,8 +236,9 @@ class LaneDispatcher:
                     ready = True
                     log.get().info("dispatch.ready", **{"run.lane": lane})
             except Exception as exc:  # noqa: BLE001 - the dispatcher must keep going
-                log.get().warning("dispatch.pass_failed",
-                                  **{"run.lane": lane, **log.error_fields(exc)})
+                log.get().warning(
+                    "dispatch.pass_failed", **{"run.lane": lane, **log.error_fields(exc)}
+                )
                 await self.db.pause(0.5)
                 event.set()  # try the pass again rather than wait for the next scan
 
@@ -246,9 +261,15 @@ class LaneDispatcher:
                 elif row["attempt"]:  # it ran before: the gate closed it canceled
                     self._spawn(self._log_gated_finish(row))
                 else:  # a gate closed between queue and claim: ended skipped, not claimed
-                    log.get().info("run.skipped", **{
-                        "run.id": row["run_id"], "run.lane": row["lane"],
-                        "run.trigger": row["trigger"], "run.reason": row["skipped_reason"]})
+                    log.get().info(
+                        "run.skipped",
+                        **{
+                            "run.id": row["run_id"],
+                            "run.lane": row["lane"],
+                            "run.trigger": row["trigger"],
+                            "run.reason": row["skipped_reason"],
+                        },
+                    )
             if runs:
                 # The page's messages: one read for all its runs, sent when the first of
                 # them asks (after the agents' first steps have started), never when none
@@ -275,12 +296,17 @@ class LaneDispatcher:
     async def _log_gated_finish(self, row: dict[str, Any]) -> None:
         """A run that started before, ended by a closed gate (claim_runs closed it canceled
         with the gate's reason): its run.finished timing line, as a finish logs it."""
-        fields = {"run.id": row["run_id"], "run.lane": row["lane"],
-                  "run.trigger": row["trigger"], "run.attempt": row["attempt"],
-                  "run.reason": row["skipped_reason"]}
+        fields = {
+            "run.id": row["run_id"],
+            "run.lane": row["lane"],
+            "run.trigger": row["trigger"],
+            "run.attempt": row["attempt"],
+            "run.reason": row["skipped_reason"],
+        }
         try:
-            timing = await self.db.call(self.lane, RUN_TIMING, {"run_id": row["run_id"]},
-                                        orgs=(row["org_id"],))
+            timing = await self.db.call(
+                self.lane, RUN_TIMING, {"run_id": row["run_id"]}, orgs=(row["org_id"],)
+            )
             self.timing("run.finished", timing["timing"] if timing else None, **fields)
         except Exception as exc:  # noqa: BLE001 - a timing read never fails anything
             log.get().warning("log.timing_failed", **fields, **log.error_fields(exc))
@@ -292,9 +318,13 @@ class LaneDispatcher:
         lost reply held instead of claiming others and leaving those to their lease; for
         up to half a lease, then the pass fails (the lane loop tries again shortly)."""
         lane = self.lane
-        params = {"worker": self.config.worker_id, "lanes": [lane], "limit": limit,
-                  "lease": self.lease,
-                  "claim_key": uuid.uuid4() if self.db.write_seqs else None}
+        params = {
+            "worker": self.config.worker_id,
+            "lanes": [lane],
+            "limit": limit,
+            "lease": self.lease,
+            "claim_key": uuid.uuid4() if self.db.write_seqs else None,
+        }
         deadline = time.monotonic() + self.config.lease / 2
         backoff = 0.05
         while True:
@@ -308,10 +338,12 @@ class LaneDispatcher:
             try:
                 if conn is None or conn.closed:
                     conn = self.claim_conn = await psycopg.AsyncConnection.connect(
-                        self.config.dsn, row_factory=dict_row, **self.db.conn_kwargs)
+                        self.config.dsn, row_factory=dict_row, **self.db.conn_kwargs
+                    )
                     configure_connection(conn)
                     await conn.execute(
-                        CLAIM_SESSION, {"bound": str(max(0, self.config.max_per_org))})
+                        CLAIM_SESSION, {"bound": str(max(0, self.config.max_per_org))}
+                    )
                     if self.config.max_per_org_strict:
                         await conn.execute(STRICT_BOUND)
                 cur = await conn.execute(CLAIM, params)
@@ -324,8 +356,9 @@ class LaneDispatcher:
                         await conn.close()
                 if not broken or time.monotonic() + backoff > deadline or self.stopping:
                     raise
-                log.get().info("dispatch.claim_resent", **{"run.lane": lane},
-                               **log.error_fields(exc))
+                log.get().info(
+                    "dispatch.claim_resent", **{"run.lane": lane}, **log.error_fields(exc)
+                )
                 await self.db.pause(backoff)
                 backoff = min(backoff * 2, 1.0)
 
@@ -333,16 +366,25 @@ class LaneDispatcher:
         """The messages of a claimed batch in one read; {} on any failure (each run then
         reads its own, as without the batch)."""
         try:
-            rows = await self.db.call(self.lane, RUN_MESSAGES_MANY, {
-                "run_ids": pg_array([r.run_id for r in runs]),
-                "fences": pg_array([r.fence for r in runs])},
-                fetch="all", retries=0, orgs={r.org_id for r in runs})
+            rows = await self.db.call(
+                self.lane,
+                RUN_MESSAGES_MANY,
+                {
+                    "run_ids": pg_array([r.run_id for r in runs]),
+                    "fences": pg_array([r.fence for r in runs]),
+                },
+                fetch="all",
+                retries=0,
+                orgs={r.org_id for r in runs},
+            )
         except Exception as exc:  # noqa: BLE001 - the per-run read is the fallback
-            log.get().warning("run.messages_prefetch_failed", **{"run.lane": self.lane},
-                              **log.error_fields(exc))
+            log.get().warning(
+                "run.messages_prefetch_failed", **{"run.lane": self.lane}, **log.error_fields(exc)
+            )
             return {}
         batch: dict[int, list[Message]] = {}
         for r in rows:
             batch.setdefault(r["run_id"], []).append(
-                Message(r["message_id"], r["body"], r["created_at"]))
+                Message(r["message_id"], r["body"], r["created_at"])
+            )
         return batch

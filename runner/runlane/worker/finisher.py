@@ -46,13 +46,16 @@ select runlane.finish_run(
     p_outcome => %(outcome)s::text, p_error => %(error)s::text,
     p_cost => %(cost)s::numeric, p_seq => %(last_seq)s::bigint) as timing
 """
-FINISH_WITH_OUTPUTS = STEP_OUTPUTS + """
+FINISH_WITH_OUTPUTS = (
+    STEP_OUTPUTS
+    + """
 select w.first_response, runlane.finish_run(
     p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
     p_outcome => %(outcome)s::text, p_error => %(error)s::text,
     p_cost => %(cost)s::numeric, p_seq => %(last_seq)s::bigint) as timing
 from written as w
 """
+)
 # finish_runs goes run by run (a batch that did not finish together) only so many runs per
 # call, one subtransaction each; a longer call is refused whole, nothing written, with this
 # SQLSTATE (program_limit_exceeded). The limit is the database's; the worker halves.
@@ -82,15 +85,21 @@ RUN_TIMING = "select runlane.run_timing(p_run_id => %(run_id)s::bigint) as timin
 class Finisher:
     """Writes how each attempt ended (see the module's docstring); one per worker."""
 
-    def __init__(self, config: WorkerConfig, database: Database,
-                 timing: Callable[..., None], spawn: Callable[[Any], asyncio.Task]):
+    def __init__(
+        self,
+        config: WorkerConfig,
+        database: Database,
+        timing: Callable[..., None],
+        spawn: Callable[[Any], asyncio.Task],
+    ):
         self.config = config
         self.db = database
         self.timing = timing
         self._spawn = spawn
         # Finishes waiting to be sent together: (run, result, future) per lane.
         self.finishing: dict[str, list[tuple[RunHandle, StepResult, asyncio.Future]]] = {
-            lane: [] for lane in config.lanes}
+            lane: [] for lane in config.lanes
+        }
         self.finish_timer: dict[str, asyncio.TimerHandle | None] = dict.fromkeys(config.lanes)
         self.finish_calls = dict.fromkeys(config.lanes, 0)  # finish_runs calls in flight
 
@@ -131,8 +140,7 @@ class Finisher:
             self._send(lane)
         elif self.finish_timer[lane] is None:
             delay = self.config.finish_window if self.finish_calls[lane] else 0
-            self.finish_timer[lane] = asyncio.get_running_loop().call_later(
-                delay, self._send, lane)
+            self.finish_timer[lane] = asyncio.get_running_loop().call_later(delay, self._send, lane)
 
     def _send(self, lane: str) -> None:
         timer, self.finish_timer[lane] = self.finish_timer[lane], None
@@ -140,13 +148,16 @@ class Finisher:
             timer.cancel()
         queue = self.finishing[lane]
         while queue:
-            batch = queue[:self.config.finish_batch]
-            del queue[:self.config.finish_batch]
+            batch = queue[: self.config.finish_batch]
+            del queue[: self.config.finish_batch]
             self._spawn(self._batch(lane, batch))
 
-    async def _batch(self, lane: str,
-                     batch: list[tuple[RunHandle, StepResult, asyncio.Future]],
-                     seqs: list[int | None] | None = None) -> None:
+    async def _batch(
+        self,
+        lane: str,
+        batch: list[tuple[RunHandle, StepResult, asyncio.Future]],
+        seqs: list[int | None] | None = None,
+    ) -> None:
         """One finish_runs call. `seqs`: the runs' write numbers when the runs go again in
         halves of a call refused whole; the same numbers, because that call may have been
         a resend of one that committed (its reply lost): a half is then answered as
@@ -154,8 +165,16 @@ class Finisher:
         if seqs is None:  # outputs and finish: one number per run
             seqs = [run.next_seq()["seq"] for run, _, _ in batch]
         params: dict[str, list[Any]] = {
-            "run_ids": [], "fences": [], "outcomes": [], "errors": [], "costs": [],
-            "counts": [], "kinds": [], "bodies": [], "seqs": seqs}
+            "run_ids": [],
+            "fences": [],
+            "outcomes": [],
+            "errors": [],
+            "costs": [],
+            "counts": [],
+            "kinds": [],
+            "bodies": [],
+            "seqs": seqs,
+        }
         for run, result, _ in batch:
             params["run_ids"].append(run.run_id)
             params["fences"].append(run.fence)
@@ -168,9 +187,13 @@ class Finisher:
                 params["bodies"].append(body)
         self.finish_calls[lane] += 1
         try:
-            rows = await self.db.call(lane, FINISH_RUNS,
-                                      {k: pg_array(v) for k, v in params.items()}, fetch="all",
-                                      orgs={run.org_id for run, _, _ in batch})
+            rows = await self.db.call(
+                lane,
+                FINISH_RUNS,
+                {k: pg_array(v) for k, v in params.items()},
+                fetch="all",
+                orgs={run.org_id for run, _, _ in batch},
+            )
         except psycopg.Error as exc:
             if exc.sqlstate != RUN_BY_RUN_LIMIT_EXCEEDED or len(batch) < 2:
                 for (run, _, _), seq in zip(batch, seqs, strict=True):
@@ -215,21 +238,28 @@ class Finisher:
         return False
 
     @staticmethod
-    def _fail(batch: list[tuple[RunHandle, StepResult, asyncio.Future]],
-              exc: BaseException) -> None:
+    def _fail(
+        batch: list[tuple[RunHandle, StepResult, asyncio.Future]], exc: BaseException
+    ) -> None:
         """Every finish of the call gets its error (each run is then finished alone, or
         lost with the connection)."""
         for _, _, future in batch:
             if not future.done():
-                future.set_exception(exc if isinstance(exc, Exception)
-                                     else asyncio.CancelledError())
+                future.set_exception(
+                    exc if isinstance(exc, Exception) else asyncio.CancelledError()
+                )
 
     async def _finish_alone(self, run: RunHandle, result: StepResult) -> None:
         """The last step's outputs and the finish, in one statement (one commit)."""
         numbers = run.next_seq(len(result.outputs) + 1)
-        params: dict[str, Any] = {"run_id": run.run_id, "fence": run.fence,
-                                  "outcome": result.outcome, "error": result.error,
-                                  "cost": run.cost, **numbers}
+        params: dict[str, Any] = {
+            "run_id": run.run_id,
+            "fence": run.fence,
+            "outcome": result.outcome,
+            "error": result.error,
+            "cost": run.cost,
+            **numbers,
+        }
         sql = FINISH_RUN
         if result.outputs:
             sql = FINISH_WITH_OUTPUTS
@@ -249,28 +279,39 @@ class Finisher:
             await run.settle_charges()
         if run.lost:
             return
-        delay = timedelta(seconds=min(2 ** run.attempt, 60))
+        delay = timedelta(seconds=min(2**run.attempt, 60))
         error = f"{type(exc).__name__}: {exc}"[:1000]  # what the database keeps of it
         numbers = run.next_seq()
         try:
-            row = await self.db.call(run.lane, RETRY_RUN, {
-                "run_id": run.run_id, "fence": run.fence, "error": error, "delay": delay,
-                **numbers}, orgs=(run.org_id,))
+            row = await self.db.call(
+                run.lane,
+                RETRY_RUN,
+                {
+                    "run_id": run.run_id,
+                    "fence": run.fence,
+                    "error": error,
+                    "delay": delay,
+                    **numbers,
+                },
+                orgs=(run.org_id,),
+            )
         except psycopg.Error as db_exc:
             if self._refused(run, numbers, db_exc):
                 return
             raise
         run.ended = True
         state = row["state"] if row else None
-        log.get().warning("run.attempt_failed",
-                          **run.fields, **log.error_fields(exc), **{"run.state": state})
+        log.get().warning(
+            "run.attempt_failed", **run.fields, **log.error_fields(exc), **{"run.state": state}
+        )
         if state in ("failed", "canceled"):  # canceled: it was stopped, never retried
             await self._log_terminal(run)
 
     async def _log_terminal(self, run: RunHandle) -> None:
         try:
-            row = await self.db.call(run.lane, RUN_TIMING, {"run_id": run.run_id},
-                                     orgs=(run.org_id,))
+            row = await self.db.call(
+                run.lane, RUN_TIMING, {"run_id": run.run_id}, orgs=(run.org_id,)
+            )
             self.timing("run.finished", row["timing"] if row else None)
         except Exception as exc:  # noqa: BLE001 - a timing read never fails anything
             log.get().warning("log.timing_failed", **run.fields, **log.error_fields(exc))
@@ -282,8 +323,12 @@ class Finisher:
             return
         numbers = run.next_seq()
         try:
-            row = await self.db.call(run.lane, RELEASE_RUN, {
-                "run_id": run.run_id, "fence": run.fence, **numbers}, orgs=(run.org_id,))
+            row = await self.db.call(
+                run.lane,
+                RELEASE_RUN,
+                {"run_id": run.run_id, "fence": run.fence, **numbers},
+                orgs=(run.org_id,),
+            )
             run.ended = True
             if row and row["released"] is False:  # it was stopped: closed canceled instead
                 log.get().info("run.stopped", **run.fields, **{"lease.why": "shutdown"})
@@ -304,21 +349,39 @@ class Finisher:
         A run given up for its write numbers is left to its lease: a finish would be
         refused for its number too."""
         if run.lost_why == "write_numbering":
-            log.get().warning("run.lease_lost", **{
-                "run.id": run.run_id, "run.lane": run.lane, "run.attempt": run.attempt,
-                "lease.why": run.lost_why})
+            log.get().warning(
+                "run.lease_lost",
+                **{
+                    "run.id": run.run_id,
+                    "run.lane": run.lane,
+                    "run.attempt": run.attempt,
+                    "lease.why": run.lost_why,
+                },
+            )
             return
         numbers = run.next_seq()
-        params = {"run_id": run.run_id, "fence": run.fence, "outcome": "canceled",
-                  "error": "canceled", "cost": run.cost, **numbers}
+        params = {
+            "run_id": run.run_id,
+            "fence": run.fence,
+            "outcome": "canceled",
+            "error": "canceled",
+            "cost": run.cost,
+            **numbers,
+        }
         try:
             row = await self.db.call(run.lane, FINISH_RUN, params, orgs=(run.org_id,))
         except psycopg.Error as exc:
             run.give_back(numbers, exc)
             if exc.sqlstate == "RL001":
-                log.get().warning("run.lease_lost", **{
-                    "run.id": run.run_id, "run.lane": run.lane, "run.attempt": run.attempt,
-                    "lease.why": run.lost_why})
+                log.get().warning(
+                    "run.lease_lost",
+                    **{
+                        "run.id": run.run_id,
+                        "run.lane": run.lane,
+                        "run.attempt": run.attempt,
+                        "lease.why": run.lost_why,
+                    },
+                )
             else:
                 log.get().warning("run.stop_failed", **run.fields, **log.error_fields(exc))
             return

@@ -59,22 +59,31 @@ def where(dsn: str) -> str:
         parts = conninfo_to_dict(dsn)
     except psycopg.ProgrammingError:
         return "the --dsn"
-    return (f"{parts.get('host') or 'localhost'}:{parts.get('port') or 5432}"
-            f"/{parts.get('dbname') or ''}")
+    return (
+        f"{parts.get('host') or 'localhost'}:{parts.get('port') or 5432}"
+        f"/{parts.get('dbname') or ''}"
+    )
 
 
 def refusal(dsn: str, timeout: float) -> str:
-    return (f"LISTEN does not work on {where(dsn)}: a notification sent on a private "
-            f"channel did not reach the listening connection within {timeout:g} s. A "
-            "transaction- or statement-pooled PgBouncer does this (it hands each "
-            "transaction to any server connection, so a LISTEN outlives nothing). "
-            "Connect workers to PostgreSQL directly or through a session-pooled PgBouncer "
-            "(pool_mode = session); applications may use transaction pooling. To run this "
-            f"worker on its scan alone, start it with --scan-only. See {DOCS}.")
+    return (
+        f"LISTEN does not work on {where(dsn)}: a notification sent on a private "
+        f"channel did not reach the listening connection within {timeout:g} s. A "
+        "transaction- or statement-pooled PgBouncer does this (it hands each "
+        "transaction to any server connection, so a LISTEN outlives nothing). "
+        "Connect workers to PostgreSQL directly or through a session-pooled PgBouncer "
+        "(pool_mode = session); applications may use transaction pooling. To run this "
+        f"worker on its scan alone, start it with --scan-only. See {DOCS}."
+    )
 
 
-async def _send_until(pool: AsyncConnectionPool, channel: str, payload: str,
-                      sent: asyncio.Event, refused: asyncio.Future[psycopg.Error]) -> None:
+async def _send_until(
+    pool: AsyncConnectionPool,
+    channel: str,
+    payload: str,
+    sent: asyncio.Event,
+    refused: asyncio.Future[psycopg.Error],
+) -> None:
     """NOTIFY channel every RESEND_EVERY seconds until cancelled, setting `sent` once one
     committed; a refusal by the server (not a broken connection, which is retried) is
     handed to `refused` and ends the sending."""
@@ -83,8 +92,9 @@ async def _send_until(pool: AsyncConnectionPool, channel: str, payload: str,
             async with pool.connection() as conn:
                 # prepare=False: never a server-side prepared statement, whatever pools
                 # the connection (a transaction-pooled bouncer loses them).
-                await conn.execute("select pg_catalog.pg_notify(%s, %s)", (channel, payload),
-                                   prepare=False)
+                await conn.execute(
+                    "select pg_catalog.pg_notify(%s, %s)", (channel, payload), prepare=False
+                )
             sent.set()
         except psycopg.Error as exc:
             if not is_connection_error(exc):
@@ -94,8 +104,9 @@ async def _send_until(pool: AsyncConnectionPool, channel: str, payload: str,
         await asyncio.sleep(RESEND_EVERY)
 
 
-async def _prove_once(dsn: str, conn_kwargs: dict[str, Any], pool: AsyncConnectionPool,
-                      timeout: float) -> bool | None:
+async def _prove_once(
+    dsn: str, conn_kwargs: dict[str, Any], pool: AsyncConnectionPool, timeout: float
+) -> bool | None:
     """True: a notification arrived; False: none did within `timeout` of the first NOTIFY
     that committed; None: the server refused the NOTIFY (no proof either way). Errors of
     the listening connection are raised."""
@@ -114,8 +125,9 @@ async def _prove_once(dsn: str, conn_kwargs: dict[str, Any], pool: AsyncConnecti
                         if note.channel == channel and note.payload == payload:
                             return True
                 if refused.done():
-                    log.get().warning("worker.listen_unproven",
-                                      **log.error_fields(refused.result()))
+                    log.get().warning(
+                        "worker.listen_unproven", **log.error_fields(refused.result())
+                    )
                     return None
                 if deadline is None and sent.is_set():
                     deadline = time.monotonic() + timeout
@@ -125,8 +137,13 @@ async def _prove_once(dsn: str, conn_kwargs: dict[str, Any], pool: AsyncConnecti
             await asyncio.gather(sender, return_exceptions=True)
 
 
-async def prove_listen(dsn: str, conn_kwargs: dict[str, Any], pool: AsyncConnectionPool,
-                       worker_id: str, timeout: float = PROBE_TIMEOUT) -> None:
+async def prove_listen(
+    dsn: str,
+    conn_kwargs: dict[str, Any],
+    pool: AsyncConnectionPool,
+    worker_id: str,
+    timeout: float = PROBE_TIMEOUT,
+) -> None:
     """Returns once LISTEN is proven to work on `dsn` (or the proof was impossible: a
     refused NOTIFY); raises ListenUnavailable when a notification never arrived. Retries
     other errors with backoff (0.1 s doubling to 5 s) for as long as it is awaited."""
@@ -142,11 +159,16 @@ async def prove_listen(dsn: str, conn_kwargs: dict[str, Any], pool: AsyncConnect
             backoff = min(backoff * 2, 5.0)
             continue
         if proven is False:
-            log.get().error("worker.listen_refused", **{
-                "worker.id": worker_id, "listen.timeout_s": timeout})
+            log.get().error(
+                "worker.listen_refused", **{"worker.id": worker_id, "listen.timeout_s": timeout}
+            )
             raise ListenUnavailable(refusal(dsn, timeout))
         if proven:
-            log.get().info("worker.listen_proven", **{
-                "worker.id": worker_id,
-                "listen.proof_ms": round((time.monotonic() - started) * 1000, 1)})
+            log.get().info(
+                "worker.listen_proven",
+                **{
+                    "worker.id": worker_id,
+                    "listen.proof_ms": round((time.monotonic() - started) * 1000, 1),
+                },
+            )
         return

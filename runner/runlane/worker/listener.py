@@ -41,10 +41,16 @@ def _as_bytes(payload: str | bytes) -> bytes:
 class Listener:
     """LISTENs for run hints and hands each to its lane (see the module's docstring)."""
 
-    def __init__(self, dsn: str, conn_kwargs: dict[str, Any], worker_id: str,
-                 notify: Callable[[str | None], None], stop_hint: Callable[[int], None],
-                 lost: Callable[[], None] | None = None,
-                 back: Callable[[], None] | None = None):
+    def __init__(
+        self,
+        dsn: str,
+        conn_kwargs: dict[str, Any],
+        worker_id: str,
+        notify: Callable[[str | None], None],
+        stop_hint: Callable[[int], None],
+        lost: Callable[[], None] | None = None,
+        back: Callable[[], None] | None = None,
+    ):
         self.dsn = dsn
         self.conn_kwargs = conn_kwargs
         self.worker_id = worker_id
@@ -65,11 +71,13 @@ class Listener:
         while not self.stopping:
             try:
                 async with await psycopg.AsyncConnection.connect(
-                        self.dsn, **self.conn_kwargs) as conn:
+                    self.dsn, **self.conn_kwargs
+                ) as conn:
                     await conn.execute(f"listen {CHANNEL}")
-                    log.get().info("listener.reconnected" if connected_before
-                                   else "listener.listening",
-                                   **{"worker.id": self.worker_id})
+                    log.get().info(
+                        "listener.reconnected" if connected_before else "listener.listening",
+                        **{"worker.id": self.worker_id},
+                    )
                     connected_before, backoff = True, 0.0
                     if lost and self._back is not None:
                         lost = False

@@ -53,23 +53,46 @@ class Worker:
         self.database = Database(config)
         self.background: set[asyncio.Task] = set()  # tasks nobody awaits, kept referenced
         self.finisher = Finisher(config, self.database, self.timing, self._spawn)
-        self.supervisor = Supervisor(config, self.database, self.finisher, self.timing,
-                                     self._spawn, self.notify)
+        self.supervisor = Supervisor(
+            config, self.database, self.finisher, self.timing, self._spawn, self.notify
+        )
         self.scan_mode = ScanMode(config, self.notify)
-        self.dispatchers = {lane: LaneDispatcher(
-            lane, config, self.database, self.admission, self.supervisor.start,
-            self.timing, self._spawn, self.supervisor.bound, self.scan_mode)
-            for lane in config.lanes}
+        self.dispatchers = {
+            lane: LaneDispatcher(
+                lane,
+                config,
+                self.database,
+                self.admission,
+                self.supervisor.start,
+                self.timing,
+                self._spawn,
+                self.supervisor.bound,
+                self.scan_mode,
+            )
+            for lane in config.lanes
+        }
         # What a notification sets: the lane's dispatcher makes one more pass.
         self.wake = {lane: d.wake for lane, d in self.dispatchers.items()}
         self.registry = Registry(config, self.database)
-        self.listener = Listener(config.dsn, self.database.conn_kwargs, config.worker_id,
-                                 self.notify, self.stop_hint, self._connection_lost,
-                                 self.database.connection_back)
-        self.maintenance = (Maintenance(config.dsn, config.maintenance,
-                                        config.application_name,
-                                        connect_kwargs=self.database.conn_kwargs)
-                            if config.maintenance else None)
+        self.listener = Listener(
+            config.dsn,
+            self.database.conn_kwargs,
+            config.worker_id,
+            self.notify,
+            self.stop_hint,
+            self._connection_lost,
+            self.database.connection_back,
+        )
+        self.maintenance = (
+            Maintenance(
+                config.dsn,
+                config.maintenance,
+                config.application_name,
+                connect_kwargs=self.database.conn_kwargs,
+            )
+            if config.maintenance
+            else None
+        )
 
     @property
     def passes(self) -> dict[str, int]:
@@ -96,28 +119,50 @@ class Worker:
         await self._unless_stopped(self.database.check_write_seqs())
         if self.config.listen:
             await self._prove_listen()
-        log.get().info("worker.started", **{
-            "worker.id": self.config.worker_id, "worker.lanes": self.config.lanes,
-            "worker.pid": os.getpid()})
-        if self.config.scan_only:
-            log.get().warning("worker.scan_only", **{
+        log.get().info(
+            "worker.started",
+            **{
                 "worker.id": self.config.worker_id,
-                "dispatch.fast_scan_interval_s": self.config.fast_scan_interval})
-        registry = asyncio.create_task(self.registry.run_forever(self.stopped),
-                                       name="registry")
-        listener = (asyncio.create_task(self.listener.run(), name="listener")
-                    if self.config.listen else None)
-        queue_watch = (asyncio.create_task(self.scan_mode.watch(
-            self._queue_usage, self._queue_holders, self.stopped), name="queue-watch")
-                       if self.config.listen else None)
-        lanes = [asyncio.create_task(d.run(), name=f"lane-{lane}")
-                 for lane, d in self.dispatchers.items()]
-        maintenance = (asyncio.create_task(self.maintenance.run_forever(self.stopped),
-                                           name="maintenance")
-                       if self.maintenance else None)
-        metrics = (asyncio.create_task(self.config.metrics.run_forever(self.stopped),
-                                       name="metrics")
-                   if self.config.metrics is not None else None)
+                "worker.lanes": self.config.lanes,
+                "worker.pid": os.getpid(),
+            },
+        )
+        if self.config.scan_only:
+            log.get().warning(
+                "worker.scan_only",
+                **{
+                    "worker.id": self.config.worker_id,
+                    "dispatch.fast_scan_interval_s": self.config.fast_scan_interval,
+                },
+            )
+        registry = asyncio.create_task(self.registry.run_forever(self.stopped), name="registry")
+        listener = (
+            asyncio.create_task(self.listener.run(), name="listener")
+            if self.config.listen
+            else None
+        )
+        queue_watch = (
+            asyncio.create_task(
+                self.scan_mode.watch(self._queue_usage, self._queue_holders, self.stopped),
+                name="queue-watch",
+            )
+            if self.config.listen
+            else None
+        )
+        lanes = [
+            asyncio.create_task(d.run(), name=f"lane-{lane}")
+            for lane, d in self.dispatchers.items()
+        ]
+        maintenance = (
+            asyncio.create_task(self.maintenance.run_forever(self.stopped), name="maintenance")
+            if self.maintenance
+            else None
+        )
+        metrics = (
+            asyncio.create_task(self.config.metrics.run_forever(self.stopped), name="metrics")
+            if self.config.metrics is not None
+            else None
+        )
         await self.stopped.wait()
         await asyncio.gather(*lanes, return_exceptions=True)
         await self.supervisor.drain(wait=self.signals < 2)
@@ -134,15 +179,21 @@ class Worker:
             async with asyncio.timeout(DEREGISTER_WAIT):
                 await self.registry.register(stopped=True)
         except TimeoutError:
-            log.get().warning("worker.register_failed", **{
-                "worker.id": self.config.worker_id, "error.type": "TimeoutError"})
+            log.get().warning(
+                "worker.register_failed",
+                **{"worker.id": self.config.worker_id, "error.type": "TimeoutError"},
+            )
         await self.database.close()
         for dispatcher in self.dispatchers.values():
             await dispatcher.close()
-        log.get().info("worker.stopped", **{
-            "worker.id": self.config.worker_id,
-            "dispatch.passes": sum(self.passes.values()),
-            "dispatch.claim_queries": sum(self.claim_queries.values())})
+        log.get().info(
+            "worker.stopped",
+            **{
+                "worker.id": self.config.worker_id,
+                "dispatch.passes": sum(self.passes.values()),
+                "dispatch.claim_queries": sum(self.claim_queries.values()),
+            },
+        )
 
     async def _unless_stopped(self, step: Coroutine[Any, Any, None]) -> None:
         """`step`, unless a stop comes first (then it is cancelled): a database out of
@@ -162,9 +213,14 @@ class Worker:
     async def _prove_listen(self) -> None:
         """LISTEN must work on this DSN before anything starts (worker.listen_probe): raises
         ListenUnavailable, the pools closed, when it cannot. A stop meanwhile ends the wait."""
-        probe = asyncio.create_task(prove_listen(
-            self.config.dsn, self.database.conn_kwargs,
-            self.database.pools[self.config.lanes[0]], self.config.worker_id))
+        probe = asyncio.create_task(
+            prove_listen(
+                self.config.dsn,
+                self.database.conn_kwargs,
+                self.database.pools[self.config.lanes[0]],
+                self.config.worker_id,
+            )
+        )
         stopped = asyncio.create_task(self.stopped.wait())
         await asyncio.wait({probe, stopped}, return_when=asyncio.FIRST_COMPLETED)
         for task in (probe, stopped):
@@ -191,9 +247,14 @@ class Worker:
     def request_stop(self) -> None:
         self.signals += 1
         if self.signals == 1:
-            log.get().info("worker.stopping", **{
-                "worker.id": self.config.worker_id, "worker.runs": len(self.runs),
-                "worker.shutdown_grace_s": self.config.shutdown_grace})
+            log.get().info(
+                "worker.stopping",
+                **{
+                    "worker.id": self.config.worker_id,
+                    "worker.runs": len(self.runs),
+                    "worker.shutdown_grace_s": self.config.shutdown_grace,
+                },
+            )
         self.stopping = True
         self.stopped.set()
         self.listener.stop()

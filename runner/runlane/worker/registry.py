@@ -34,9 +34,12 @@ class Registry:
         """The worker registry is for operators: failing to write it never stops work."""
         lane = self.config.lanes[0]
         try:
-            await self.db.call(lane, REGISTER, {"worker": self.config.worker_id,
-                                                "lanes": self.config.lanes, "stopped": stopped},
-                               fetch="none")
+            await self.db.call(
+                lane,
+                REGISTER,
+                {"worker": self.config.worker_id, "lanes": self.config.lanes, "stopped": stopped},
+                fetch="none",
+            )
         except psycopg.Error as exc:
             log.get().warning("worker.register_failed", **log.error_fields(exc))
 

@@ -75,12 +75,15 @@ written as (
     from o
 )
 """
-CHECKPOINT_WITH_OUTPUTS = STEP_OUTPUTS + """
+CHECKPOINT_WITH_OUTPUTS = (
+    STEP_OUTPUTS
+    + """
 select w.first_response, runlane.save_checkpoint(
     p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
     p_checkpoint => %(checkpoint)s::jsonb, p_seq => %(last_seq)s::bigint)::text as saved
 from written as w
 """
+)
 # Spend is recorded the moment an agent charges it (its own commit), so a failed,
 # retried or reaped attempt keeps what it spent in the owner's weekly budget.
 CHARGE = """
@@ -94,15 +97,17 @@ def refused_unapplied(exc: BaseException) -> bool:
     """The database raised this error for the statement and rolled it back: nothing of it
     was applied (a refusal the worker does not resend; a resent statement is answered as
     applied before anything else is checked, so this holds after a resend too)."""
-    return (isinstance(exc, psycopg.Error) and exc.sqlstate is not None
-            and not is_resendable(exc))
+    return isinstance(exc, psycopg.Error) and exc.sqlstate is not None and not is_resendable(exc)
 
 
 def numbering_refused(exc: BaseException) -> bool:
     """The database refused a write for its sequence number (runlane._refuse_write_number):
     one that skips ahead, or an end whose number another write took."""
-    return (isinstance(exc, psycopg.Error) and exc.sqlstate == "22023"
-            and exc.diag.column_name == "write_seq")
+    return (
+        isinstance(exc, psycopg.Error)
+        and exc.sqlstate == "22023"
+        and exc.diag.column_name == "write_seq"
+    )
 
 
 def outputs_params(outputs: tuple[tuple[str, str], ...]) -> dict[str, list[str]]:
@@ -112,8 +117,7 @@ def outputs_params(outputs: tuple[tuple[str, str], ...]) -> dict[str, list[str]]
 class RunHandle:
     """One claimed run: the context its agent sees, and the fence every write carries."""
 
-    def __init__(self, row: dict[str, Any], database: Database,
-                 timing: Callable[..., None]):
+    def __init__(self, row: dict[str, Any], database: Database, timing: Callable[..., None]):
         self._db = database
         self._timing = timing
         self.run_id: int = row["run_id"]
@@ -196,8 +200,9 @@ class RunHandle:
         if task is not None and not task.done() and task is not asyncio.current_task():
             task.cancel()
 
-    async def _call(self, sql: str, params: dict[str, Any], fetch: str = "one",
-                    seqs: int = 0) -> Any:
+    async def _call(
+        self, sql: str, params: dict[str, Any], fetch: str = "one", seqs: int = 0
+    ) -> Any:
         """One statement for this run. `seqs` > 0: a numbered write of that many calls; its
         numbers are taken and the statement sent under the run's write lock, so numbered
         writes reach the database in number order even when an agent writes concurrently
@@ -216,8 +221,9 @@ class RunHandle:
                     self.give_back(numbers, exc)
                     raise
         try:
-            return await self._db.call(self.lane, sql, {**self._key, **params}, fetch,
-                                       orgs=(self.org_id,))
+            return await self._db.call(
+                self.lane, sql, {**self._key, **params}, fetch, orgs=(self.org_id,)
+            )
         except psycopg.Error as exc:
             if exc.sqlstate == "RL001":
                 self.lose("fenced_out")
@@ -243,8 +249,11 @@ class RunHandle:
         known_messages = await self.messages()
         rows = await self._call(TAKE_STEERING, {}, fetch="all", seqs=1)
         known = {m.message_id for m in known_messages}
-        taken = [Message(r["message_id"], r["body"], r["created_at"]) for r in rows
-                 if r["message_id"] not in known]
+        taken = [
+            Message(r["message_id"], r["body"], r["created_at"])
+            for r in rows
+            if r["message_id"] not in known
+        ]
         if taken:
             # Attached messages change only by this owner's take_steering: keep the copy.
             self._messages = sorted([*known_messages, *taken], key=lambda m: m.message_id)
@@ -259,8 +268,7 @@ class RunHandle:
                 self._messages = batch[self.run_id]
         if self._messages is None:
             rows = await self._call(RUN_MESSAGES, {}, fetch="all")
-            self._messages = [Message(r["message_id"], r["body"], r["created_at"])
-                              for r in rows]
+            self._messages = [Message(r["message_id"], r["body"], r["created_at"]) for r in rows]
         return list(self._messages)
 
     async def history(self, limit: int = 20) -> list[Turn]:
@@ -276,9 +284,11 @@ class RunHandle:
             return
         # self.iteration already counts the step that just ended.
         wrapped = {"iteration": self.iteration, "cost": self.cost, "state": result.checkpoint}
-        row = await self._call(CHECKPOINT_WITH_OUTPUTS, {
-            **outputs_params(result.outputs), "checkpoint": json.dumps(wrapped)},
-            seqs=len(result.outputs) + 1)
+        row = await self._call(
+            CHECKPOINT_WITH_OUTPUTS,
+            {**outputs_params(result.outputs), "checkpoint": json.dumps(wrapped)},
+            seqs=len(result.outputs) + 1,
+        )
         self.checkpoint = result.checkpoint
         self._log_first_response(row and row["first_response"])
 
@@ -323,5 +333,10 @@ class RunHandle:
 
     @property
     def fields(self) -> dict[str, Any]:
-        return {"run.id": self.run_id, "run.lane": self.lane, "run.trigger": self.trigger,
-                "run.attempt": self.attempt, "run.fence": self.fence}
+        return {
+            "run.id": self.run_id,
+            "run.lane": self.lane,
+            "run.trigger": self.trigger,
+            "run.attempt": self.attempt,
+            "run.fence": self.fence,
+        }

@@ -75,22 +75,35 @@ class ScanMode:
         if high and not self.fast:
             self.fast, self._since = True, time.monotonic()
             STATE["fast_scan"] = 1
-            log.get().warning("dispatch.fast_scan_started", **{
-                "dispatch.reason": "notify_queue", "notify.queue_usage": usage,
-                "notify.queue_warn": self.threshold,
-                "dispatch.fast_scan_interval_s": self.config.fast_scan_interval,
-                "notify.holders": holders})
+            log.get().warning(
+                "dispatch.fast_scan_started",
+                **{
+                    "dispatch.reason": "notify_queue",
+                    "notify.queue_usage": usage,
+                    "notify.queue_warn": self.threshold,
+                    "dispatch.fast_scan_interval_s": self.config.fast_scan_interval,
+                    "notify.holders": holders,
+                },
+            )
             self._wake_lanes()  # whatever went unannounced is claimed now
         elif not high and self.fast and not self.scan_only:
             self.fast = False
             STATE["fast_scan"] = 0
-            log.get().info("dispatch.fast_scan_stopped", **{
-                "dispatch.reason": "notify_queue", "notify.queue_usage": usage,
-                "dispatch.fast_scan_s": round(time.monotonic() - self._since, 1)})
+            log.get().info(
+                "dispatch.fast_scan_stopped",
+                **{
+                    "dispatch.reason": "notify_queue",
+                    "notify.queue_usage": usage,
+                    "dispatch.fast_scan_s": round(time.monotonic() - self._since, 1),
+                },
+            )
 
-    async def watch(self, read: Callable[[], Awaitable[float | None]],
-                    holders: Callable[[], Awaitable[list[dict[str, Any]]]],
-                    stopped: asyncio.Event) -> None:
+    async def watch(
+        self,
+        read: Callable[[], Awaitable[float | None]],
+        holders: Callable[[], Awaitable[list[dict[str, Any]]]],
+        stopped: asyncio.Event,
+    ) -> None:
         """Reads the queue every QUEUE_CHECK seconds until `stopped` (not when scan-only:
         the mode never ends then); on entering the fast scan, also who holds it."""
         if self.scan_only:
@@ -110,7 +123,6 @@ class ScanMode:
                         try:
                             suspects = holder_fields(await holders())
                         except psycopg.Error as exc:  # the mode does not wait for names
-                            log.get().warning("notify.holders_failed",
-                                              **log.error_fields(exc))
+                            log.get().warning("notify.holders_failed", **log.error_fields(exc))
                     self.reading(float(usage), suspects)
             await eventloop.wait_event(stopped, QUEUE_CHECK)

@@ -101,8 +101,7 @@ class OrgBound:
             return None
         return {org: n for org, n in self.held.items() if n + limit >= self.bound}
 
-    def after_claim(self, near: dict[str, int] | None,
-                    claimed: Iterable[str]) -> tuple[bool, bool]:
+    def after_claim(self, near: dict[str, int] | None, claimed: Iterable[str]) -> tuple[bool, bool]:
         """After the claimed runs were started: (cut, again). cut: the bound may have left
         runs queued (the queue is not known to be drained); again: the lane should make
         one more pass now. Organizations it may have cut are noted for ended()."""
@@ -125,9 +124,15 @@ class OrgBound:
 class Supervisor:
     """Supervises every run this worker holds (see the module's docstring)."""
 
-    def __init__(self, config: WorkerConfig, database: Database, finisher: Finisher,
-                 timing: Callable[..., None], spawn: Callable[[Any], asyncio.Task],
-                 wake_lanes: Callable[[], None]):
+    def __init__(
+        self,
+        config: WorkerConfig,
+        database: Database,
+        finisher: Finisher,
+        timing: Callable[..., None],
+        spawn: Callable[[Any], asyncio.Task],
+        wake_lanes: Callable[[], None],
+    ):
         self.config = config
         self.db = database
         self.finisher = finisher
@@ -160,8 +165,8 @@ class Supervisor:
         # end before it fires).
         beats: list[asyncio.Task] = []
         timer = asyncio.get_running_loop().call_later(
-            self._beat_interval,
-            lambda: beats.append(asyncio.create_task(self._heartbeat(run))))
+            self._beat_interval, lambda: beats.append(asyncio.create_task(self._heartbeat(run)))
+        )
         try:
             await self._run_to_end(run)
             if run.lost and not run.ended:  # a refusal after the end is that end
@@ -208,9 +213,13 @@ class Supervisor:
         if run.lost:
             return
         try:
-            row = await self.db.call(run.lane, HEARTBEAT, {
-                "run_id": run.run_id, "fence": run.fence, "lease": self.lease}, retries=0,
-                orgs=(run.org_id,))
+            row = await self.db.call(
+                run.lane,
+                HEARTBEAT,
+                {"run_id": run.run_id, "fence": run.fence, "lease": self.lease},
+                retries=0,
+                orgs=(run.org_id,),
+            )
         except psycopg.Error as exc:  # the heartbeat loop asks again within lease/3
             log.get().warning("run.heartbeat_failed", **run.fields, **log.error_fields(exc))
             return
@@ -232,8 +241,9 @@ class Supervisor:
                 raise TypeError("an agent step must return a StepResult")
             for kind, body in result.outputs:  # refused here, as a failed step
                 if kind not in OUTPUT_KINDS or not isinstance(body, str):
-                    raise ValueError(f"a step output needs a known kind and a text body, "
-                                     f"not {kind!r}")
+                    raise ValueError(
+                        f"a step output needs a known kind and a text body, not {kind!r}"
+                    )
             if result.done:
                 return result
             await run.end_step(result)
@@ -246,9 +256,13 @@ class Supervisor:
         """Beats now, then every lease/3, until the run ends or is lost."""
         while not run.lost:
             try:
-                row = await self.db.call(run.lane, HEARTBEAT, {
-                    "run_id": run.run_id, "fence": run.fence, "lease": self.lease}, retries=0,
-                orgs=(run.org_id,))
+                row = await self.db.call(
+                    run.lane,
+                    HEARTBEAT,
+                    {"run_id": run.run_id, "fence": run.fence, "lease": self.lease},
+                    retries=0,
+                    orgs=(run.org_id,),
+                )
                 owned = bool(row and row["ok"])
             except psycopg.Error as exc:
                 if exc.sqlstate == "RL001":
@@ -256,8 +270,7 @@ class Supervisor:
                 else:  # a broken connection: the lease still runs; try again next beat,
                     # or as soon as the listener is back after a loss (a promoted standby,
                     # a restarted server), so an outage costs as little lease as it can
-                    log.get().warning("run.heartbeat_failed",
-                                      **run.fields, **log.error_fields(exc))
+                    log.get().warning("run.heartbeat_failed", **run.fields, **log.error_fields(exc))
                     await self.db.pause(self._beat_interval)
                     continue
             if not owned:
