@@ -30,21 +30,15 @@ second (from its worker.stopped line): the cost of scanning every 0.1 s.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import random
-import signal
-import subprocess
-import sys
-import tempfile
 import time
 import uuid
-from pathlib import Path
 
 import psycopg
 from psycopg.conninfo import make_conninfo
 
 from bench import _common
+from bench.runner_latency import Worker  # a real `runlane worker` process
 
 AGENTS = 20
 TEMPLATE = "bench_notify_flood_template"
@@ -60,65 +54,6 @@ FIRST_RESPONSE = """
 select (runlane.run_timing(r) ->> 'run.first_response_ms')::float8
 from unnest(%s::bigint[]) as r
 """
-
-
-class Worker:
-    """One real `runlane worker` at its defaults (plus `args`); JSON logs to a file."""
-
-    def __init__(self, dsn: str, *args: str):
-        self.log = Path(tempfile.mkstemp(prefix="bench-flood-", suffix=".log")[1])
-        cmd = [
-            sys.executable,
-            "-m",
-            "runlane",
-            "worker",
-            "--dsn",
-            dsn,
-            "--lane",
-            "interactive",
-            "--agent",
-            "runlane.agents.echo:agent",
-            "--worker-id",
-            f"bench-{uuid.uuid4().hex[:8]}",
-            *args,
-        ]
-        env = {**os.environ, "RUNLANE_ECHO_CHUNKS": "1", "RUNLANE_ECHO_DELAY": "0"}
-        self._out = open(self.log, "w")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=subprocess.DEVNULL, env=env)
-        self.started = time.monotonic()
-
-    def events(self, message: str) -> list[dict]:
-        found = []
-        for line in self.log.read_text().splitlines():
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if record.get("message") == message:
-                found.append(record)
-        return found
-
-    def wait_for(self, *messages: str, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while not all(self.events(m) for m in messages):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"runlane worker never logged {messages}; see {self.log}")
-            time.sleep(0.05)
-
-    def stop(self) -> dict:
-        """SIGTERM; returns its worker.stopped line (passes, claim queries)."""
-        lived = time.monotonic() - self.started
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        stopped = (self.events("worker.stopped") or [{}])[-1]
-        self._out.close()
-        self.log.unlink(missing_ok=True)
-        return {"lived_s": lived, **stopped}
 
 
 def wait_answered(conn: psycopg.Connection, ids: list[int], timeout: float = 600) -> None:
@@ -177,7 +112,7 @@ def phase(pg, name: str, usage: float | None, messages: int, seed: int, *args: s
             usage = 0.5
         else:
             conn.execute(USAGE.format(usage))
-        worker = Worker(dsn, *args)
+        worker = Worker(dsn, 1, 0.0, *args, maintenance=True)
         try:
             worker.wait_for(
                 "dispatch.ready",

@@ -66,7 +66,9 @@ def runlane_template(pg) -> None:
 class Worker:
     """One real `runlane worker` process; stdout (JSON logs) goes to a file."""
 
-    def __init__(self, dsn: str, chunks: int = 1, delay: float = 0.0, *args: str):
+    def __init__(
+        self, dsn: str, chunks: int = 1, delay: float = 0.0, *args: str, maintenance: bool = False
+    ):
         self.log = Path(tempfile.mkstemp(prefix="bench-worker-", suffix=".log")[1])
         cmd = [
             sys.executable,
@@ -79,7 +81,7 @@ class Worker:
             "interactive",
             "--agent",
             "runlane.agents.echo:agent",
-            "--no-maintenance",
+            *([] if maintenance else ["--no-maintenance"]),
             "--worker-id",
             f"bench-{uuid.uuid4().hex[:8]}",
             *args,
@@ -87,6 +89,7 @@ class Worker:
         env = {**os.environ, "RUNLANE_ECHO_CHUNKS": str(chunks), "RUNLANE_ECHO_DELAY": str(delay)}
         self._out = open(self.log, "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=subprocess.DEVNULL, env=env)
+        self.started = time.monotonic()
 
     def events(self, message: str) -> list[dict]:
         found = []
@@ -99,12 +102,15 @@ class Worker:
                 found.append(record)
         return found
 
-    def wait_ready(self, timeout: float = 60) -> None:
+    def wait_for(self, *messages: str, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
-        while not (self.events("dispatch.ready") and self.events("listener.listening")):
+        while not all(self.events(m) for m in messages):
             if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"runlane worker did not get ready; see {self.log}")
+                raise RuntimeError(f"runlane worker never logged {messages}; see {self.log}")
             time.sleep(0.05)
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        self.wait_for("dispatch.ready", "listener.listening", timeout=timeout)
 
     def rss_kib(self) -> int:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
@@ -112,7 +118,10 @@ class Worker:
                 return int(line.split()[1])
         raise RuntimeError("no VmRSS")
 
-    def stop(self, kill: bool = False) -> None:
+    def stop(self, kill: bool = False) -> dict:
+        """SIGTERM (SIGKILL with `kill`); returns its worker.stopped line (passes, claim
+        queries) with how long it lived."""
+        lived = time.monotonic() - self.started
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
             try:
@@ -120,8 +129,10 @@ class Worker:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+        stopped = (self.events("worker.stopped") or [{}])[-1]
         self._out.close()
         self.log.unlink(missing_ok=True)
+        return {"lived_s": lived, **stopped}
 
 
 SUBMIT = "select run_id from runlane.submit_message(%s, %s, 'bench')"
