@@ -51,6 +51,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.put_user(text,text,jsonb)": API,
     "runlane.put_agent(text,jsonb)": API,
     "runlane._check_patch(text,jsonb,jsonb)": NOBODY,
+    "runlane._require_registry_window(text,interval,integer)": NOBODY,
     "runlane._patch_int(text,jsonb,integer)": NOBODY,
     # fenced worker writes
     "runlane.heartbeat(bigint,bigint,interval)": WORKER,

@@ -30,21 +30,7 @@ declare
     v_cutoff timestamptz;
     v_purged int;
 begin
-    if p_older_than is null or p_limit is null then
-        raise exception 'older_than and limit are required'
-            using errcode = '22004';
-    end if;
-    if p_older_than < interval '1 hour' then
-        raise exception 'a worker registry window of % is shorter than 1 hour', p_older_than
-            using errcode = '22023',
-                  hint = 'Delete only the rows of workers silent for at least an hour.';
-    end if;
-    if p_limit < 1 or p_limit > 10000 then
-        raise exception 'limit % is out of range', p_limit
-            using errcode = '22023',
-                  hint = 'Delete between 1 and 10000 registry rows per call.';
-    end if;
-    v_cutoff := now() - p_older_than;
+    v_cutoff := runlane._require_registry_window('registry rows', p_older_than, p_limit);
 
     with gone_workers as (
         select w.worker_id
