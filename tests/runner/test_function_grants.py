@@ -98,6 +98,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.resign_maintenance(text)": WORKER,
     # read by workers and by stream followers (they poll while it is high)
     "runlane.notify_queue_usage()": BOTH,
+    "runlane.notify_queue_cutoff()": WORKER,
     # other logins' backends (pid, login, application): the operator's, not a tenant's
     "runlane.notify_queue_holders(integer)": WORKER,
     # operator views (runlane status, journal, timing summary): an application reads

@@ -235,10 +235,10 @@ class Worker:
             await self.database.close()
             raise
 
-    async def _queue_usage(self) -> float | None:
-        """runlane.notify_queue_usage(), read on the first lane's pool (no write)."""
-        row = await self.database.call(self.config.lanes[0], USAGE, retries=0)
-        return row["usage"] if row else None
+    async def _queue_usage(self) -> dict[str, Any] | None:
+        """runlane.notify_queue_usage() and the cut-off from which runlane sends no
+        notification, read on the first lane's pool (no write)."""
+        return await self.database.call(self.config.lanes[0], USAGE, retries=0)
 
     async def _queue_holders(self) -> list[dict[str, Any]]:
         """runlane.notify_queue_holders(): who most likely holds the NOTIFY queue."""

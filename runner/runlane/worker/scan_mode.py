@@ -6,7 +6,8 @@ then pg_notify in a loop); from half full runlane sends no notification at all
 (runlane._notify), so for as long as the filler wants, the scan is the only way work is
 found. Guarantees:
 - while the queue is at least `fast_scan_from` full (the warning level, 0.25 by default;
-  never above SUPPRESSED_FROM, runlane's own cut-off) or the worker runs scan-only
+  never above runlane.notify_queue_cutoff(), read with each reading: from there runlane
+  sends no notification at all) or the worker runs scan-only
   (--scan-only: no LISTEN), every lane scans every `fast_scan_interval` seconds (0.1 s
   by default) instead of every `scan_interval`; a chat message then waits at most that
   long for its claim;
@@ -36,8 +37,7 @@ from ..maintenance import NOTIFY_HOLDERS, holder_fields
 from .config import WorkerConfig
 
 QUEUE_CHECK = 1.0  # seconds between two readings of the NOTIFY queue, at least
-SUPPRESSED_FROM = 0.5  # runlane._notify sends nothing from this reading on
-USAGE = "select runlane.notify_queue_usage() as usage"
+USAGE = "select runlane.notify_queue_usage() as usage, runlane.notify_queue_cutoff() as cutoff"
 HOLDERS = NOTIFY_HOLDERS
 
 # This process's mode, for the metrics (runlane.metrics): 1/0 flags and the last reading.
@@ -54,7 +54,7 @@ class ScanMode:
         self._wake_lanes = wake_lanes
         self._since = time.monotonic()
         self._read_failed = False
-        self.threshold = min(config.fast_scan_from, SUPPRESSED_FROM)
+        self.threshold = config.fast_scan_from  # until a reading brings the cut-off
         STATE["scan_only"] = int(self.scan_only)
         STATE["fast_scan"] = int(self.fast)
 
@@ -100,7 +100,7 @@ class ScanMode:
 
     async def watch(
         self,
-        read: Callable[[], Awaitable[float | None]],
+        read: Callable[[], Awaitable[dict[str, Any] | None]],
         holders: Callable[[], Awaitable[list[dict[str, Any]]]],
         stopped: asyncio.Event,
     ) -> None:
@@ -110,13 +110,16 @@ class ScanMode:
             return
         while not stopped.is_set():
             try:
-                usage = await read()
+                row = await read()
             except psycopg.Error as exc:
                 if not self._read_failed:
                     self._read_failed = True
                     log.get().warning("dispatch.queue_check_failed", **log.error_fields(exc))
             else:
                 self._read_failed = False
+                usage = row["usage"] if row else None
+                if row and row["cutoff"] is not None:
+                    self.threshold = min(self.config.fast_scan_from, float(row["cutoff"]))
                 if usage is not None:
                     suspects = None
                     if self.entering(float(usage)):

@@ -6,7 +6,8 @@
 --   here and written to the server's notification queue at commit; the only commit-time
 --   failure is a full queue (54000 "too many notifications in the NOTIFY queue", 8 GB in
 --   PostgreSQL 15, filled only while a listener sits in one transaction for a long time).
---   So nothing is queued once runlane.notify_queue_usage() reaches 0.5: the other half
+--   So nothing is queued once runlane.notify_queue_usage() reaches
+--   runlane.notify_queue_cutoff() (0.5, where workers also read it): the other half
 --   cannot fill up between this check and the caller's commit (a commit adds at most its
 --   own notifications, a few kB). Returns false then, true when the notification was queued.
 -- * Notifications are hints: a skipped one costs a listener its wake-up, never data. Run
@@ -18,7 +19,7 @@ language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
 begin
-    if runlane.notify_queue_usage() >= 0.5 then
+    if runlane.notify_queue_usage() >= runlane.notify_queue_cutoff() then
         return false;  -- GUARD: a half-full queue could fail our COMMIT; skip the hint
     end if;
     perform pg_notify(p_channel, p_payload);
