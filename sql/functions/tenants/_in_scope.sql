@@ -2,9 +2,11 @@
 --
 -- Guarantees: true for a login acting for every organization (runlane._api_org() is NULL),
 -- else true only for its own organization; false for a NULL organization when scoped.
--- Raises what runlane._api_org raises (42501). Callers that probe an object by id call
--- runlane._api_org once before the probe instead and filter by it, so an unknown and a
--- foreign id take the same path.
+-- Raises what runlane._api_org raises (42501). HEAD's functions do not call it: they call
+-- runlane._api_org once before probing an object and filter by it, so an unknown and a
+-- foreign id take the same path. It stays for the functions of earlier schemas, which
+-- call it while a migration runs (between its commit and the functions' reinstall) and
+-- in a rolling upgrade's older processes; a contract step may drop it.
 create or replace function runlane._in_scope(p_org_id text)
 returns boolean
 language plpgsql
