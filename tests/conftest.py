@@ -91,8 +91,20 @@ def conn(db_dsn):
 
 @pytest.fixture(scope="session")
 def pgtap_connection(pg_cluster, template_db):
-    """pytest-pgtap's connection: a migrated database shared by all .sql test files."""
+    """pytest-pgtap's connection: a migrated database shared by all .sql test files.
+
+    Autovacuum is off for its tables: every file rolls back, so there is nothing to
+    reclaim, and a vacuum or analyze landing between two files at a random moment would
+    rewrite the table sizes the plan tests' estimates start from (an ANALYZE inside a
+    file, rolled back, still leaves its pg_class sizes). The files then see the same
+    starting state in every run."""
     dsn, janitor = new_database(pg_cluster, template_db)
+    with psycopg.connect(dsn, autocommit=True) as setup:
+        for (table,) in setup.execute(
+            "select c.oid::regclass::text from pg_class as c "
+            "where c.relnamespace = 'runlane'::regnamespace and c.relkind = 'r'"
+        ).fetchall():
+            setup.execute(f"alter table {table} set (autovacuum_enabled = false)")
     with psycopg.connect(dsn) as connection:
         yield connection
     janitor.drop()
