@@ -22,7 +22,8 @@
 --   gate agent triggering (schedules, run now), not a person talking to the agent.
 -- * Errors: RL008 unknown agent (also another organization's agent for a login scoped to
 --   one, runlane._api_org: the same message, nothing leaks by existence); 22004 null
---   thread or body; 22023 blank thread or one longer than 256 characters.
+--   thread or body; 22023 blank thread or one longer than 256 characters, empty or
+--   whitespace-only body.
 -- * Callers must use READ COMMITTED (the default): the decision re-reads the thread
 --   after taking the thread lock.
 -- * Cost follows the thread, not the queue: the thread's unfinished run is probed
@@ -61,6 +62,13 @@ begin
     if p_body is null then
         raise exception 'a message needs a body'
             using errcode = '22004';
+    end if;
+    -- An empty message gives the agent nothing to answer: refused like an empty thread id
+    -- (whitespace and invisible characters, ASCII and Unicode, count as empty).
+    if p_body ~ '^[[:space:][:cntrl:]\u0085\u00a0\u1680\u180e\u2000-\u200f\u2028-\u202f\u205f-\u2064\u3000\ufeff]*$' then
+        raise exception 'a message needs a body (p_body), got an empty or whitespace-only one'
+            using errcode = '22023',
+                  hint = 'Send the text the person wrote; to start the agent without a message, use run_now.';
     end if;
     perform runlane._check_id('thread id', p_thread_id);
     perform runlane._check_body('message body', p_body);
