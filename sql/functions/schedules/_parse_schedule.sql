@@ -6,7 +6,7 @@
 -- (raw cron, event triggers, out-of-range numbers, whitespace-only text) is refused.
 --   ''                                  {"kind": "manual", "canonical": ""}
 --   every N hours | every hour          {"kind": "interval", "hours": N, ...}      1 <= N <= 720
---   daily at HH:MM                      {"kind": "daily", "hour", "minute", "time", ...}
+--   daily at HH:MM | every day at HH:MM {"kind": "daily", "hour", "minute", "time", ...}
 --   weekly on mon[,tue...] at HH:MM     {"kind": "weekly", "days", "isodows", "hour", ...}
 --   weekly at HH:MM                     the weekday of p_set_at in p_timezone: set on a
 --                                       Thursday there, it is "weekly on thu at HH:MM"
@@ -27,7 +27,7 @@ as $$
 declare
     c_hint constant text :=
         'Accepted forms (case and spacing free): '''' (manual only), "every N hours" or '
-        || '"every hour" (1 <= N <= 720), "daily at HH:MM", "weekly on mon[,tue,...] at HH:MM" '
+        || '"every hour" (1 <= N <= 720), "daily at HH:MM" or "every day at HH:MM", "weekly on mon[,tue,...] at HH:MM" '
         || '(days mon tue wed thu fri sat sun, HH:MM from 00:00 to 23:59), "weekly at HH:MM" '
         || '(the weekday on which it is set, in the schedule''s time zone).';
     c_days constant text[] := array['mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'sun'];
@@ -73,6 +73,8 @@ begin
         end if;
 
         -- GUARD: daily at HH:MM / weekly on <days> at HH:MM / weekly at HH:MM
+        -- "every day at HH:MM" is said as often as "daily at HH:MM" and means the same.
+        v_text := regexp_replace(v_text, '^every day at ', 'daily at ');
         v_m := regexp_match(v_text, '^(daily|weekly|weekly on ([a-z,]+)) at ([0-9]{1,2}):([0-9]{2})$');
         if v_m is not null and v_m[3]::int between 0 and 23 and v_m[4]::int between 0 and 59 then
             v_hour := v_m[3]::int;
