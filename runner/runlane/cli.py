@@ -584,21 +584,35 @@ def run_now_cmd(dsn: str, agent_id: str) -> None:
 @click.argument("agent_id")
 @click.argument("thread_id")
 @click.argument("text")
-def submit_cmd(dsn: str, agent_id: str, thread_id: str, text: str) -> None:
+@click.option(
+    "--idempotency-key",
+    default=None,
+    help="Retry-safe: a later submit with this key (same agent, thread and text) returns "
+    "the first one's answer and creates nothing.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the returned row as JSON.")
+def submit_cmd(
+    dsn: str, agent_id: str, thread_id: str, text: str, idempotency_key: str | None, as_json: bool
+) -> None:
     """Send TEXT to AGENT in THREAD (a chat message)."""
+    keyed = ", p_idempotency_key => %s::text" if idempotency_key is not None else ""
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
             message_id, run_id, disposition = one(
                 conn.execute(
                     "select message_id, run_id, disposition from runlane.submit_message("
-                    "p_agent_id => %s::text, p_thread_id => %s::text, p_body => %s::text)",
-                    (agent_id, thread_id, text),
+                    f"p_agent_id => %s::text, p_thread_id => %s::text, p_body => %s::text{keyed})",
+                    (agent_id, thread_id, text)
+                    + ((idempotency_key,) if idempotency_key is not None else ()),
                 ).fetchone()
             )
             if disposition == "created":
                 _publish(conn, run_id)
     except psycopg.Error as exc:
         fail(exc, API, dsn)
+    if as_json:
+        _emit_json({"message_id": message_id, "run_id": run_id, "disposition": disposition})
+        return
     click.echo(
         f"message {message_id} {disposition}" + (f" run {run_id}" if run_id is not None else "")
     )
@@ -751,13 +765,16 @@ def status_cmd(dsn: str, as_json: bool) -> None:
     )
 
 
+SINCE_FORMS = "30s, 5m, 2h, 1d, 1w, '2 days', '1h30m' or P1D (a PostgreSQL interval)"
+
+
 @main.command("timing")
 @dsn_option
 @click.option(
     "--since",
     default="1h",
     show_default=True,
-    help="Window, as a PostgreSQL interval (1h, 30m, 2 days).",
+    help=f"Window back from now: {SINCE_FORMS}.",
 )
 @click.option(
     "--trigger",
@@ -769,13 +786,30 @@ def status_cmd(dsn: str, as_json: bool) -> None:
 def timing_cmd(dsn: str, since: str, trigger: str | None, as_json: bool) -> None:
     """Queue wait, first response and total distributions (p50, p90, p99, max): one
     sample per run, its first response for latency and its end for totals."""
+    from psycopg.rows import dict_row
+
     from .tables import render
 
-    rows = _query(
-        dsn,
-        "select * from runlane.timing_summary(p_since => %s::interval, p_trigger => %s::text)",
-        (since, trigger),
-    )
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            rows = (
+                conn.cursor(row_factory=dict_row)
+                .execute(
+                    "select * from runlane.timing_summary("
+                    "p_since => %s::interval, p_trigger => %s::text)",
+                    (since, trigger),
+                )
+                .fetchall()
+            )
+    except psycopg.Error as exc:
+        # 22007/22015: not an interval; 22023: not a positive one (timing_summary).
+        if exc.sqlstate in ("22007", "22015", "22023"):
+            click.echo(
+                f"error: --since {since!r} is not a positive duration: use {SINCE_FORMS}",
+                err=True,
+            )
+            sys.exit(2)
+        fail(exc, API, dsn, also=WORKER)
     if as_json:
         _emit_json({"since": since, "trigger": trigger, "measures": rows})
         return

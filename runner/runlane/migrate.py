@@ -500,8 +500,9 @@ def migrate(
     conn: psycopg.Connection, to: int | None = None, lock_timeout: float = LOCK_TIMEOUT
 ) -> list[Migration]:
     """Apply pending migrations up to `to` (all when None); returns those applied.
-    MigrationError when another session holds the migration lock for lock_timeout s, or
-    when a migration cannot take its table locks within lock_timeout s (`_apply`)."""
+    MigrationError when another session holds the migration lock for lock_timeout s,
+    when a migration cannot take its table locks within lock_timeout s (`_apply`), or
+    when the schema is already past `to` (migrations are never undone: nothing is done)."""
     known = migrations()
     if to is not None and to not in {m.version for m in known}:
         raise MigrationError(
@@ -519,6 +520,14 @@ def migrate(
                     f"migration {m.version:04d}_{m.name} was edited after it was applied; "
                     "released migrations are immutable: add a new one instead"
                 )
+        newest = max(done, default=0)
+        if to is not None and newest > to:
+            raise MigrationError(
+                f"the schema is at migration {newest:04d}, newer than the requested {to:04d}: "
+                "migrations are never undone, so nothing was changed (an older generation's "
+                "workers run against a newer schema while its upgrade allows it: "
+                "docs/upgrade.md)"
+            )
         applied = []
         attempt_wait = _attempt_wait(conn)
         for m in known:

@@ -1,4 +1,5 @@
-"""`runlane migrate`: from zero, twice, staged, and refusing edited or unknown migrations."""
+"""`runlane migrate`: from zero, twice, staged, and refusing edited or unknown migrations
+and a target older than the schema."""
 
 from __future__ import annotations
 
@@ -97,6 +98,22 @@ def test_an_unknown_target_is_a_clear_error(empty_db_dsn):
     assert result.returncode == 1
     assert "there is no migration 0042" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_an_older_target_on_a_newer_schema_says_so_and_changes_nothing(empty_db_dsn):
+    with psycopg.connect(empty_db_dsn) as conn:
+        migrate(conn, to=3)
+    before = schema_dump(empty_db_dsn)
+    result = run_cli("migrate", "--dsn", empty_db_dsn, "--to", "2")
+    assert result.returncode == 1, result.stdout
+    assert "the schema is at migration 0003, newer than the requested 0002" in result.stderr
+    assert "migrations are never undone" in result.stderr
+    assert "up to date" not in result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert schema_dump(empty_db_dsn) == before
+    same = run_cli("migrate", "--dsn", empty_db_dsn, "--to", "3")
+    assert same.returncode == 0, same.stderr
+    assert "schema is up to date" in same.stdout
 
 
 def test_head_locks_and_leadership_work_in_the_expand_stage_before_0005(empty_db_dsn):

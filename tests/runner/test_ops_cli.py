@@ -117,3 +117,18 @@ def test_status_counts_lanes_organizations_and_schedules(conn, db_dsn):
     assert ny["next_run_local"].endswith(" 09:00")
     out = _run(db_dsn, "status")
     assert "America/New_York" in out and "agent_max_concurrency" in out
+
+
+def test_timing_since_takes_units_and_names_the_forms_when_it_cannot(conn, db_dsn):
+    _known_runs(conn)
+    for since in ("30s", "5m", "2h", "1d", "1w", "2 days", "P1D"):
+        data = json.loads(_run(db_dsn, "timing", "--since", since, "--json"))
+        assert [m["measure"] for m in data["measures"]] == [
+            "queue_wait",
+            "first_response",
+            "total",
+        ], since
+    for bad in ("5 parsecs", "-1h", "0s"):
+        result = CliRunner().invoke(main, ["timing", "--since", bad, "--dsn", db_dsn])
+        assert result.exit_code == 2, (bad, result.output)
+        assert f"--since {bad!r} is not a positive duration: use 30s, 5m, 2h" in result.output
