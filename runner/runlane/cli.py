@@ -963,11 +963,19 @@ def run_cmd(dsn: str, run_id: int, as_json: bool) -> None:
     help="Seconds between recovery scans (runs committed by other processes are "
     "found by the scan: embedded mode does not LISTEN).",
 )
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="TCP port of the embedded PostgreSQL on 127.0.0.1 (default: a free one); a "
+    "taken port is an error.",
+)
 @log_options
 def embedded_cmd(
     data_dir: str,
     agent_spec: str,
     scan_interval: float,
+    port: int | None,
     log_level: str,
     log_format: str,
     log_errors: bool,
@@ -979,7 +987,9 @@ def embedded_cmd(
     log.configure(log_level, fmt=log_format, log_errors=log_errors)
     agent = load_agent_or_exit(agent_spec)
     try:
-        eventloop.run(serve_embedded(agent, data_dir or None, scan_interval=scan_interval))
+        eventloop.run(
+            serve_embedded(agent, data_dir or None, port=port, scan_interval=scan_interval)
+        )
     except (psycopg.Error, RuntimeError) as exc:
         fail(exc)
 

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import re
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -78,11 +80,26 @@ def _pin_port(datadir: Path, port: int) -> None:
     conf.write_text("\n".join([*lines, f"port = {port}"]) + "\n")
 
 
+def _check_port_free(port: int) -> None:
+    """RuntimeError naming the port when something on 127.0.0.1 already listens there."""
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            raise RuntimeError(
+                f"port {port} on 127.0.0.1 is taken by another program: choose another "
+                "--port, or leave it out for a free one"
+            ) from None
+
+
 class Embedded:
     """`async with Embedded(agent) as rl:` — a database and a worker in this process.
 
     `data_dir=None` uses a throwaway directory removed on exit; a path keeps the data
-    between runs (`runlane embedded` uses `.runlane/embedded`)."""
+    between runs (`runlane embedded` uses `.runlane/embedded`). `port=None` listens on a
+    free port of 127.0.0.1; a given port that is taken is a RuntimeError."""
 
     def __init__(
         self,
@@ -90,9 +107,11 @@ class Embedded:
         data_dir: Path | str | None = None,
         lanes: tuple[str, ...] = ("interactive", "background"),
         autostart: bool = True,
+        port: int | None = None,
         **worker_options: Any,
     ):
         self.agent = agent
+        self.port = port
         self.data_dir = Path(data_dir).resolve() if data_dir is not None else None
         self.lanes = list(lanes)
         self.autostart = autostart
@@ -118,7 +137,9 @@ class Embedded:
     # -- lifecycle ---------------------------------------------------------------------
     def start_database(self) -> str:
         """Start (initializing on first use) and migrate the database; returns its DSN."""
-        self.cluster = LocalCluster(self.data_dir)
+        if self.port is not None:
+            _check_port_free(self.port)
+        self.cluster = LocalCluster(self.data_dir, port=self.port)
         if self.data_dir is not None:
             _pin_port(self.data_dir, self.cluster.port)
         try:
@@ -236,7 +257,9 @@ class Embedded:
         return rows
 
 
-async def serve_embedded(agent: Agent, data_dir: Path | str | None, **worker_options: Any) -> None:
+async def serve_embedded(
+    agent: Agent, data_dir: Path | str | None, port: int | None = None, **worker_options: Any
+) -> None:
     """`runlane embedded`: run until SIGTERM/SIGINT, then stop the database."""
-    async with Embedded(agent, data_dir, **worker_options) as embedded:
+    async with Embedded(agent, data_dir, port=port, **worker_options) as embedded:
         await embedded.wait()

@@ -4,8 +4,16 @@ same recovery scan: a run committed with no notification at all is still started
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import queue
 import shutil
+import signal
+import socket
+import subprocess
+import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -136,3 +144,53 @@ def test_stop_reaches_the_embedded_worker_in_process():
             assert await rl.cancel_run(row["run_id"]) == "canceled"
 
     asyncio.run(scenario())
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _embedded(*args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "runlane", "embedded", "--data-dir", "", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_runlane_embedded_listens_on_the_port_it_is_given():
+    port = _free_port()
+    proc = _embedded("--port", str(port))
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(li) for li in proc.stdout], daemon=True).start()
+    seen = []
+    try:
+        deadline = time.monotonic() + DEADLINE
+        while not any('"worker.started"' in line for line in seen):
+            assert proc.poll() is None, proc.stderr.read()
+            assert time.monotonic() < deadline, f"the worker never started: {seen}"
+            with contextlib.suppress(queue.Empty):
+                seen.append(lines.get(timeout=0.1))
+        started = next(json.loads(li) for li in seen if '"embedded.started"' in li)
+        assert f"@127.0.0.1:{port}/" in started["embedded.dsn"]
+        with psycopg.connect(f"postgresql://postgres@127.0.0.1:{port}/postgres") as conn:
+            assert conn.execute("show port").fetchone()[0] == str(port)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=DEADLINE)
+    assert proc.returncode == 0, proc.stderr.read()
+
+
+def test_runlane_embedded_on_a_taken_port_says_so():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = _embedded("--port", str(port))
+        out, err = proc.communicate(timeout=DEADLINE)
+    assert proc.returncode == 1, out
+    assert f"error: port {port} on 127.0.0.1 is taken by another program" in err
+    assert "Traceback" not in err
