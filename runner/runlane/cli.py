@@ -320,9 +320,29 @@ def migrate_cmd(dsn: str, to: int | None, lock_timeout: float) -> None:
     show_default=True,
     help="Take part in the maintenance leader election.",
 )
-@click.option("--tick-interval", type=float, default=5.0, show_default=True)
-@click.option("--queue-delay-interval", type=float, default=30.0, show_default=True)
-@click.option("--queue-delay-threshold", type=float, default=30.0, show_default=True)
+@click.option(
+    "--tick-interval",
+    type=float,
+    default=5.0,
+    show_default=True,
+    help="Seconds between maintenance passes of the leader (schedules fire, stale "
+    "leases are reaped).",
+)
+@click.option(
+    "--queue-delay-interval",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="Seconds between the leader's checks for runs a person waits for that are "
+    "overdue (run.queue_delayed).",
+)
+@click.option(
+    "--queue-delay-threshold",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="Seconds such a run may be due before run.queue_delayed is logged.",
+)
 @click.option(
     "--leader-retry",
     type=float,

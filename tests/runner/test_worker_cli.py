@@ -190,3 +190,25 @@ def test_a_worker_told_to_stop_while_its_database_is_out_of_reach_exits(db_dsn):
     ]
     assert proc.returncode == 0, err
     assert "worker.stopping" in messages and "worker.stopped" in messages
+
+
+def test_every_worker_option_has_help_text():
+    """`runlane worker --help` explains each option it lists: none is bare or hidden."""
+    import click
+
+    from runlane.cli import main
+
+    worker = main.commands["worker"]
+    bare = [
+        max(p.opts, key=len)
+        for p in worker.params
+        if isinstance(p, click.Option) and (p.hidden or not (p.help or "").strip())
+    ]
+    assert bare == []
+    shown = subprocess.run(
+        [sys.executable, "-m", "runlane", "worker", "--help"], capture_output=True, text=True
+    )
+    assert shown.returncode == 0, shown.stderr
+    for p in worker.params:
+        if isinstance(p, click.Option):
+            assert max(p.opts, key=len) in shown.stdout
