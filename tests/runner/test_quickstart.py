@@ -8,7 +8,8 @@ left running, as in its own terminal), `runlane submit` and `runlane follow`. Th
 changes made to the text: the documented address `localhost:5432/runlane` becomes the
 test database's, and the install lines (a virtualenv, `pip install .`) are checked
 against the package instead of run: this checkout is installed already. The streamed
-reply must arrive on follow's stdout.
+reply must arrive on follow's stdout. It runs twice: on the test cluster, and on a
+cluster of its own where every TCP login needs a password, as on a stock server.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from pathlib import Path
 import psycopg
 import pytest
 from conftest import new_database
+from psycopg import sql
+
+from runlane.pgcluster import LocalCluster
 
 ROOT = Path(__file__).parent.parent.parent
 README = ROOT / "README.md"
@@ -77,6 +81,15 @@ def test_the_install_line_installs_this_package():
     assert project["scripts"]["runlane"] == "runlane.cli:main"
 
 
+def test_the_readme_installs_build_before_python_m_build():
+    """`python -m build` needs the `build` package, which a fresh virtualenv lacks."""
+    lines = [line.split("#")[0].strip() for line in README.read_text().splitlines()]
+    builds = [i for i, line in enumerate(lines) if re.match(r"python3? -m build\b", line)]
+    assert builds, "the README shows how to build a wheel"
+    for i in builds:
+        assert "pip install build" in lines[:i], "pip install build comes before python -m build"
+
+
 def _script(blocks: list[tuple[bool, str]], address: str, worker_log: Path) -> str:
     lines = ["set -euo pipefail"]
     for background, block in blocks:
@@ -122,10 +135,11 @@ def fresh_db(pg_cluster):
                 admin.execute(f'drop role if exists "{login}"')
 
 
-def test_the_quickstart_streams_a_reply(pg_cluster, fresh_db, tmp_path):
-    dbname = fresh_db.rsplit("/", 1)[1]
+def _run_quickstart(address: str, tmp_path: Path) -> str:
+    """Run the README's blocks against `address` (host:port/dbname); returns stdout after
+    checking the script succeeded and the reply streamed."""
     worker_log = tmp_path / "worker.log"
-    script = _script(quickstart_blocks(), f"127.0.0.1:{pg_cluster.port}/{dbname}", worker_log)
+    script = _script(quickstart_blocks(), address, worker_log)
     env = {
         k: v
         for k, v in os.environ.items()
@@ -150,7 +164,11 @@ def test_the_quickstart_streams_a_reply(pg_cluster, fresh_db, tmp_path):
     assert proc.returncode == 0, detail
     assert "message 1 created run 1" in out, detail
     assert "Hello, runlane!" in out.split("message 1 created run 1", 1)[1], detail
-    with psycopg.connect(fresh_db) as conn:
+    return out
+
+
+def _check_the_reply_was_stored(dsn: str) -> None:
+    with psycopg.connect(dsn) as conn:
         state = conn.execute("select state from runlane.runs where run_id = 1").fetchone()[0]
         body = conn.execute(
             "select string_agg(body, '' order by output_id) "
@@ -168,3 +186,47 @@ def test_the_quickstart_streams_a_reply(pg_cluster, fresh_db, tmp_path):
     assert state == "succeeded"
     assert body == "Hello, runlane!"
     assert memberships == {"app": ["runlane_api"], "worker": ["runlane_worker"]}
+
+
+def test_the_quickstart_streams_a_reply(pg_cluster, fresh_db, tmp_path):
+    dbname = fresh_db.rsplit("/", 1)[1]
+    _run_quickstart(f"127.0.0.1:{pg_cluster.port}/{dbname}", tmp_path)
+    _check_the_reply_was_stored(fresh_db)
+
+
+def test_the_quickstart_works_where_tcp_needs_a_password(tmp_path):
+    """A stock server asks every TCP login for a password: the quickstart, run as written
+    against such a server (its own cluster: scram-sha-256 for every host line, the
+    superuser's password the one the README documents), still streams the reply."""
+    documented = re.search(
+        r"^export RUNLANE_DSN=postgresql://postgres:([^@\s]+)@" + re.escape(DOCUMENTED_DB),
+        "\n".join(block for _, block in quickstart_blocks()),
+        re.M,
+    )
+    assert documented, "the quickstart's RUNLANE_DSN carries the superuser's password"
+    password = documented.group(1)
+    cluster = LocalCluster()
+    cluster.start()
+    try:
+        with psycopg.connect(cluster.dsn, autocommit=True) as admin:
+            admin.execute(sql.SQL("alter role postgres password {}").format(sql.Literal(password)))
+            admin.execute("create database runlane")
+        (cluster.datadir / "pg_hba.conf").write_text(
+            "local all all trust\nhost all all 127.0.0.1/32 scram-sha-256\n"
+        )
+        cluster._run("pg_ctl", "-D", str(cluster.datadir), "reload")
+        deadline = time.monotonic() + 30
+        while True:  # the reload is asynchronous: until a password-less login is refused
+            try:
+                psycopg.connect(cluster.dsn, connect_timeout=2).close()
+            except psycopg.OperationalError as exc:
+                assert "password" in str(exc), exc
+                break
+            assert time.monotonic() < deadline, "pg_hba.conf was not reloaded"
+            time.sleep(0.05)
+        _run_quickstart(f"127.0.0.1:{cluster.port}/runlane", tmp_path)
+        _check_the_reply_was_stored(
+            f"postgresql://postgres:{password}@127.0.0.1:{cluster.port}/runlane"
+        )
+    finally:
+        cluster.destroy()
