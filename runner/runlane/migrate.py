@@ -524,9 +524,8 @@ def migrate(
         if to is not None and newest > to:
             raise MigrationError(
                 f"the schema is at migration {newest:04d}, newer than the requested {to:04d}: "
-                "migrations are never undone, so nothing was changed (an older generation's "
-                "workers run against a newer schema while its upgrade allows it: "
-                "docs/upgrade.md)"
+                "migrations are never undone, so nothing was changed (docs/upgrade.md says "
+                "which older workers run on a newer schema)"
             )
         applied = []
         attempt_wait = _attempt_wait(conn)
