@@ -37,13 +37,16 @@ begin
         select r.run_id
         from runlane.runs as r
         where r.agent_id = any(p_agents)
+          and r.state not in ('queued', 'running')  -- all of them now: runs_agent_history_idx
         order by r.run_id
         for update
     ) as r;
     v_erased := runlane._erase_runs(v_runs);
 
+    -- (a message attached to a run went with it: what is left is held, messages_waiting_idx)
     delete from runlane.messages as m
-    where m.agent_id = any(p_agents);
+    where m.agent_id = any(p_agents)
+      and m.run_id is null;
 
     delete from runlane.idempotency_keys as k
     where k.agent_id = any(p_agents);

@@ -68,14 +68,17 @@ begin
         from runlane.runs as r
         where r.agent_id = erase_thread.p_agent_id
           and r.thread_id = erase_thread.p_thread_id
+          and r.state not in ('queued', 'running')  -- all of them now: runs_thread_history_idx
         order by r.run_id
         for update
     ) as r;
     v_erased := runlane._erase_runs(v_runs);
 
+    -- (a message attached to a run went with it: what is left is held, messages_waiting_idx)
     delete from runlane.messages as m
     where m.agent_id = erase_thread.p_agent_id
-      and m.thread_id = erase_thread.p_thread_id;
+      and m.thread_id = erase_thread.p_thread_id
+      and m.run_id is null;
 
     delete from runlane.threads as t
     where t.agent_id = erase_thread.p_agent_id
