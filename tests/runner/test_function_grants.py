@@ -53,6 +53,15 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane._check_patch(text,jsonb,jsonb)": NOBODY,
     "runlane._require_registry_window(text,interval,integer)": NOBODY,
     "runlane._patch_int(text,jsonb,integer)": NOBODY,
+    # erasure ("delete my data"), scope-checked like every api function
+    "runlane.erase_thread(text,text)": API,
+    "runlane.erase_agent(text)": API,
+    "runlane.erase_user(text)": API,
+    "runlane.erase_org(text)": API,
+    "runlane._require_erasure_schema()": NOBODY,
+    "runlane._lock_for_erasure(text[])": NOBODY,
+    "runlane._erase_agents(text,text[])": NOBODY,
+    "runlane._erase_runs(bigint[])": NOBODY,
     # fenced worker writes
     "runlane.heartbeat(bigint,bigint,interval)": WORKER,
     "runlane.append_output(bigint,bigint,text,text)": WORKER,

@@ -51,6 +51,7 @@ DOCUMENTED = {
     "22007",  # invalid_datetime_format
     "22015",  # interval_field_overflow
     "22P05",  # untranslatable_character: a \u0000 in JSON, refused as jsonb is read
+    "55006",  # object_in_use: an erasure while a run of the object is unfinished
 }
 
 
@@ -1021,6 +1022,12 @@ def test_a_null_in_any_argument_of_any_public_function_is_refused_clearly_or_har
     ] * 4
     assert outcomes[("agent_page", "p_limit")] == "22004"
     assert outcomes[("lane_overview", "p_threshold")] == "22004"
+    # erasure: the sample agent's chat run is running (55006), the sample user is nobody
+    assert [outcomes[(n, None)] for n in ("erase_thread", "erase_agent", "erase_org")] == [
+        "55006"
+    ] * 3
+    assert outcomes[("erase_user", None)] == "RL008"
+    assert {outcomes[(n, a)] for n, a in outcomes if n.startswith("erase_") and a} == {"22004"}
     assert sum(1 for state in outcomes.values() if state == "ok") > 10
     assert_consistent(conn)
 
@@ -1400,3 +1407,47 @@ def test_run_ids_keys_and_operator_views_refuse_cleanly(conn, roles):
     assert all("ok" in states for states in view_states.values()), view_states
     assert_consistent(conn)
     assert snapshot(conn, known) == before, "nothing committed before the fuzzing changed"
+
+
+def test_erasure_refuses_hostile_ids_cleanly_and_erases_only_its_object(conn, roles):
+    """erase_thread, erase_agent, erase_user and erase_org with hostile ids (huge, NUL,
+    blanks, SQL) answer RL008, 22023 or 22004 and change nothing committed; erasing the
+    known agent then deletes its runs, messages, outputs and journal and nothing else."""
+    api, worker = roles
+    known = commit_known_set(conn, api, worker)
+    before = snapshot(conn, known)
+    calls = {
+        "erase_thread": "select runlane.erase_thread(%(a)s::text, %(b)s::text)",
+        "erase_thread/known": "select runlane.erase_thread('agent-known', %(b)s::text)",
+        "erase_agent": "select runlane.erase_agent(%(a)s::text)",
+        "erase_user": "select runlane.erase_user(%(a)s::text)",
+        "erase_org": "select runlane.erase_org(%(a)s::text)",
+    }
+    states: set[str] = set()
+
+    @fuzz_settings(300)
+    @given(st.sampled_from(sorted(calls)), hostile_text, hostile_text)
+    def erase(name, first, second):
+        outcome = attempt(api, calls[name], {"a": first, "b": second})
+        if outcome.client_refused:
+            return
+        states.add(outcome.sqlstate or "ok")
+        if name == "erase_thread/known" and outcome.ok:
+            assert outcome.rows == [(0,)], "a thread nobody wrote to erases nothing"
+        else:
+            assert outcome.sqlstate in {"RL008", "22023", "22004", "22021"}, (
+                name,
+                outcome.sqlstate,
+            )
+
+    erase()
+    assert {"RL008", "22023", "ok"} <= states, states
+    assert snapshot(conn, known) == before, "nothing committed before the fuzzing changed"
+    erased = api.execute("select runlane.erase_agent('agent-known')").fetchone()[0]
+    assert erased == len(known["runs"])
+    after = snapshot(conn, known)
+    assert {k: v for k, v in after.items() if v} == {
+        "settings": before["settings"],
+        "users": before["users"],
+    }
+    assert_consistent(conn)

@@ -56,6 +56,11 @@ FOREIGN_CALLS = {
     ),
     # the operator views: one agent's journal names an object
     "agent_journal": ("select * from runlane.agent_journal(%(agent)s)", "RL008"),
+    # erasure: another organization's objects are unknown ones, and nothing is erased
+    "erase_thread": ("select runlane.erase_thread(%(agent)s, 't-x')", "RL008"),
+    "erase_agent": ("select runlane.erase_agent(%(agent)s)", "RL008"),
+    "erase_user": ("select runlane.erase_user(%(owner)s)", "RL008"),
+    "erase_org": ("select runlane.erase_org(%(org)s)", "RL008"),
 }
 # Pure functions of their arguments, or one number of the server's: no organization's
 # object to protect.
@@ -249,6 +254,10 @@ ANSWERS = {
     "'org_id', 'org-a', 'owner_id', %(owner)s::text))",
     "put_agent/other_org": "select runlane.put_agent(%(agent)s, jsonb_build_object("
     "'org_id', %(org)s::text, 'owner_id', %(owner)s::text))",
+    "erase_thread": "select runlane.erase_thread(%(agent)s, 't-x')",
+    "erase_agent": "select runlane.erase_agent(%(agent)s)",
+    "erase_user": "select runlane.erase_user(%(owner)s)",
+    "erase_org": "select runlane.erase_org(%(org)s)",
 }
 
 

@@ -22,7 +22,11 @@
 --     run never breaks another run's key; each deletion's check of that key is a
 --     runs_pkey probe;
 --   * tables other migrations add that reference runs or messages must declare
---     `on delete cascade` (runlane.charges does).
+--     `on delete cascade` (runlane.charges does);
+--   * charges an erasure kept without their run (run_id null: runlane.erase_thread,
+--     erase_agent) go by the same cutoff: each call also deletes at most p_limit of
+--     those charged before it (found through charges_run_idx, which holds the nulls;
+--     a locked one is skipped), each taken out of its bucket likewise.
 -- Thread lock rows (runlane.threads), claim receipts and agents are not touched.
 create or replace function runlane.purge_finished(
     p_older_than interval,
@@ -37,6 +41,7 @@ as $$
 declare
     v_cutoff timestamptz;
     v_runs bigint[];
+    v_detached bigint[];
 begin
     if p_older_than is null or p_limit is null then
         raise exception 'older_than and limit are required'
@@ -62,7 +67,18 @@ begin
         for update of r skip locked
     ) as c;
 
-    if cardinality(v_runs) = 0 then
+    select coalesce(array_agg(d.charge_id), '{}')
+    into v_detached
+    from (
+        select ch.charge_id
+        from runlane.charges as ch
+        where ch.run_id is null
+          and ch.charged_at < v_cutoff
+        limit purge_finished.p_limit
+        for update of ch skip locked
+    ) as d;
+
+    if cardinality(v_runs) = 0 and cardinality(v_detached) = 0 then
         return 0;
     end if;
 
@@ -70,6 +86,7 @@ begin
     with gone as (
         delete from runlane.charges as ch
         where ch.run_id = any(v_runs)
+           or ch.charge_id = any(v_detached)
         returning ch.owner_id, ch.charged_at, ch.amount
     ),
 
@@ -119,7 +136,8 @@ $$;
 
 comment on function runlane.purge_finished(interval, int) is
 'Retention: deletes up to p_limit runs finished before now() - p_older_than (at least 8 days) '
-'with their outputs, messages, charges and journal; never an unfinished run. Returns the count.';
+'with their outputs, messages, charges and journal, and up to p_limit erased runs'' charges as old; '
+'never an unfinished run. Returns the runs deleted.';
 
 revoke all on function runlane.purge_finished(interval, int) from public;
 grant execute on function runlane.purge_finished(interval, int) to runlane_worker;

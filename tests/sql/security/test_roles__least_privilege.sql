@@ -108,6 +108,7 @@ select set_eq(
         'submit_message', 'publish_run', 'create_run', 'run_now', 'outputs_since', 'run_timing',
         'parse_schedule', 'next_slot', 'weekly_spend', 'stream_token', 'cancel_run', 'run_status',
         'put_org', 'put_user', 'put_agent',
+        'erase_thread', 'erase_agent', 'erase_user', 'erase_org',
         'lane_status', 'org_status', 'agent_schedules', 'timing_summary', 'agent_journal',
         'superseded_through', 'run_detail',
         'lane_minutes', 'queue_delay_status', 'owner_spend', 'agent_last_runs',
@@ -144,11 +145,11 @@ select is(
             and has_function_privilege('runlane_worker', p.oid, 'execute')
             and p.proname in (
                 'submit_message', 'run_now', 'cancel_run', 'put_org', 'put_user', 'put_agent',
-                'outputs_since', 'run_detail'
+                'outputs_since', 'run_detail', 'erase_thread', 'erase_agent', 'erase_user', 'erase_org'
             )
     ),
     null,
-    'the worker role cannot submit a message as a user, press Run now or Stop, manage agents, '
+    'the worker role cannot submit a message as a user, press Run now or Stop, manage or erase agents, '
     || 'nor read a run''s outputs or error text'
 );
 
@@ -169,8 +170,9 @@ select is(
 );
 
 -- Settings (platform_settings, users, the agents' switches, model and schedule) change
--- only through the management functions put_org, put_user and put_agent (runlane_api)
--- or by the owner's direct table writes; no other function writes them.
+-- only through the management functions put_org, put_user and put_agent (runlane_api),
+-- are deleted only by erasure (erase_user, erase_org, and _erase_agents behind
+-- erase_agent), or by the owner's direct table writes; no other function writes them.
 select is(
     (
         select array_agg(p.proname::text order by p.proname)
@@ -183,8 +185,8 @@ select is(
                 or p.prosrc ~* 'update\s+runlane\.agents\M[^;]*\m(enabled|admin_locked|model|prompt|schedule|schedule_anchor)\s*='
             )
     ),
-    array['put_agent', 'put_org', 'put_user'],
-    'only put_org, put_user and put_agent write the settings: other functions update agents only in next_run_at'
+    array['_erase_agents', 'erase_org', 'erase_user', 'put_agent', 'put_org', 'put_user'],
+    'only put_org, put_user, put_agent and erasure write the settings: other functions update agents only in next_run_at'
 );
 
 select is(
