@@ -32,8 +32,11 @@ What it stores: the reply as the run's `text` outputs; the cost as charges; afte
 reply followed by steering, a checkpoint {"turns": [{"upto": message_id, "reply":
 text}]}, so a resumed run does not answer the same turn twice; a failed reply's error
 as the run's error (`ModelError: …`, with the provider's own message). Its text, the
-provider's message and the key are never logged: `agent.model_retry` and
-`agent.model_failed` carry the run, the HTTP status and a failure code.
+provider's message and the key are never logged: `agent.model_retry` carries the run,
+the HTTP status (0: no connection), the request's number and the wait;
+`agent.model_failed` the run, the status and a failure code (http_status,
+attempts_spent, retry_after_too_long, first_token_timeout, token_timeout, malformed,
+truncated, broken).
 
 Streaming: the first visible token is written at once, alone (its commit stamps the run's
 first response, so first-response time stays the model's), later tokens are coalesced
