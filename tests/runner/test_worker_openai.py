@@ -1,14 +1,19 @@
-"""The OpenAI-compatible agent (runlane.agents.openai) in a real worker process against a
-chat-completions server written here: a real HTTP server on loopback streaming SSE
-chunks, answering 429 with Retry-After when told, sending `usage` at the end.
+"""The OpenAI-compatible agent (runlane.agents.openai) in a real worker process against
+the fake chat-completions server of fake_openai.py (real HTTP on loopback, SSE chunks).
 
 What is checked: a streamed reply is written as a few rows (its first token alone, the rest
 coalesced), its cost is charged from `usage` (runs.cost, the charges ledger, weekly_spend),
 a 429 is retried inside the attempt after its Retry-After, the thread's history (earlier
 messages and this agent's replies) is sent, a Stop mid-stream cancels the run and closes
-the connection, and the iteration cap bounds the requests. The API key and the message
-text never reach a log line. The coalescing and Retry-After rules are also checked
-alone, with a clock the test drives.
+the connection, and the iteration cap bounds the requests. A provider's failures: a 4xx
+(401, 400, 404) fails the run after one request with the provider's message as its error;
+408, 429 and 5xx are retried up to `attempts` requests, a Retry-After over retry_max_wait
+is not cut short; a stall before the first token or between tokens, a malformed chunk and
+a stream cut off before finish_reason/[DONE] fail the run at once, keeping what was
+written; a slow stream is no stall. Options come from the environment and
+`--agent-option`. The API key, the message text and the provider's message never reach a
+log line. The coalescing and Retry-After rules are also checked alone, with a clock the
+test drives.
 """
 
 from __future__ import annotations
