@@ -19,6 +19,8 @@ test drives.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
 import subprocess
 import sys
 import threading
@@ -406,21 +408,53 @@ def test_stalls_bad_json_and_a_cut_off_stream_fail_the_run(conn, workers, provid
     assert provider.closed_by_client.is_set()  # a stalled stream's connection is closed
 
 
-def test_a_connection_that_cannot_be_opened_is_tried_attempts_times(conn, workers):
+@pytest.fixture
+def unanswered_port():
+    """A port whose listener never accepts and whose backlog is full: a connection to it
+    is neither refused nor opened (the kernel drops the handshake)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers = []
+    for _ in range(3):
+        filler = socket.socket()
+        filler.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            filler.connect(("127.0.0.1", port))
+        fillers.append(filler)
+    yield port
+    for sock in (*fillers, listener):
+        sock.close()
+
+
+@pytest.mark.parametrize("how", ["refused", "connect_timeout"])
+def test_a_connection_that_cannot_be_opened_is_tried_attempts_times(
+    conn, workers, unanswered_port, how
+):
     make_agent(conn, "agent-n")
-    closed = FakeOpenAI()
-    base_url = closed.base_url
-    closed.close()  # nothing listens on its port now
+    if how == "refused":
+        closed = FakeOpenAI()
+        base_url = closed.base_url
+        closed.close()  # nothing listens on its port now
+    else:
+        base_url = f"http://127.0.0.1:{unanswered_port}/v1"
     worker = workers(
         "--no-maintenance",
         "--agent",
         "runlane.agents.openai:agent",
         "--agent-option",
         "attempts=2",
+        "--agent-option",
+        "connect_timeout=0.5",
         env={"RUNLANE_OPENAI_BASE_URL": base_url, "RUNLANE_OPENAI_MODEL": "stub-model"},
     )
     run_id = submit(conn, "agent-n", "thread-1", "hello")
     row = failed_run(conn, run_id)
     assert row["attempts"] == 1 and "no connection" in row["last_error"]
     assert "gave up after 2 requests" in row["last_error"]
+    if how == "connect_timeout":
+        assert "ConnectTimeout" in row["last_error"]
+    retry = worker.wait_for("agent.model_retry")
+    assert retry["http.status"] == 0 and retry["retry.wait_s"] == 1
     assert len(worker.events("agent.model_retry")) == 1
