@@ -162,6 +162,23 @@ def load_agent_or_exit(spec: str) -> Any:
         sys.exit(1)
 
 
+def configure_agent_or_exit(agent: Any, spec: str, options: tuple[str, ...]) -> None:
+    """`--agent-option NAME=VALUE`s handed to the agent's configure(); an agent without
+    one, or an option it refuses, exits 2 naming the option."""
+    if not options:
+        return
+    pairs = [option.partition("=") for option in options]
+    if any(not sep or not name.strip() for name, sep, _ in pairs):
+        raise click.BadParameter("give NAME=VALUE", param_hint="--agent-option")
+    configure = getattr(agent, "configure", None)
+    if configure is None:
+        raise click.BadParameter(f"agent {spec} takes no options", param_hint="--agent-option")
+    try:
+        configure(**{name.strip(): value for name, _, value in pairs})
+    except (TypeError, ValueError) as exc:
+        raise click.BadParameter(str(exc), param_hint="--agent-option") from None
+
+
 # The role each command needs; a permission refusal names it (errors.missing_role).
 API, WORKER = "runlane_api", "runlane_worker"
 
@@ -231,6 +248,15 @@ def migrate_cmd(dsn: str, to: int | None, lock_timeout: float) -> None:
     help="The agent, as module:attr (imported from the current folder or the "
     "installed packages). Required: runlane.agents.echo:agent echoes "
     "messages back, a stand-in for trying runlane.",
+)
+@click.option(
+    "--agent-option",
+    "agent_options",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="An option for the agent, passed to its configure(NAME=VALUE); repeatable. "
+    "runlane.agents.openai takes its RUNLANE_OPENAI_* settings by their lower-case "
+    "names, e.g. first_token_timeout=30.",
 )
 @click.option("--worker-id", default="", help="Lease owner name (default host-pid-random).")
 @click.option(
@@ -400,6 +426,7 @@ def worker_cmd(
     dsn: str,
     lanes: tuple[str, ...],
     agent_spec: str,
+    agent_options: tuple[str, ...],
     worker_id: str,
     shutdown_grace: float,
     memory_buffer_mb: int,
@@ -457,6 +484,7 @@ def worker_cmd(
             "--agent runlane.agents.echo:agent echoes each message back"
         )
     agent = load_agent_or_exit(agent_spec)
+    configure_agent_or_exit(agent, agent_spec, agent_options)
     config = WorkerConfig(
         dsn=dsn,
         lanes=list(dict.fromkeys(lanes)),

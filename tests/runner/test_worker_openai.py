@@ -1,35 +1,48 @@
-"""The OpenAI-compatible agent (runlane.agents.openai) in a real worker process against a
-chat-completions server written here: a real HTTP server on loopback streaming SSE
-chunks, answering 429 with Retry-After when told, sending `usage` at the end.
+"""The OpenAI-compatible agent (runlane.agents.openai) in a real worker process against
+the fake chat-completions server of fake_openai.py (real HTTP on loopback, SSE chunks).
 
 What is checked: a streamed reply is written as a few rows (its first token alone, the rest
 coalesced), its cost is charged from `usage` (runs.cost, the charges ledger, weekly_spend),
 a 429 is retried inside the attempt after its Retry-After, the thread's history (earlier
 messages and this agent's replies) is sent, a Stop mid-stream cancels the run and closes
-the connection, and the iteration cap bounds the requests. The API key and the message
-text never reach a log line. The coalescing and Retry-After rules are also checked
-alone, with a clock the test drives.
+the connection, and the iteration cap bounds the requests. A provider's failures: a 4xx
+(401, 400, 404) fails the run after one request with the provider's message as its error;
+408, 429 and 5xx are retried up to `attempts` requests, a Retry-After over retry_max_wait
+is not cut short; a stall before the first token or between tokens, a malformed chunk and
+a stream cut off before finish_reason/[DONE] fail the run at once, keeping what was
+written; a slow stream is no stall. Options come from the environment and
+`--agent-option`. The API key, the message text and the provider's message never reach a
+log line. The coalescing and Retry-After rules are also checked alone, with a clock the
+test drives.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import contextlib
+import socket
+import subprocess
+import sys
 import threading
 import time
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from email.utils import format_datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import psycopg
 import pytest
 import worker_helpers
+from fake_openai import FakeOpenAI, Reply
 from worker_helpers import MARKER, make_agent, run_row, run_state, submit, wait_until
 
-from runlane.agents.openai import Coalescer, OpenAIAgent, cost_of, retry_after
+from runlane.agents.openai import (
+    Coalescer,
+    ModelError,
+    OpenAIAgent,
+    cost_of,
+    provider_message,
+    retry_after,
+)
 
 workers = worker_helpers.workers  # the fixture: real worker processes, logs checked after
 
@@ -39,102 +52,20 @@ TOKENS = [f"tok{i:03d} " for i in range(400)]  # 7 bytes each: 2,800 bytes in al
 USAGE = {"prompt_tokens": 200, "completion_tokens": 400, "total_tokens": 600}
 
 
-@dataclass
-class Reply:
-    """How the server answers one request."""
-
-    status: int = 200
-    retry_after: str | None = None
-    tokens: list[str] = field(default_factory=lambda: ["Hel", "lo, ", "wor", "ld"])
-    usage: dict[str, Any] | None = None
-    hold: threading.Event | None = None  # after the first token, wait for it to be set
-    endless: bool = False  # keep streaming until the client goes away
-
-
-class Provider:
-    """An OpenAI-compatible /v1/chat/completions on 127.0.0.1, answering from a script."""
-
-    def __init__(self) -> None:
-        self.script: list[Reply] = []
-        self.requests: list[dict[str, Any]] = []
-        self.closed_by_client = threading.Event()
-        provider = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - the stdlib's name
-                length = int(self.headers.get("Content-Length", 0))
-                provider.requests.append(
-                    {
-                        "at": time.monotonic(),
-                        "path": self.path,
-                        "authorization": self.headers.get("Authorization"),
-                        "body": json.loads(self.rfile.read(length)),
-                    }
-                )
-                reply = provider.script.pop(0) if provider.script else Reply()
-                provider.answer(self, reply)
-
-            def log_message(self, *args):  # keep test output quiet
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def answer(self, handler: BaseHTTPRequestHandler, reply: Reply) -> None:
-        if reply.status != 200:
-            handler.send_response(reply.status)
-            if reply.retry_after is not None:
-                handler.send_header("Retry-After", reply.retry_after)
-            handler.send_header("Content-Type", "application/json")
-            handler.end_headers()
-            handler.wfile.write(b'{"error": {"message": "slow down"}}')
-            return
-        handler.send_response(200)
-        handler.send_header("Content-Type", "text/event-stream")
-        handler.end_headers()
-
-        def send(chunk: dict[str, Any]) -> None:
-            handler.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-            handler.wfile.flush()
-
-        send({"choices": [{"index": 0, "delta": {"role": "assistant"}}]})
-        for i, token in enumerate(reply.tokens):
-            send({"choices": [{"index": 0, "delta": {"content": token}}]})
-            if i == 0 and reply.hold is not None:
-                reply.hold.wait(60)
-        if reply.endless:
-            deadline = time.monotonic() + 60
-            try:
-                while time.monotonic() < deadline:
-                    send({"choices": [{"index": 0, "delta": {"content": "more "}}]})
-                    time.sleep(0.02)
-            except (BrokenPipeError, ConnectionResetError):
-                self.closed_by_client.set()
-            return
-        if reply.usage is not None:
-            send({"choices": [], "usage": reply.usage})
-        handler.wfile.write(b"data: [DONE]\n\n")
-        handler.wfile.flush()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
 def provider():
-    p = Provider()
+    p = FakeOpenAI()
     yield p
     p.close()
 
 
-def start_worker(workers, provider: Provider, **env: str):
+def start_worker(workers, provider: FakeOpenAI, *options: str, **env: str):
+    """A worker running the agent against `provider`; `options` are its --agent-option."""
     return workers(
         "--no-maintenance",
         "--agent",
         "runlane.agents.openai:agent",
+        *[arg for option in options for arg in ("--agent-option", option)],
         env={
             "RUNLANE_OPENAI_BASE_URL": provider.base_url,
             "RUNLANE_OPENAI_API_KEY": API_KEY,
@@ -326,10 +257,204 @@ def test_retry_after_reads_seconds_and_dates_and_cost_reads_usage():
 
 
 def test_the_wait_before_a_retry_is_bounded():
-    agent = OpenAIAgent(base_url="http://127.0.0.1:9/v1", retries=2, retry_max_wait=5)
-    assert agent._wait(0, 429, "3") == 3
-    assert agent._wait(0, 503, None) == 0.5 and agent._wait(1, 503, None) == 1
-    with pytest.raises(Exception, match="Retry-After 60 s"):
-        agent._wait(0, 429, "60")  # longer than the attempt waits: the run's retry takes over
-    with pytest.raises(Exception, match="after 3 tries"):
-        agent._wait(2, 429, "1")
+    agent = OpenAIAgent(base_url="http://127.0.0.1:9/v1", attempts=3, retry_max_wait=5)
+    assert agent._wait(1, 429, "HTTP 429", 3) == 3
+    assert agent._wait(1, 503, "HTTP 503", None) == 1 and agent._wait(2, 503, "", None) == 2
+    with pytest.raises(ModelError, match="Retry-After 60 s") as refused:
+        agent._wait(1, 429, "HTTP 429", 60)  # longer than it waits: never cut short
+    assert refused.value.failure == "retry_after_too_long"
+    with pytest.raises(ModelError, match="after 3 requests"):
+        agent._wait(3, 429, "HTTP 429", 1)
+
+
+def test_options_come_from_the_environment_then_the_command_line(monkeypatch):
+    monkeypatch.setenv("RUNLANE_OPENAI_FIRST_TOKEN_TIMEOUT", "12.5")
+    monkeypatch.setenv("RUNLANE_OPENAI_ATTEMPTS", "2")
+    agent = OpenAIAgent()
+    assert (agent.connect_timeout, agent.first_token_timeout, agent.token_timeout) == (10, 12.5, 30)
+    assert agent.attempts == 2 and agent.retry_max_wait == 20
+    agent.configure(first_token_timeout="5", attempts="1", include_usage="off")
+    assert (agent.first_token_timeout, agent.attempts, agent.include_usage) == (5, 1, False)
+    with pytest.raises(ValueError, match="never given on a command line"):
+        agent.configure(api_key="sk-x")
+    with pytest.raises(ValueError, match="unknown option 'retries'"):
+        agent.configure(retries="2")
+    with pytest.raises(ValueError, match="attempts"):
+        agent.configure(attempts="0")
+    monkeypatch.setenv("RUNLANE_OPENAI_TOKEN_TIMEOUT", "soon")
+    with pytest.raises(ValueError, match="RUNLANE_OPENAI_TOKEN_TIMEOUT"):
+        OpenAIAgent()
+
+
+def test_the_providers_message_is_read_from_its_error_answer():
+    body = b'{"error": {"message": "Incorrect API key", "type": "invalid_request_error"}}'
+    assert provider_message(body) == "Incorrect API key (invalid_request_error)"
+    assert provider_message(b'{"error": "model overloaded"}') == "model overloaded"
+    assert provider_message(b"<html>Bad\n gateway</html>") == "<html>Bad gateway</html>"
+    assert len(provider_message(b"x" * 5000)) == 600
+
+
+def test_a_worker_refuses_an_option_its_agent_does_not_take(db_dsn):
+    args = [sys.executable, "-m", "runlane", "worker", "--dsn", db_dsn, "--lane", "interactive"]
+    for agent, option, said in [
+        ("runlane.agents.openai:agent", "first_token_timout=5", "unknown option"),
+        ("runlane.agents.openai:agent", "api_key=sk-x", "never given on a command line"),
+        ("runlane.agents.openai:agent", "attempts", "NAME=VALUE"),
+        ("runlane.agents.echo:agent", "attempts=2", "takes no options"),
+    ]:
+        result = subprocess.run(
+            [*args, "--agent", agent, "--agent-option", option],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 2 and said in result.stderr, result.stderr
+
+
+# --- a provider's failures, in a real worker --------------------------------------------
+
+
+def failed_run(conn, run_id: int) -> dict:
+    wait_until(lambda: run_state(conn, run_id) == "failed", what=f"run {run_id} failed")
+    return run_row(conn, run_id)
+
+
+def test_a_4xx_fails_the_run_at_once_with_the_providers_message(conn, workers, provider):
+    make_agent(conn, "agent-4")
+    worker = start_worker(workers, provider)
+    for status, words in [
+        (401, "Incorrect API key provided"),
+        (400, "This model's maximum context length is 8192 tokens"),
+        (404, "The model stub-model does not exist"),
+    ]:
+        before = len(provider.requests)
+        provider.script = [Reply(status=status, error=f"{words} {MARKER}")]
+        run_id = submit(conn, "agent-4", f"thread-{status}", "hello")
+        row = failed_run(conn, run_id)
+        # One request; the run is not retried (attempts 1 of its max_attempts 3).
+        assert len(provider.requests) == before + 1
+        assert (row["attempts"], row["max_attempts"], row["reason"]) == (1, 3, "error")
+        assert row["last_error"].startswith(f"ModelError: HTTP {status} from chat completions: ")
+        assert f"{words} {MARKER}" in row["last_error"]  # the provider's words, kept
+        failed = worker.wait_for("agent.model_failed", where=lambda r, i=run_id: r["run.id"] == i)
+        assert failed["http.status"] == status and failed["model.failure"] == "http_status"
+    assert not worker.events("agent.model_retry")
+    # The logs never hold the provider's message (the fixture checks every line for MARKER).
+
+
+def test_408_429_and_5xx_are_retried_a_bounded_number_of_times(conn, workers, provider):
+    make_agent(conn, "agent-5")
+    start_worker(workers, provider)
+
+    provider.script = [Reply(status=408, retry_after="0"), Reply()]
+    ok = submit(conn, "agent-5", "thread-1", "hello")
+    wait_until(lambda: run_state(conn, ok) == "succeeded", what="the 408 retried")
+    assert len(provider.requests) == 2
+
+    # A provider answering 500: three requests (waits 1 s, 2 s), then the run fails.
+    provider.script = [Reply(status=500, error=f"boom {MARKER}") for _ in range(5)]
+    started = time.monotonic()
+    run_id = submit(conn, "agent-5", "thread-2", "hello")
+    row = failed_run(conn, run_id)
+    took = time.monotonic() - started
+    assert len(provider.requests) == 2 + 3 and row["attempts"] == 1
+    assert "HTTP 500" in row["last_error"] and "gave up after 3 requests" in row["last_error"]
+    assert f"boom {MARKER}" in row["last_error"]
+    at = [r["at"] for r in provider.requests[2:]]
+    assert at[1] - at[0] >= 0.9 and at[2] - at[1] >= 1.9
+    assert took < 30
+
+    # Retry-After longer than retry_max_wait (20 s): never cut short, the run fails now.
+    provider.script = [Reply(status=429, retry_after="120")]
+    run_id = submit(conn, "agent-5", "thread-3", "hello")
+    row = failed_run(conn, run_id)
+    assert len(provider.requests) == 6 and row["attempts"] == 1
+    assert "Retry-After 120 s is longer than the 20 s waited" in row["last_error"]
+
+
+def test_stalls_bad_json_and_a_cut_off_stream_fail_the_run(conn, workers, provider):
+    make_agent(conn, "agent-t")
+    # The timeouts from the command line (first token) and the environment (between).
+    worker = start_worker(
+        workers, provider, "first_token_timeout=1.5", RUNLANE_OPENAI_TOKEN_TIMEOUT="1.5"
+    )
+
+    # Slow is not stalled: 0.5 s between tokens under a 1.5 s token timeout succeeds.
+    provider.script = [Reply(delay=0.5, gap=0.5, tokens=["a", "b", "c", "d"])]
+    run_id = submit(conn, "agent-t", "thread-0", "hello")
+    wait_until(lambda: run_state(conn, run_id) == "succeeded", what="the slow reply")
+    assert "".join(text_rows(conn, run_id)) == "abcd"
+
+    cases = [
+        (Reply(delay=30), "first_token_timeout", "first-token timeout (1.5 s)", ""),
+        (Reply(stall_first=True), "first_token_timeout", "first-token timeout (1.5 s)", ""),
+        (Reply(tokens=["a", "b", "c"], stall_after=2), "token_timeout", "silent", "ab"),
+        (Reply(tokens=["a", "b"], bad_json=True), "malformed", "not the expected JSON", "ab"),
+        (Reply(tokens=["a", "b"], truncate=True), "truncated", "cut off", "ab"),
+    ]
+    for n, (reply, failure, said, kept) in enumerate(cases, start=1):
+        before = len(provider.requests)
+        provider.script = [reply]
+        started = time.monotonic()
+        run_id = submit(conn, "agent-t", f"thread-{n}", "hello")
+        row = failed_run(conn, run_id)
+        assert time.monotonic() - started < 20, failure
+        assert len(provider.requests) == before + 1, failure  # not tried again
+        assert row["attempts"] == 1 and row["reason"] == "error", failure
+        assert row["last_error"].startswith("ModelError: ") and said in row["last_error"]
+        assert "".join(text_rows(conn, run_id)) == kept, failure  # what came is kept
+        logged = worker.wait_for("agent.model_failed", where=lambda r, i=run_id: r["run.id"] == i)
+        assert logged["model.failure"] == failure
+    assert provider.closed_by_client.is_set()  # a stalled stream's connection is closed
+
+
+@pytest.fixture
+def unanswered_port():
+    """A port whose listener never accepts and whose backlog is full: a connection to it
+    is neither refused nor opened (the kernel drops the handshake)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers = []
+    for _ in range(3):
+        filler = socket.socket()
+        filler.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            filler.connect(("127.0.0.1", port))
+        fillers.append(filler)
+    yield port
+    for sock in (*fillers, listener):
+        sock.close()
+
+
+@pytest.mark.parametrize("how", ["refused", "connect_timeout"])
+def test_a_connection_that_cannot_be_opened_is_tried_attempts_times(
+    conn, workers, unanswered_port, how
+):
+    make_agent(conn, "agent-n")
+    if how == "refused":
+        closed = FakeOpenAI()
+        base_url = closed.base_url
+        closed.close()  # nothing listens on its port now
+    else:
+        base_url = f"http://127.0.0.1:{unanswered_port}/v1"
+    worker = workers(
+        "--no-maintenance",
+        "--agent",
+        "runlane.agents.openai:agent",
+        "--agent-option",
+        "attempts=2",
+        "--agent-option",
+        "connect_timeout=0.5",
+        env={"RUNLANE_OPENAI_BASE_URL": base_url, "RUNLANE_OPENAI_MODEL": "stub-model"},
+    )
+    run_id = submit(conn, "agent-n", "thread-1", "hello")
+    row = failed_run(conn, run_id)
+    assert row["attempts"] == 1 and "no connection" in row["last_error"]
+    assert "gave up after 2 requests" in row["last_error"]
+    if how == "connect_timeout":
+        assert "ConnectTimeout" in row["last_error"]
+    retry = worker.wait_for("agent.model_retry")
+    assert retry["http.status"] == 0 and retry["retry.wait_s"] == 1
+    assert len(worker.events("agent.model_retry")) == 1
