@@ -286,6 +286,12 @@ def test_options_come_from_the_environment_then_the_command_line(monkeypatch):
         OpenAIAgent()
 
 
+def test_a_retired_variable_stops_the_agent_and_names_its_successor(monkeypatch):
+    monkeypatch.setenv("RUNLANE_OPENAI_RETRIES", "4")
+    with pytest.raises(ValueError, match="RUNLANE_OPENAI_RETRIES .* RUNLANE_OPENAI_ATTEMPTS"):
+        OpenAIAgent()
+
+
 def test_the_providers_message_is_read_from_its_error_answer():
     body = b'{"error": {"message": "Incorrect API key", "type": "invalid_request_error"}}'
     assert provider_message(body) == "Incorrect API key (invalid_request_error)"

@@ -138,6 +138,11 @@ OPTIONS: dict[str, tuple[str, Callable[[str], Any], Any, Callable[[Any], bool]]]
 }
 # Not from a command line: it would be visible to every user of the machine.
 SECRET_OPTIONS = frozenset({"api_key"})
+# Variables this agent no longer reads: set, they stop the worker with what replaces them
+# rather than being ignored (a deployment would otherwise run with other limits unseen).
+RETIRED_VARIABLES = {
+    "RUNLANE_OPENAI_RETRIES": "RUNLANE_OPENAI_ATTEMPTS (requests per reply: retries + 1)",
+}
 
 
 def retry_after(value: str | None, now: datetime | None = None) -> float | None:
@@ -259,6 +264,9 @@ class OpenAIAgent:
         unknown = set(options) - set(OPTIONS)
         if unknown:
             raise TypeError(f"OpenAIAgent has no option {', '.join(sorted(unknown))}")
+        for variable, successor in RETIRED_VARIABLES.items():
+            if os.environ.get(variable, "").strip():
+                raise ValueError(f"{variable} is no longer read: set {successor}")
         for name, (variable, parse, default, _) in OPTIONS.items():
             value = options.get(name)
             if value is None:
