@@ -59,6 +59,7 @@ EXPECTED = {
     19: [],  # a new table, filled from platform_settings (read, not locked)
     # COMMENT ON the superseded table; a foreign key to the organizations
     20: [("runlane.api_scopes", SHARE_UPDATE_EXCLUSIVE), ("runlane.platform_settings", SRE)],
+    23: [("runlane.run_events", SHARE)],
 }
 
 

@@ -56,6 +56,7 @@ FOREIGN_CALLS = {
     ),
     # the operator views: one agent's journal names an object
     "agent_journal": ("select * from runlane.agent_journal(%(agent)s)", "RL008"),
+    "run_reply": ("select * from runlane.run_reply(%(run)s)", "RL008"),
 }
 # Pure functions of their arguments, or one number of the server's: no organization's
 # object to protect.
@@ -73,6 +74,9 @@ FILTERED_VIEWS = {
     "agent_last_runs",
     "lane_overview",
     "agent_page",
+    "runs_page",
+    "workers_page",
+    "failure_minutes",
 }
 
 
@@ -234,6 +238,7 @@ ANSWERS = {
     "run_status": "select * from runlane.run_status(%(run)s)",
     "superseded_through": "select runlane.superseded_through(%(run)s)",
     "run_detail": "select * from runlane.run_detail(%(run)s)",
+    "run_reply": "select * from runlane.run_reply(%(run)s)",
     "weekly_spend": "select runlane.weekly_spend(%(owner)s)",
     "agent_journal": "select * from runlane.agent_journal(%(agent)s)",
     "put_org": "select runlane.put_org(%(org)s)",
