@@ -612,6 +612,13 @@ def test_a_scoped_api_login_sees_only_its_organization_in_the_operator_views(con
                     "'0 seconds') order by lane"
                 ).fetchall(),
                 "page": [r[0] for r in c.execute("select agent_id from runlane.agent_page()")],
+                # the runs and workers pages: every worker, its runs of the organization
+                "runs": [
+                    r[0] for r in c.execute("select agent_id from runlane.runs_page() order by 1")
+                ],
+                "workers": c.execute(
+                    "select worker_id, running from runlane.workers_page()"
+                ).fetchall(),
             }
 
     assert views(login("runlane_api")) == {
@@ -626,6 +633,8 @@ def test_a_scoped_api_login_sees_only_its_organization_in_the_operator_views(con
         "last_runs": ["agent-a", "agent-b"],
         "overview": [("background", 0, 0, 0), ("interactive", 2, 1, 2)],
         "page": ["agent-a", "agent-b"],
+        "runs": ["agent-a", "agent-a", "agent-b", "agent-b"],
+        "workers": [("worker-test", 1)],
     }
     scoped = login("runlane_api", org="org-a")
     assert views(scoped) == {
@@ -640,5 +649,7 @@ def test_a_scoped_api_login_sees_only_its_organization_in_the_operator_views(con
         "last_runs": ["agent-a"],
         "overview": [("background", 0, 0, 0), ("interactive", 1, 0, 1)],
         "page": ["agent-a"],
+        "runs": ["agent-a", "agent-a"],
+        "workers": [],  # worker-test, unregistered, holds only org-b's run
     }
     assert _error(scoped, "select * from runlane.agent_journal('agent-b')", {})[0] == "RL008"

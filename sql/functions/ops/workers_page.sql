@@ -15,8 +15,9 @@
 --   status               'stopped' (a clean exit), 'stale' (a running run is stale: the
 --                        process is gone or hung), 'gone' (no registry refresh for 2
 --                        minutes, upgrade_status's rule), else 'alive'.
--- A login scoped to an organization (runlane._api_org) sees every worker (they serve
--- every organization) but counts only its organization's runs. Read-only; ids, names,
+-- A login scoped to an organization (runlane._api_org) sees every registered worker
+-- (they serve every organization) but counts, and learns lease owners from, only its
+-- organization's runs. Read-only; ids, names,
 -- counts and times. 22004 for a null p_now.
 --
 -- Cost: the registry (one row per worker process, purged by purge_gone_workers) and the

@@ -156,7 +156,20 @@
     });
   }
 
+  // Lists of what moves (running and queued runs, workers) reload every few seconds,
+  // until the reader starts changing a filter.
+  function refresh(seconds) {
+    var editing = false;
+    document.querySelectorAll("form.filter").forEach(function (f) {
+      f.addEventListener("input", function () { editing = true; });
+      f.addEventListener("change", function () { editing = true; });
+    });
+    window.setInterval(function () { if (!editing) window.location.reload(); }, seconds * 1000);
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    var every = Number(document.body.getAttribute("data-refresh"));
+    if (every > 0) refresh(every);
     var page = document.body.getAttribute("data-page");
     if (page === "overview") overview();
     if (page === "runs") run();
