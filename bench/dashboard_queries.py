@@ -7,13 +7,13 @@ asks every second while someone watches) costs less than that.
 One database gets 50 organizations (one owner each, a weekly budget, a charge per owner
 this week), AGENTS agents, QUEUED queued runs (a background run for each agent that may
 have one, the rest chat runs on their own threads, created over the last two hours),
-RUNNING running runs, and FINISHED finished runs spread over the last 7 days (so about
-6,000 fall in the last hour), each with its start, first response and finish, then
-VACUUM ANALYZE. Each page's statements are exactly the dashboard's (runlane.dashboard.
-queries), run as the dashboard runs them, through a login that holds runlane_api only;
-they are timed at the client on loopback (so the figure includes a round trip per
-statement) after a warm-up, pages taken in turn in rounds so load from elsewhere on the
-machine hits all alike.
+RUNNING running runs held by WORKERS registered workers, and FINISHED finished runs
+spread over the last 7 days (so about 6,000 fall in the last hour, a tenth of them
+failed), each with its start, first response and finish, then VACUUM ANALYZE. Each
+page's statements are exactly the dashboard's (runlane.dashboard.queries), run as the
+dashboard runs them, through a login that holds runlane_api only; they are timed at the
+client on loopback (so the figure includes a round trip per statement) after a warm-up,
+pages taken in turn in rounds so load from elsewhere on the machine hits all alike.
 
     python -m bench dashboard_queries [--quick] [--queued N] [--finished N] [--calls N]
 """
@@ -34,6 +34,7 @@ GOAL_MS = 50.0
 AGENTS = 5_000
 ORGS = 50
 RUNNING = 500
+WORKERS = 20
 
 SETUP = [
     """insert into runlane.platform_settings (org_id, agent_max_concurrency, agent_weekly_budget)
@@ -76,10 +77,15 @@ insert into runlane.runs (org_id, agent_id, lane, trigger, state, thread_id, pro
                           attempts, fence, lease_owner, lease_expires_at, heartbeat_at,
                           created_at, first_started_at, first_response_at)
 select 'org' || (g %% %(orgs)s::int + 1), 'agent' || g, 'interactive', 'interactive',
-       'running', 'thread-r' || g, 'do nothing', 'noop', 1, 1, 'bench-worker',
+       'running', 'thread-r' || g, 'do nothing', 'noop', 1, 1, 'bench-worker-' || g %% 20,
        now() + interval '1 hour', now(), now() - interval '20 seconds',
        now() - interval '19 seconds', now() - interval '18 seconds'
 from generate_series(1, %(count)s::int) as g
+"""
+REGISTRY = """
+insert into runlane.workers (worker_id, generation, lanes)
+select 'bench-worker-' || g, 2, array['interactive', 'background']
+from generate_series(0, 19) as g
 """
 OUTPUTS = """
 insert into runlane.run_outputs (run_id, attempt, kind, body)
@@ -100,12 +106,19 @@ group by c.owner_id, b;
 """
 
 
+def runs_page(**given) -> dict:
+    """runs_page's arguments as the runs page passes them."""
+    base = {"state": None, "lane": None, "org": None, "agent": None, "thread": None}
+    return {**base, **given, "limit": 100}
+
+
 def pages(run_id: int, agent: str, watched: list[int]) -> dict[str, list[tuple[str, dict]]]:
     """Each page's statements with the arguments the dashboard passes."""
     return {
         "overview": [
             (queries.OVERVIEW, {"threshold": timedelta(seconds=30)}),
             (queries.MINUTES, {"since": timedelta(hours=1)}),
+            (queries.FAILURES, {"since": timedelta(hours=1)}),
         ],
         "organizations": [(queries.ORGS, {}), (queries.OWNERS, {})],
         # a page of 100 agents (and one more, the next page's first), unfiltered and with
@@ -123,8 +136,21 @@ def pages(run_id: int, agent: str, watched: list[int]) -> dict[str, list[tuple[s
         "run": [
             (queries.RUN_STATUS, {"run": run_id}),
             (queries.RUN_TIMING, {"run": run_id}),
+            (queries.RUN_DETAIL, {"run": run_id}),
+            (queries.RUN_REPLY, {"run": run_id}),
             (queries.OUTPUTS, {"run": run_id, "after": 0, "limit": 500}),
         ],
+        # the runs page: each state as the page asks for it, and filtered
+        **{
+            f"runs, {state or 'every state'}": [(queries.RUNS_PAGE, runs_page(state=state))]
+            for state in ("failed", "running", "queued", "succeeded", None)
+        },
+        "runs, queued of one organization": [
+            (queries.RUNS_PAGE, runs_page(state="queued", org="org7"))
+        ],
+        "runs, failed of one agent": [(queries.RUNS_PAGE, runs_page(state="failed", agent=agent))],
+        "runs, every state of one agent": [(queries.RUNS_PAGE, runs_page(state=None, agent=agent))],
+        "workers": [(queries.WORKERS, {})],
         "hub tick (overview + 10 runs)": [
             (queries.OVERVIEW, {"threshold": timedelta(seconds=30)}),
             (queries.WATCHED, {"runs": watched}),
@@ -136,6 +162,9 @@ def _short(sql: str, params: dict) -> str:
     """The function a statement calls: `runlane.lane_status` -> lane_status (agent_page
     with its filter, when it has one)."""
     name = sql.split("runlane.", 1)[1].split("(", 1)[0]
+    if "state" in params:
+        what = [params["state"] or "all"] + [params[k] for k in ("org", "agent") if params[k]]
+        return f"{name} ({', '.join(what)})"
     return f"{name} (filtered)" if params.get("match") else name
 
 
@@ -176,6 +205,7 @@ def main(argv=None) -> list[str]:
             conn.execute(FINISHED, {**params, "count": args.finished})
             conn.execute(QUEUED, {**params, "count": args.queued})
             conn.execute(RUNNING_RUNS, {**params, "count": RUNNING})
+            conn.execute(REGISTRY)
             conn.execute(OUTPUTS)
             conn.execute(CHARGES)
             conn.execute("create role bench_dashboard_api login")
@@ -219,7 +249,7 @@ def main(argv=None) -> list[str]:
         [],
         [
             f"dashboard pages, {args.queued:,} queued and {args.finished:,} finished runs, "
-            f"{RUNNING} running, {AGENTS:,} agents; {args.calls} loads of each "
+            f"{RUNNING} running, {AGENTS:,} agents, {WORKERS} workers; {args.calls} loads of each "
             f"(statements timed at the client on loopback):"
         ],
     )
@@ -236,7 +266,7 @@ def main(argv=None) -> list[str]:
             }
         )
         summary.append(
-            f"  {name:<30} p50 {p50:7.2f} ms  p90 {p90:7.2f} ms  "
+            f"  {name:<34} p50 {p50:7.2f} ms  p90 {p90:7.2f} ms  "
             f"(goal < {GOAL_MS:.0f} ms: {verdict})"
         )
     summary.append(
@@ -254,6 +284,7 @@ def main(argv=None) -> list[str]:
             "finished": args.finished,
             "running": RUNNING,
             "agents": AGENTS,
+            "workers": WORKERS,
             "results": results,
             "goal_ms": GOAL_MS,
             "statements_p50_ms": {

@@ -373,3 +373,23 @@ def test_run_page_shows_the_last_error_class_and_its_message_only_with_content(c
     assert error.startswith("ValueError") and "message hidden" in error
     assert MARKER not in hidden
     assert f"ValueError: the model quoted {MARKER}" in shown
+
+
+def test_the_runs_and_workers_pages_escape_ids_and_take_any_filter_without_an_error(conn, api_dsn):
+    seed(conn)
+    conn.execute(
+        "select runlane_test.timed_run('<b>agent-odd</b>', 'interactive', 'interactive', "
+        "'failed', now() - interval '1 minute', 10, 20, 30)"
+    )
+    conn.execute("select runlane.register_worker('<i>w</i>', array['interactive'])")
+    with client(api_dsn) as c:
+        page = c.get("/runs").text
+        assert "&lt;b&gt;agent-odd&lt;/b&gt;" in page and "<b>agent-odd</b>" not in page
+        # unknown values read as no filter; a thread without its agent is dropped
+        for query in ("state=stuck", "lane=fast", "thread=t-1", "state=&org=nobody", "agent="):
+            response = c.get(f"/runs?{query}")
+            assert response.status_code == 200, query
+        assert "No run matches." in c.get("/runs?state=failed&org=nobody").text
+        workers = c.get("/workers").text
+        assert "&lt;i&gt;w&lt;/i&gt;" in workers and "<i>w</i>" not in workers
+        assert c.get("/runs", params={"id": "abc"}).status_code == 400  # still a lookup

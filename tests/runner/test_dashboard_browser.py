@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 from worker_helpers import DEADLINE, submit
 
 pytestmark = pytest.mark.browser
@@ -133,6 +134,10 @@ def test_the_overview_shows_the_seeded_counts_draws_its_charts_and_follows_a_cha
     )
     legend = text_of(browser, "#chart-latency")
     assert "interactive p99" in legend and "background p50" in legend
+    wait_for(
+        browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#chart-failures canvas"), "failures"
+    )
+    assert "reaped" in text_of(browser, "#chart-failures")
 
     shot = tmp_path / "dashboard.png"
     assert browser.save_screenshot(str(shot))
@@ -220,3 +225,138 @@ def test_the_stop_button_stops_a_running_run_only_when_actions_are_allowed(
     )
     wait_for(browser, lambda d: text_of(d, "#run-state") == "canceled", "the page shows it")
     assert not browser.find_element(By.ID, "stop").is_displayed()
+
+
+def rows_of(driver, table: str, attribute: str) -> list[str]:
+    return [
+        e.get_attribute(attribute)
+        for e in driver.find_elements(By.CSS_SELECTOR, f"#{table} tbody tr[{attribute}]")
+    ]
+
+
+def test_the_runs_page_filters_by_state_lane_organization_and_agent(
+    conn, api_dsn, dashboards, browser
+):
+    seed(conn)
+    ago = "select runlane_test.timed_run(%s, %s, %s, %s, now() - %s::interval, 10, 20, 30)"
+    failed_chat = conn.execute(
+        ago, ("agent-chat", "interactive", "interactive", "failed", "5 minutes")
+    ).fetchone()[0]
+    failed_timer = conn.execute(
+        ago, ("agent-timer", "background", "scheduled", "failed", "2 minutes")
+    ).fetchone()[0]
+    conn.execute(ago, ("agent-chat", "interactive", "interactive", "failed", "3 hours"))
+    queued = [
+        r
+        for (r,) in conn.execute(
+            "select run_id from runlane.runs where state = 'queued' order by created_at, run_id"
+        )
+    ]
+    dash = dashboards(api_dsn)
+
+    browser.get(dash.url + "/runs")  # failed in the last hour by default, newest first
+    assert rows_of(browser, "runs", "data-run") == [str(failed_timer), str(failed_chat)]
+
+    Select(browser.find_element(By.NAME, "state")).select_by_value("queued")
+    browser.find_element(By.CSS_SELECTOR, "form.filter button").click()
+    wait_for(browser, lambda d: "state=queued" in d.current_url, "the queued runs asked for")
+    assert rows_of(browser, "runs", "data-run") == [str(r) for r in queued]  # oldest first
+    assert "oldest first" in text_of(browser, "#runs-order")
+
+    Select(browser.find_element(By.NAME, "lane")).select_by_value("background")
+    browser.find_element(By.CSS_SELECTOR, "form.filter button").click()
+    wait_for(browser, lambda d: "lane=background" in d.current_url, "one lane asked for")
+    background = conn.execute(
+        "select run_id from runlane.runs where state = 'queued' and lane = 'background'"
+    ).fetchall()
+    assert rows_of(browser, "runs", "data-run") == [str(r) for (r,) in background]
+
+    browser.get(dash.url + "/runs?state=failed&org=org-two")
+    assert rows_of(browser, "runs", "data-run") == [str(failed_timer)]
+    browser.get(dash.url + "/runs?state=failed&agent=agent-chat")
+    assert rows_of(browser, "runs", "data-run") == [str(failed_chat)]
+    # an agent's link opens its page
+    browser.find_element(By.CSS_SELECTOR, f'#runs tr[data-run="{failed_chat}"] td a').click()
+    wait_for(browser, lambda d: d.current_url.endswith("/agents/agent-chat"), "the agent page")
+
+
+def test_a_killed_workers_run_reads_stale_within_a_heartbeat_long_before_its_lease_expires(
+    conn, api_dsn, dashboards, workers, browser
+):
+    """A 45 s lease: the worker beats every 15 s, so its run reads stale at most 22.5 s
+    after its last beat, and reap_stale could take it only at 45 s."""
+    conn.execute("select runlane_test.agent('agent-stream', 'org-stream')")
+    conn.execute(
+        "update runlane.platform_settings set agent_iteration_cap = 1000000 "
+        "where org_id = 'org-stream'"
+    )
+    worker = workers(
+        "--agent",
+        "stream_agent:agent",
+        "--lease",
+        "45",
+        lanes=("interactive",),
+        env={"STREAM_AGENT_CHUNKS": "100000", "STREAM_AGENT_DELAY": "0.2"},
+    )
+    run_id = submit(conn, "agent-stream", "thread-stream", "stream please")
+    worker_helpers.wait_until(
+        lambda: worker_helpers.run_state(conn, run_id) == "running", what="the run running"
+    )
+    dash = dashboards(api_dsn)
+    row = f'#runs tr[data-run="{run_id}"]'
+
+    browser.get(dash.url + "/runs?state=running")
+    assert text_of(browser, f'{row} [data-field="health"]') == "healthy"
+    assert text_of(browser, f'{row} [data-field="worker"]') == worker.worker_id
+    browser.get(dash.url + "/workers")
+    me = f'#workers tr[data-worker="{worker.worker_id}"]'
+    assert text_of(browser, f'{me} [data-field="status"]') == "alive"
+    assert text_of(browser, f'{me} [data-field="running"]') == "1"
+    assert text_of(browser, f'{me} [data-field="lanes"]') == "interactive"
+
+    worker.signal(signal.SIGKILL)
+    worker.wait_exit()
+
+    def stale(d) -> bool:
+        d.get(dash.url + "/runs?state=running")
+        return d.find_element(By.CSS_SELECTOR, f'{row} [data-field="health"]').text == "stale"
+
+    wait_for(browser, stale, "the killed worker's run shown stale")
+    # seen before the lease ran out: still running, nobody could have reaped it yet
+    state, left = conn.execute(
+        "select state, lease_expires_at > now() from runlane.runs where run_id = %s", (run_id,)
+    ).fetchone()
+    assert (state, left) == ("running", True)
+    browser.get(dash.url + "/workers")
+    assert text_of(browser, f'{me} [data-field="status"]') == "stale"
+    assert text_of(browser, f'{me} [data-field="stale"]') == "1"
+
+
+def test_the_run_page_links_agent_organization_and_thread_and_joins_the_reply(
+    conn, api_dsn, dashboards, browser
+):
+    conn.execute("select runlane_test.agent('agent-reply', 'org-reply')")
+    run_id = submit(conn, "agent-reply", "thread-reply", "hello")
+    fence = conn.execute("select runlane_test.claimed(%s)", (run_id,)).fetchone()[0]
+    for kind, body in [("text", "Hello, "), ("reasoning", "hidden"), ("text", "<b>world</b>")]:
+        conn.execute("select runlane.append_output(%s, %s, %s, %s)", (run_id, fence, kind, body))
+    conn.execute("select runlane.finish_run(%s, %s, 'succeeded')", (run_id, fence))
+    dash = dashboards(api_dsn, "--show-content")
+
+    browser.get(f"{dash.url}/runs/{run_id}")
+    assert text_of(browser, "#reply") == "Hello, <b>world</b>"  # one text, never markup
+    assert text_of(browser, "#run-created") != "–"
+    browser.find_element(By.ID, "run-thread").click()
+    wait_for(browser, lambda d: "thread=thread-reply" in d.current_url, "the thread's runs")
+    assert rows_of(browser, "runs", "data-run") == [str(run_id)]
+    browser.get(f"{dash.url}/runs/{run_id}")
+    browser.find_element(By.ID, "run-org").click()
+    wait_for(browser, lambda d: d.current_url.endswith("/orgs#org-org-reply"), "the organization")
+    assert browser.find_element(By.ID, "org-org-reply").text == "org-reply"
+    browser.get(f"{dash.url}/runs/{run_id}")
+    browser.find_element(By.ID, "run-agent").click()
+    wait_for(browser, lambda d: d.current_url.endswith("/agents/agent-reply"), "the agent page")
+
+    hidden = dashboards(api_dsn)
+    browser.get(f"{hidden.url}/runs/{run_id}")
+    assert text_of(browser, "#reply") == "[19 characters in 2 output(s) hidden]"

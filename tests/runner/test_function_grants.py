@@ -128,6 +128,12 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     # the overview's counts and warning in one read, and a page of agents
     "runlane.lane_overview(interval,timestamp with time zone)": BOTH,
     "runlane.agent_page(text,integer,text,text)": BOTH,
+    # the runs and workers pages, failures and reaps per minute, a run's reply: scoped
+    # the same way; the reply is user content, read by the role that reads outputs
+    "runlane.runs_page(text,text,text,text,text,integer,interval,timestamp with time zone)": API,
+    "runlane.workers_page(timestamp with time zone)": API,
+    "runlane.failure_minutes(interval,timestamp with time zone)": BOTH,
+    "runlane.run_reply(bigint)": API,
     # the journal's event counts across every organization, for the worker's /metrics
     "runlane.journal_counts()": WORKER,
     # schedules and budget: read-only queries

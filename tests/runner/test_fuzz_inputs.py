@@ -627,6 +627,15 @@ def test_limits_and_intervals_are_validated(conn, roles):
             "select * from runlane.lane_overview(%(interval)s::interval, %(now)s::timestamptz)",
         ),
         "agent_page": (api, "select * from runlane.agent_page(null, %(limit)s::int)"),
+        "runs_page": (
+            api,
+            "select * from runlane.runs_page(null, null, null, null, null, %(limit)s::int, "
+            "%(interval)s::interval, %(now)s::timestamptz)",
+        ),
+        "failure_minutes": (
+            api,
+            "select * from runlane.failure_minutes(%(interval)s::interval, %(now)s::timestamptz)",
+        ),
         "drain_legacy_deliveries": (
             worker,
             "select runlane.drain_legacy_deliveries(%(limit)s::int)",
@@ -974,6 +983,9 @@ def _sample_values(conn, api, worker) -> dict[str, object]:
         "p_from": "agent-null",
         "p_match": "null",
         "p_status": "manual",
+        # the dashboard's runs page (runs_page)
+        "p_state": "failed",
+        "p_lane": "interactive",
     }
 
 

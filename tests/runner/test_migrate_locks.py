@@ -60,6 +60,7 @@ EXPECTED = {
     # COMMENT ON the superseded table; a foreign key to the organizations
     20: [("runlane.api_scopes", SHARE_UPDATE_EXCLUSIVE), ("runlane.platform_settings", SRE)],
     22: [("runlane.charges", AE)],  # DROP NOT NULL: reads no row
+    23: [("runlane.run_events", SHARE)],
 }
 
 

@@ -61,6 +61,7 @@ FOREIGN_CALLS = {
     "erase_agent": ("select runlane.erase_agent(%(agent)s)", "RL008"),
     "erase_user": ("select runlane.erase_user(%(owner)s)", "RL008"),
     "erase_org": ("select runlane.erase_org(%(org)s)", "RL008"),
+    "run_reply": ("select * from runlane.run_reply(%(run)s)", "RL008"),
 }
 # Pure functions of their arguments, or one number of the server's: no organization's
 # object to protect.
@@ -78,6 +79,9 @@ FILTERED_VIEWS = {
     "agent_last_runs",
     "lane_overview",
     "agent_page",
+    "runs_page",
+    "workers_page",
+    "failure_minutes",
 }
 
 
@@ -239,6 +243,7 @@ ANSWERS = {
     "run_status": "select * from runlane.run_status(%(run)s)",
     "superseded_through": "select runlane.superseded_through(%(run)s)",
     "run_detail": "select * from runlane.run_detail(%(run)s)",
+    "run_reply": "select * from runlane.run_reply(%(run)s)",
     "weekly_spend": "select runlane.weekly_spend(%(owner)s)",
     "agent_journal": "select * from runlane.agent_journal(%(agent)s)",
     "put_org": "select runlane.put_org(%(org)s)",
@@ -616,6 +621,13 @@ def test_a_scoped_api_login_sees_only_its_organization_in_the_operator_views(con
                     "'0 seconds') order by lane"
                 ).fetchall(),
                 "page": [r[0] for r in c.execute("select agent_id from runlane.agent_page()")],
+                # the runs and workers pages: every worker, its runs of the organization
+                "runs": [
+                    r[0] for r in c.execute("select agent_id from runlane.runs_page() order by 1")
+                ],
+                "workers": c.execute(
+                    "select worker_id, running from runlane.workers_page()"
+                ).fetchall(),
             }
 
     assert views(login("runlane_api")) == {
@@ -630,6 +642,8 @@ def test_a_scoped_api_login_sees_only_its_organization_in_the_operator_views(con
         "last_runs": ["agent-a", "agent-b"],
         "overview": [("background", 0, 0, 0), ("interactive", 2, 1, 2)],
         "page": ["agent-a", "agent-b"],
+        "runs": ["agent-a", "agent-a", "agent-b", "agent-b"],
+        "workers": [("worker-test", 1)],
     }
     scoped = login("runlane_api", org="org-a")
     assert views(scoped) == {
@@ -644,5 +658,7 @@ def test_a_scoped_api_login_sees_only_its_organization_in_the_operator_views(con
         "last_runs": ["agent-a"],
         "overview": [("background", 0, 0, 0), ("interactive", 1, 0, 1)],
         "page": ["agent-a"],
+        "runs": ["agent-a", "agent-a"],
+        "workers": [],  # worker-test, unregistered, holds only org-b's run
     }
     assert _error(scoped, "select * from runlane.agent_journal('agent-b')", {})[0] == "RL008"

@@ -48,6 +48,9 @@ TERMINAL = {"succeeded", "failed", "canceled", "skipped"}
 LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "::1", "[::1]"]
 AGENTS_PER_PAGE = 100
 AGENT_STATUSES = ["scheduled", "manual", "off", "locked", "no_model"]  # agent_page's
+RUNS_PER_PAGE = 100
+RUN_STATES = ["failed", "running", "queued", "succeeded", "canceled", "skipped"]  # runs_page's
+LANES = ["interactive", "background"]
 # The seed's five durations of a run, in the order a person reads them.
 DURATIONS = [
     ("run.pre_run_wait_ms", "pre-run wait", "message to run created"),
@@ -127,10 +130,17 @@ def agent_view(row: dict[str, Any]) -> dict[str, Any]:
     return view
 
 
-def series(minutes: list[dict[str, Any]] | None) -> dict[str, Any]:
+def series(
+    minutes: list[dict[str, Any]] | None, failures: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """lane_minutes rows as the charts' columns: x (epoch seconds of each minute's end)
-    and, per lane, queued, p50, p90, p99."""
+    and, per lane, queued, p50, p90, p99; failure_minutes rows as fx, failed, reaped."""
     out: dict[str, Any] = {"x": [], "interactive": {}, "background": {}}
+    out["failures"] = {
+        "x": [int(r["minute_end"].timestamp()) for r in failures or []],
+        "failed": [r["failed"] for r in failures or []],
+        "reaped": [r["reaped"] for r in failures or []],
+    }
     for lane in ("interactive", "background"):
         rows = [r for r in minutes or [] if r["lane"] == lane]
         if lane == "interactive":
@@ -246,6 +256,7 @@ def create_app(
         try:
             snapshot = await hub.read_overview()
             minutes = await hub.read_minutes()
+            failures = await hub.read_failures()
         except psycopg.Error as exc:
             return refused(request, exc)
         return page(
@@ -256,7 +267,7 @@ def create_app(
             lanes=snapshot["lanes"],
             delay=snapshot["delay"],
             minutes=minutes,
-            chart=series(minutes),
+            chart=series(minutes, failures),
         )
 
     async def organizations(request: Request) -> Response:
@@ -322,6 +333,58 @@ def create_app(
             journal=journal,
         )
 
+    async def runs(request: Request) -> Response:
+        """The runs page; with ?id= a run lookup."""
+        if "id" in request.query_params:
+            return await run_lookup(request)
+        params = request.query_params
+        state = params.get("state", "failed")
+        state = state if state in RUN_STATES else ""
+        lane = params.get("lane", "")
+        lane = lane if lane in LANES else ""
+        org = params.get("org", "").strip()
+        agent_id = params.get("agent", "").strip()
+        thread = params.get("thread", "").strip() if agent_id else ""
+        try:
+            rows = await hub.rows(
+                queries.RUNS_PAGE,
+                {
+                    "state": state or None,
+                    "lane": lane or None,
+                    "org": org or None,
+                    "agent": agent_id or None,
+                    "thread": thread or None,
+                    "limit": RUNS_PER_PAGE,
+                },
+            )
+        except psycopg.Error as exc:
+            return refused(request, exc)
+        return page(
+            request,
+            "runs.html",
+            title="Runs",
+            active="runs",
+            runs=rows,
+            state=state,
+            lane=lane,
+            org=org,
+            agent=agent_id,
+            thread=thread,
+            states=RUN_STATES,
+            lanes=LANES,
+            per_page=RUNS_PER_PAGE,
+            refresh=state in ("running", "queued"),
+        )
+
+    async def workers(request: Request) -> Response:
+        try:
+            rows = await hub.rows(queries.WORKERS)
+        except psycopg.Error as exc:
+            return refused(request, exc)
+        return page(
+            request, "workers.html", title="Workers", active="workers", workers=rows, refresh=True
+        )
+
     async def run_lookup(request: Request) -> Response:
         run_id = whole_number(request.query_params.get("id", "").strip())
         if not run_id:
@@ -352,6 +415,7 @@ def create_app(
             status = (await hub.rows(queries.RUN_STATUS, {"run": run_id}))[0]
             timing = (await hub.rows(queries.RUN_TIMING, {"run": run_id}))[0]["timing"]
             detail = (await hub.rows(queries.RUN_DETAIL, {"run": run_id}))[0]
+            reply = (await hub.rows(queries.RUN_REPLY, {"run": run_id}))[0]
             outputs = await hub.rows(queries.OUTPUTS, {"run": run_id, "after": 0, "limit": 500})
         except psycopg.Error as exc:
             return refused(request, exc)
@@ -365,6 +429,7 @@ def create_app(
             status=status,
             timing=timing,
             detail=detail,
+            reply=reply,
             durations=DURATIONS,
             outputs=shown,
             last_output_id=shown[-1]["output_id"] if shown else 0,
@@ -408,7 +473,7 @@ def create_app(
                         data = dict(hub.snapshot)
                         if hub.minutes is not None and hub.minutes_version != sent_minutes:
                             sent_minutes = hub.minutes_version
-                            data["chart"] = series(hub.minutes)
+                            data["chart"] = series(hub.minutes, hub.failures)
                         yield sse("overview", data)
                     elif not await topic.wait(topic.version, KEEPALIVE):
                         yield ": keepalive\n\n"
@@ -469,7 +534,8 @@ def create_app(
         Route("/orgs", organizations),
         Route("/agents", agents),
         Route("/agents/{agent_id:path}", agent),
-        Route("/runs", run_lookup),
+        Route("/runs", runs),
+        Route("/workers", workers),
         Route("/runs/{run_id:int}", run),
         Route("/runs/{run_id:int}/stop", stop, methods=["POST"]),
         Route("/events/overview", overview_events),

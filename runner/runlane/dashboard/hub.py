@@ -3,7 +3,8 @@
 The hub holds the only listener (channels runlane_runs and runlane_outputs) and the only
 periodic reads: while at least one browser watches the overview it reads lane_overview
 (lane_status and queue_delay_status in one read of the queue) at most once per `tick`
-(1 s) and at once after a run hint, and lane_minutes at most once per `minutes_every`;
+(1 s) and at once after a run hint, and lane_minutes and failure_minutes at most once per
+`minutes_every`;
 while browsers watch runs it reads their run_status in one statement per tick (a finish
 or a claim sends no notification, so a state change is seen within a tick). However many
 browsers watch, the database sees one
@@ -91,6 +92,7 @@ class Hub:
         self.overview = Topic()
         self.snapshot: dict[str, Any] | None = None
         self.minutes: list[dict[str, Any]] | None = None
+        self.failures: list[dict[str, Any]] | None = None
         self.minutes_version = 0
         self._minutes_at = float("-inf")
         self.runs: dict[int, RunTopic] = {}
@@ -112,6 +114,9 @@ class Hub:
 
     async def read_minutes(self) -> list[dict[str, Any]]:
         return await self.rows(queries.MINUTES, {"since": timedelta(hours=1)})
+
+    async def read_failures(self) -> list[dict[str, Any]]:
+        return await self.rows(queries.FAILURES, {"since": timedelta(hours=1)})
 
     # -- watching -----------------------------------------------------------------------
     @contextlib.asynccontextmanager
@@ -212,8 +217,10 @@ class Hub:
             if loop.time() - self._minutes_at >= self.minutes_every:
                 self._minutes_at = loop.time()
                 minutes = await self.read_minutes()
-                if minutes != self.minutes:
-                    self.minutes, self.minutes_version = minutes, self.minutes_version + 1
+                failures = await self.read_failures()
+                if minutes != self.minutes or failures != self.failures:
+                    self.minutes, self.failures = minutes, failures
+                    self.minutes_version += 1
                     changed = True
             self.snapshot = snapshot  # after the minutes: a first event carries both
             if changed:

@@ -24,9 +24,20 @@ RUN_TIMING = "select runlane.run_timing(p_run_id => %(run)s::bigint) as timing"
 # The last failed attempt's error (class, and message: shown only with --show-content, as
 # it can quote user content) and the output counts, from run_detail.
 RUN_DETAIL = (
-    "select d.error_class, d.error, d.visible_outputs, d.outputs, d.max_attempts "
-    "from runlane.run_detail(p_run_id => %(run)s::bigint) as d"
+    "select d.agent_id, d.org_id, d.created_at, d.error_class, d.error, d.visible_outputs, "
+    "d.outputs, d.max_attempts from runlane.run_detail(p_run_id => %(run)s::bigint) as d"
 )
+# The run's thread and its reply joined as a person reads it (shown with --show-content).
+RUN_REPLY = "select * from runlane.run_reply(p_run_id => %(run)s::bigint)"
+# The runs page: one state (or all), filtered, in the order that state is read, with a
+# running run's worker, heartbeat age and health.
+RUNS_PAGE = (
+    "select * from runlane.runs_page(p_state => %(state)s::text, p_lane => %(lane)s::text, "
+    "p_org_id => %(org)s::text, p_agent_id => %(agent)s::text, "
+    "p_thread_id => %(thread)s::text, p_limit => %(limit)s::int)"
+)
+WORKERS = "select * from runlane.workers_page()"
+FAILURES = "select * from runlane.failure_minutes(p_since => %(since)s::interval)"
 OUTPUTS = (
     "select o.output_id, o.attempt, o.kind, o.body, o.created_at "
     "from runlane.outputs_since(p_run_id => %(run)s::bigint, "

@@ -96,7 +96,8 @@ select is(
 -- agent_journal) are what an application reads about its agents and runs, each limited to
 -- the login's organization when it is scoped; so is run_detail (one run with its error);
 -- and so are the dashboard's views (lane_minutes, queue_delay_status, owner_spend,
--- agent_last_runs, lane_overview, agent_page).
+-- agent_last_runs, lane_overview, agent_page, runs_page, workers_page, failure_minutes,
+-- run_reply).
 select set_eq(
     $$
         select p.proname::text
@@ -113,6 +114,7 @@ select set_eq(
         'superseded_through', 'run_detail',
         'lane_minutes', 'queue_delay_status', 'owner_spend', 'agent_last_runs',
         'lane_overview', 'agent_page',
+        'runs_page', 'workers_page', 'failure_minutes', 'run_reply',
         -- a stream follower reads it to poll fast while notifications cannot be trusted
         'notify_queue_usage'
     ],
@@ -145,7 +147,8 @@ select is(
             and has_function_privilege('runlane_worker', p.oid, 'execute')
             and p.proname in (
                 'submit_message', 'run_now', 'cancel_run', 'put_org', 'put_user', 'put_agent',
-                'outputs_since', 'run_detail', 'erase_thread', 'erase_agent', 'erase_user', 'erase_org'
+                'outputs_since', 'run_detail', 'run_reply',
+                'erase_thread', 'erase_agent', 'erase_user', 'erase_org'
             )
     ),
     null,

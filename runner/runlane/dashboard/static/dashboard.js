@@ -35,13 +35,17 @@
     if (!window.uPlot || !data) return;
     var lat = document.getElementById("chart-latency");
     var dep = document.getElementById("chart-depth");
-    if (!lat || !dep) return;
+    var fai = document.getElementById("chart-failures");
+    if (!lat || !dep || !fai) return;
     var i = data.interactive, b = data.background;
     var latencyData = [data.x, i.p50_ms, i.p90_ms, i.p99_ms, b.p50_ms, b.p90_ms, b.p99_ms];
     var depthData = [data.x, i.queued, b.queued];
+    var f = data.failures || { x: [], failed: [], reaped: [] };
+    var failureData = [f.x, f.failed, f.reaped];
     if (charts.latency) {
       charts.latency.setData(latencyData);
       charts.depth.setData(depthData);
+      charts.failures.setData(failureData);
       return;
     }
     var ms = { label: "ms", values: function (u, vals) { return vals.map(fmtMs); }, size: 70 };
@@ -65,6 +69,12 @@
       series: [{}, { label: "interactive", stroke: "#2f6fde", fill: "rgba(47,111,222,.12)", width: 2 },
                { label: "background", stroke: "#d9822b", fill: "rgba(217,130,43,.12)", width: 2 }],
     }), depthData, dep);
+    charts.failures = new uPlot(Object.assign(chartSize(fai), {
+      scales: { x: { time: true } },
+      axes: [{}, { label: "runs", size: 60 }],
+      series: [{}, { label: "failed", stroke: "#c0392b", width: 2, points: { show: true, size: 4 } },
+               { label: "reaped", stroke: "#8e44ad", width: 2, dash: [6, 4], points: { show: true, size: 4 } }],
+    }), failureData, fai);
   }
 
   function overview() {
@@ -146,7 +156,20 @@
     });
   }
 
+  // Lists of what moves (running and queued runs, workers) reload every few seconds,
+  // until the reader starts changing a filter.
+  function refresh(seconds) {
+    var editing = false;
+    document.querySelectorAll("form.filter").forEach(function (f) {
+      f.addEventListener("input", function () { editing = true; });
+      f.addEventListener("change", function () { editing = true; });
+    });
+    window.setInterval(function () { if (!editing) window.location.reload(); }, seconds * 1000);
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    var every = Number(document.body.getAttribute("data-refresh"));
+    if (every > 0) refresh(every);
     var page = document.body.getAttribute("data-page");
     if (page === "overview") overview();
     if (page === "runs") run();
