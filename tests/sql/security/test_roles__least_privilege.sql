@@ -108,6 +108,7 @@ select set_eq(
         'submit_message', 'publish_run', 'create_run', 'run_now', 'outputs_since', 'run_timing',
         'parse_schedule', 'next_slot', 'weekly_spend', 'stream_token', 'cancel_run', 'run_status',
         'put_org', 'put_user', 'put_agent',
+        'get_agent', 'message_status',
         'lane_status', 'org_status', 'agent_schedules', 'timing_summary', 'agent_journal',
         'superseded_through', 'run_detail',
         'lane_minutes', 'queue_delay_status', 'owner_spend', 'agent_last_runs',
