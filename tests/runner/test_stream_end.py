@@ -1,7 +1,8 @@
 """A stream ends when its run ends: every way a run closes (finish_run, finish_runs'
 batch, retry_run with its attempts spent, reap_stale, a Stop of a queued run, a claim
 that skips a gated run) sends {"stream": token, "end": true} on runlane_outputs at its
-commit, so runlane.stream() ends at once instead of at its next poll."""
+commit, so runlane.stream() ends at once instead of at its next poll, and the dashboard
+reads a watched run's status at once instead of at its next tick."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import time
 from contextlib import aclosing
 
 import psycopg
+from psycopg_pool import AsyncConnectionPool
 
 import runlane
+from runlane.dashboard.hub import Hub
 
 END_DEADLINE = 10.0  # far below the 30 s poll the follower is given
 
@@ -142,3 +145,32 @@ def test_stream_ends_when_its_run_finishes_not_at_its_next_poll(conn, db_dsn):
 
     end, _took = asyncio.run(scenario())  # bench follow_end measures the time
     assert (end["state"], end["run_id"]) == ("succeeded", run)
+
+
+def test_the_dashboard_reads_a_watched_runs_status_when_it_finishes_not_at_its_tick(conn, db_dsn):
+    conn.execute("select runlane_test.agent('agent-d', 'org-d')")
+    run = _queued_chat(conn, "agent-d")
+    fence = _claimed(conn, run)
+
+    async def scenario() -> str:
+        pool = AsyncConnectionPool(db_dsn, min_size=1, max_size=2, open=False)
+        await pool.open()
+        hub = Hub(db_dsn, pool, tick=30.0)  # no periodic read within the deadline
+        try:
+            async with hub.watch_run(run) as topic:
+                hub.start()  # its first round reads the watched run's status
+
+                async def state_is(state: str) -> None:
+                    while topic.status is None or topic.status["state"] != state:
+                        await topic.wait(topic.version, 1.0)
+
+                await asyncio.wait_for(state_is("running"), END_DEADLINE)
+                await asyncio.sleep(0.2)  # the hub rests until its next hint or tick
+                conn.execute("select runlane.finish_run(%s, %s, 'succeeded')", (run, fence))
+                await asyncio.wait_for(state_is("succeeded"), END_DEADLINE)
+                return topic.status["state"]
+        finally:
+            await hub.stop()
+            await pool.close()
+
+    assert asyncio.run(scenario()) == "succeeded"
