@@ -71,7 +71,7 @@ begin
     into v_computers, v_skipped
     from skipped as s;
 
-    perform runlane._notify_stream_end(x.run_id) from unnest(v_skipped) as x (run_id);
+    perform runlane._notify_stream_end(v_skipped);
 
     -- GUARD: only a computer-bound run can hold a lease to free.
     if cardinality(v_computers) > 0 then

@@ -11,6 +11,8 @@
 --   that started before), runlane._finish_runs_together and runlane._skip_gated_runs.
 --   Runs inserted already finished (a skipped run_now, create_run or tick) send none:
 --   nobody can follow them before their insert commits.
+-- * The array form notifies several runs' streams (a batch of closes), reading the
+--   secret and the queue once.
 -- * Never the reason a close fails at COMMIT: sent through runlane._notify (nothing from
 --   a half-full NOTIFY queue on); followers then see the end on their next poll.
 create or replace function runlane._notify_stream_end(p_run_id bigint)
@@ -31,3 +33,26 @@ comment on function runlane._notify_stream_end(bigint) is
 '(a hint; unless the notification queue is half full).';
 
 revoke all on function runlane._notify_stream_end(bigint) from public;
+
+create or replace function runlane._notify_stream_end(p_run_ids bigint[])
+returns void
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    if cardinality(p_run_ids) > 0 then
+        perform runlane._notify(
+            'runlane_outputs',
+            array(
+                select json_build_object('stream', t.token, 'end', true)::text
+                from unnest(runlane._stream_token(p_run_ids)) as t (token)
+            )
+        );
+    end if;
+end;
+$$;
+
+comment on function runlane._notify_stream_end(bigint[]) is
+'_notify_stream_end for several runs at once (the secret and the queue read once).';
+
+revoke all on function runlane._notify_stream_end(bigint[]) from public;

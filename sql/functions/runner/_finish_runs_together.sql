@@ -251,7 +251,7 @@ begin
     into run_ids, first_responses, timings, v_agents, v_threads
     from closed as c;
 
-    perform runlane._notify_stream_end(x.run_id) from unnest(run_ids) as x (run_id);
+    perform runlane._notify_stream_end(run_ids);
 
     -- STEP: computers: each run's lease (that row only) freed, the next waiter notified.
     if v_computers is not null then
