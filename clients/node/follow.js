@@ -2,10 +2,12 @@
 // runlane from Node.js with the `pg` package: send a chat message and stream its reply.
 //
 //   node follow.js DSN AGENT_ID THREAD_ID MESSAGE    submit a message, then follow its run
+//                                                    (held: the run that answers it)
 //   node follow.js DSN --run RUN_ID [--after ID]     follow an existing run
 //
 // Needs only the runlane_api role. Prints one JSON object per line:
 //   {"event":"submitted","message_id":…,"run_id":…,"disposition":"created"}
+//   {"event":"answered_by","message_id":…,"run_id":…}   a held message's run, once it exists
 //   {"event":"output","output_id":…,"attempt":1,"kind":"text","body":"…"}
 //   {"event":"superseded","through":…}   outputs with output_id <= through were replaced
 //   {"event":"end","state":"succeeded","reason":null,"attempt":…,"last_output_id":…}
@@ -19,11 +21,14 @@
 //   3. Ended when that status was terminal (succeeded, failed, canceled, skipped) and you
 //      have seen output last_output_id: a finished run never gets another output.
 //   4. Else wait for a notification whose {"stream": token} is this run's stream_token
-//      (or a second: notifications are hints, and a finish sends none); go to 2. While
+//      (every output and the run's finish send one; or a second: notifications are
+//      hints); go to 2. While
 //      runlane.notify_queue_usage() is at least 0.25 (read at most once a second; from
 //      0.5 runlane sends no notification at all) wait 0.1 s instead: paging alone.
 //   5. When run_status's attempt changes, read superseded_through: outputs up to it are
 //      the partial output of an attempt that a later attempt, starting over, replaced.
+// A message submit_message answers `held` waits for its thread's running run: poll
+// runlane.message_status until it names the run that answers it, then follow that run.
 'use strict';
 
 const pg = require('pg');
@@ -36,6 +41,7 @@ const PAGE = 500;
 const POLL_MS = 1000;
 const FAST_POLL_MS = 100; // while notifications cannot be counted on
 const QUEUE_CHECK_MS = 1000;
+const HELD_POLL_MS = 200; // message_status is one primary-key read
 const UNTRUSTED_FROM = 0.25;
 
 const print = (obj) => process.stdout.write(JSON.stringify(obj) + '\n');
@@ -125,6 +131,17 @@ async function follow(client, hints, runId, after) {
   }
 }
 
+// The run that answers a held message: message_status names it once the thread's
+// running run ended and its follow-up run exists (or the running run took the message).
+async function answeredBy(client, messageId) {
+  for (;;) {
+    const status = await one(client,
+      'select state, run_id from runlane.message_status($1)', [messageId]);
+    if (status.run_id !== null) return status.run_id;
+    await new Promise((resolve) => setTimeout(resolve, HELD_POLL_MS));
+  }
+}
+
 async function main(argv) {
   const [dsn, ...rest] = argv;
   if (!dsn || rest.length === 0) {
@@ -147,9 +164,13 @@ async function main(argv) {
         'select message_id, run_id, disposition from runlane.submit_message($1, $2, $3)',
         [agentId, threadId, body]);
       print({ event: 'submitted', ...sent });
-      if (sent.run_id === null) return 0; // held: a follow-up run answers it later
-      await client.query('select runlane.publish_run($1)', [sent.run_id]);
-      runId = sent.run_id;
+      if (sent.run_id === null) {
+        runId = await answeredBy(client, sent.message_id);
+        print({ event: 'answered_by', message_id: sent.message_id, run_id: runId });
+      } else {
+        await client.query('select runlane.publish_run($1)', [sent.run_id]);
+        runId = sent.run_id;
+      }
     }
     return await follow(client, hints, runId, after);
   } catch (err) {

@@ -113,3 +113,11 @@ def stream_of(payload: str | bytes) -> str | None:
         ignored(OUTPUTS, "bad_stream")
         return None
     return token
+
+
+def ends_stream(payload: str | bytes) -> bool:
+    """Whether a `runlane_outputs` payload says its run finished ({"stream": …, "end":
+    true}, runlane._notify_stream_end). Only a hint: a reader that wakes on it reads
+    run_status, so a forged one costs one read."""
+    value = _object(OUTPUTS, payload)
+    return value is not None and value.get("end") is True

@@ -15,11 +15,11 @@ end-of-stream rule of the README ("Ending a stream"), the same for every languag
    skipped) and every output up to its last_output_id was seen: a terminal run never
    gets another output. The run ended well only when the state is succeeded.
 4. Otherwise wait for a notification whose payload carries the run's stream token
-   (`runlane.stream_token`, never the run id), or `poll` seconds (notifications are
-   hints; a finish sends none), and go to 2. While the server's NOTIFY queue is at least
-   UNTRUSTED_FROM full (`runlane.notify_queue_usage()`, read at most once every
-   QUEUE_CHECK seconds; from 0.5 runlane sends no notification at all) the wait is at
-   most FAST_POLL seconds: outputs arrive by paging alone.
+   (`runlane.stream_token`, never the run id; every output and the run's finish send
+   one), or `poll` seconds (notifications are hints), and go to 2. While the server's
+   NOTIFY queue is at least UNTRUSTED_FROM full (`runlane.notify_queue_usage()`, read
+   at most once every QUEUE_CHECK seconds; from 0.5 runlane sends no notification at
+   all) the wait is at most FAST_POLL seconds: outputs arrive by paging alone.
 5. Whenever run_status's attempt changes, read `runlane.superseded_through`: outputs
    with output_id <= it are the partial output of an attempt that did not finish and
    that a later attempt, starting over without a checkpoint, replaced.

@@ -46,10 +46,14 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.superseded_through(bigint)": BOTH,  # the end-of-stream rule's superseded part
     # the user's Stop
     "runlane.cancel_run(bigint)": API,
+    # which run answers a message (a held one: its follow-up run once it exists)
+    "runlane.message_status(bigint)": API,
     # management: organizations, users, agents
     "runlane.put_org(text,jsonb)": API,
     "runlane.put_user(text,text,jsonb)": API,
     "runlane.put_agent(text,jsonb)": API,
+    "runlane.get_agent(text)": API,
+    "runlane._agent_patch_types()": NOBODY,
     "runlane._check_patch(text,jsonb,jsonb)": NOBODY,
     "runlane._require_registry_window(text,interval,integer)": NOBODY,
     "runlane._patch_int(text,jsonb,integer)": NOBODY,
@@ -182,6 +186,10 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane._notify(text,text)": NOBODY,
     "runlane._notify_run(bigint,text)": NOBODY,
     "runlane._notify_output(bigint,bigint)": NOBODY,
+    "runlane._notify_stream_end(bigint)": NOBODY,
+    "runlane._notify_stream_end(bigint[])": NOBODY,
+    "runlane._notify(text,text[])": NOBODY,
+    "runlane._stream_token(bigint[])": NOBODY,
     "runlane._thread_lock(text,text)": NOBODY,
     "runlane._require_owner(bigint,bigint,bigint)": NOBODY,
     "runlane._require_owner(bigint,bigint,bigint,boolean)": NOBODY,

@@ -979,6 +979,7 @@ def _sample_values(conn, api, worker) -> dict[str, object]:
         "p_user_id": "user-null",
         "p_patch": Jsonb({}),
         "p_idempotency_key": "key-null",  # the keyed submit_message and run_now
+        "p_message_id": message_id,  # message_status
         # the dashboard's page of agents (agent_page)
         "p_from": "agent-null",
         "p_match": "null",
@@ -1204,6 +1205,15 @@ def test_management_stores_exactly_what_was_sent_or_refuses_cleanly(conn, roles)
             (agent_id, as_json(patch)),
             patch,
         )
+        # get_agent reads back every key put_agent accepts, as stored, and next_run_at
+        read = attempt(api, "select runlane.get_agent(%s::text)", (agent_id,))
+        stored = row("agent", agent_id) if "\x00" not in agent_id else None
+        if stored is None:
+            assert read.client_refused or read.sqlstate in ("RL008", "22004"), read
+        else:
+            assert read.ok and read.rows[0][0] == {
+                k: stored[k] for k in (*AGENT_KEYS, "next_run_at")
+            }, read
 
     @fuzz_settings(200)
     @given(org_ids, patches(ORG_KEYS))
@@ -1318,6 +1328,28 @@ def test_run_ids_keys_and_operator_views_refuse_cleanly(conn, roles):
 
     ids()
     assert all(s == {"ok", "RL008"} for s in seen.values()), seen
+
+    messages = known["messages"]
+    message_states: set[str] = set()
+
+    @fuzz_settings(200)
+    @given(
+        st.one_of(
+            st.integers(-(2**63), 2**63 - 1),
+            st.sampled_from([0, -1, 2**63 - 1, -(2**63), *messages]),
+        )
+    )
+    def message_ids(message_id):
+        outcome = attempt(api, "select * from runlane.message_status(%s::bigint)", (message_id,))
+        message_states.add(outcome.sqlstate or "ok")
+        if message_id in messages:
+            assert outcome.ok and outcome.rows[0][0] == message_id, outcome
+            assert outcome.rows[0][1] == "succeeded", "the known messages' runs finished"
+        else:
+            assert outcome.sqlstate == "RL008", (message_id, outcome.sqlstate)
+
+    message_ids()
+    assert message_states == {"ok", "RL008"}, message_states
     with pytest.raises(psycopg.errors.NumericValueOutOfRange):
         api.execute("select runlane.cancel_run(%s::numeric::bigint)", (2**64,))
 

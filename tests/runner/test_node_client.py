@@ -3,7 +3,8 @@ npm, installed by `make test` through the Makefile's node-client target) submits
 message through a login that holds only runlane_api, streams with LISTEN +
 outputs_since, and stops at the README's end of stream, against a real worker. Its
 outputs must be the database's, in order, nothing missing or repeated, and its exit code
-follows `runlane follow`'s."""
+follows `runlane follow`'s. A held message is followed to the run that answers it
+(message_status)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 import worker_helpers
 from psycopg.conninfo import conninfo_to_dict
-from worker_helpers import DEADLINE, make_agent, submit
+from worker_helpers import DEADLINE, make_agent, submit, wait_until
 
 from runlane.stream import FOLLOW_EXIT
 
@@ -153,3 +154,62 @@ def test_node_exits_like_runlane_follow_for_a_canceled_and_an_unknown_run(node, 
     ]
     code, lines, err = run_client(node, api_dsn, "--run", "987654")
     assert code == FOLLOW_EXIT["unknown"] == 6 and lines == [] and err.startswith("RL008")
+
+
+def test_node_follows_a_held_message_to_its_run_and_stops_when_that_run_ends(node, conn, api_dsn):
+    make_agent(conn, "agent-nh")
+    first = submit(conn, "agent-nh", "thread-h", "first", publish=False)
+    fence = conn.execute("select runlane_test.claimed(%s)", (first,)).fetchone()[0]
+    client = subprocess.Popen(
+        [node, str(CLIENT / "follow.js"), api_dsn, "agent-nh", "thread-h", "while it runs"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=CLIENT,
+    )
+    try:
+        held = wait_until(
+            lambda: conn.execute(
+                "select message_id from runlane.messages where agent_id = 'agent-nh' "
+                "and run_id is null"
+            ).fetchone(),
+            what="the client's message held behind the running run",
+        )[0]
+        # The thread's run ends: the held message's follow-up run is made; the client
+        # finds it through message_status and follows it to its end.
+        conn.execute("select runlane.finish_run(%s, %s, 'succeeded')", (first, fence))
+        follow_up = conn.execute(
+            "select run_id from runlane.messages where message_id = %s", (held,)
+        ).fetchone()[0]
+        assert follow_up is not None and follow_up != first
+        second = conn.execute("select runlane_test.claimed(%s)", (follow_up,)).fetchone()[0]
+        conn.execute(
+            "select runlane.append_output(%s, %s, 'text', 'the answer')", (follow_up, second)
+        )
+        conn.execute("select runlane.finish_run(%s, %s, 'succeeded')", (follow_up, second))
+        out, err = client.communicate(timeout=DEADLINE)
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.wait()
+    assert client.returncode == 0, err
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert lines[0] == {
+        "event": "submitted",
+        "message_id": held,
+        "run_id": None,
+        "disposition": "held",
+    }
+    assert lines[1:] == [
+        {"event": "answered_by", "message_id": held, "run_id": follow_up},
+        *database_outputs(conn, follow_up),
+        {
+            "event": "end",
+            "run_id": follow_up,
+            "state": "succeeded",
+            "reason": None,
+            "attempt": 1,
+            "last_output_id": database_outputs(conn, follow_up)[-1]["output_id"],
+            "superseded_through": 0,
+        },
+    ]

@@ -117,9 +117,14 @@ class Expect:
 
 def finish_handing_held_messages_on(conn):
     run_id, fence, held = held_messages(conn)
+
+    def expected():
+        token = one(conn, "select runlane.stream_token(%s)", run_id)
+        return [("runlane_outputs", {"stream": token, "end": True}), *follow_up(conn, held)]
+
     return (
         lambda: conn.execute("select runlane.finish_run(%s, %s, 'succeeded')", (run_id, fence)),
-        Expect(lambda: follow_up(conn, held)),
+        Expect(expected),
     )
 
 
@@ -143,7 +148,11 @@ def finish_runs_batch(conn):
 
     def expected():
         token = one(conn, "select runlane.stream_token(%s)", run_id)
-        return [("runlane_outputs", {"stream": token}), *follow_up(conn, held)]
+        return [
+            ("runlane_outputs", {"stream": token}),
+            ("runlane_outputs", {"stream": token, "end": True}),  # a batch's ends: array form
+            *follow_up(conn, held),
+        ]
 
     return act, Expect(expected)
 
@@ -205,7 +214,7 @@ def test_from_half_full_every_notifying_write_commits_and_announces_nothing(
 
 def test_runlane_calls_pg_notify_only_through_the_guard(conn):
     """In the catalog (functions of every migration and function file, triggers
-    included) and in the sources: only runlane._notify calls pg_notify."""
+    included) and in the sources: only runlane._notify (both forms) calls pg_notify."""
     callers = [
         name
         for (name,) in conn.execute(
@@ -214,7 +223,7 @@ def test_runlane_calls_pg_notify_only_through_the_guard(conn):
             "order by 1"
         )
     ]
-    assert callers == ["runlane._notify(text,text)"]
+    assert callers == ["runlane._notify(text,text)", "runlane._notify(text,text[])"]
     files = sorted(
         str(p.relative_to(SQL)) for p in SQL.rglob("*.sql") if "pg_notify(" in p.read_text()
     )

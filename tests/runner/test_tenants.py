@@ -2,11 +2,11 @@
 
 A login limited to organization A (`runlane.scope_api_login`, `runlane grant-login --api
 --org`) gets, in every function runlane_api may execute, exactly the error an unknown
-object gets for organization B's agents, runs and owners, and works as usual on its
-own; run_now returns no prompt; a login with no runlane grant that LISTENs on
-runlane_outputs learns no run id; claim_runs holds one worker to runlane.max_per_org
-running runs of one organization, and a real worker with --max-per-org-strict stays within
-it.
+object gets for organization B's agents, runs, messages and owners, and works as usual
+on its own; run_now returns no prompt (get_agent returns the one the application
+wrote); a login with no runlane grant that LISTENs on runlane_outputs learns no run id;
+claim_runs holds one worker to runlane.max_per_org running runs of one organization, and
+a real worker with --max-per-org-strict stays within it.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ FOREIGN_CALLS = {
     "stream_token": ("select runlane.stream_token(%(run)s)", "RL008"),
     "cancel_run": ("select runlane.cancel_run(%(run)s)", "RL008"),
     "run_status": ("select * from runlane.run_status(%(run)s)", "RL008"),
+    "message_status": ("select * from runlane.message_status(%(message)s)", "RL008"),
     "superseded_through": ("select runlane.superseded_through(%(run)s)", "RL008"),
     "run_detail": ("select * from runlane.run_detail(%(run)s)", "RL008"),
     "weekly_spend": ("select runlane.weekly_spend(%(owner)s)", "22023"),
@@ -54,6 +55,7 @@ FOREIGN_CALLS = {
         " 'owner_id', %(owner)s::text, 'model', 'stolen'))",
         "RL008",
     ),
+    "get_agent": ("select runlane.get_agent(%(agent)s)", "RL008"),
     # the operator views: one agent's journal names an object
     "agent_journal": ("select * from runlane.agent_journal(%(agent)s)", "RL008"),
     # erasure: another organization's objects are unknown ones, and nothing is erased
@@ -123,7 +125,7 @@ def login(conn, db_dsn):
 @pytest.fixture
 def tenants(conn):
     """Organizations org-a and org-b, an agent each (with a prompt), and a run of org-b
-    with a visible output."""
+    with a message and a visible output."""
     conn.execute("select runlane_test.agent('agent-a', 'org-a')")
     conn.execute("select runlane_test.agent('agent-b', 'org-b')")
     run_b = conn.execute(
@@ -131,8 +133,13 @@ def tenants(conn):
     ).fetchone()[0]
     fence = conn.execute("select runlane_test.claimed(%s)", (run_b,)).fetchone()[0]
     conn.execute("select runlane.append_output(%s, %s, 'text', 'b private reply')", (run_b, fence))
+    message_b = conn.execute(
+        "insert into runlane.messages (org_id, agent_id, thread_id, body, run_id) "
+        "values ('org-b', 'agent-b', 't-b', 'b private message', %s) returning message_id",
+        (run_b,),
+    ).fetchone()[0]
     missing = conn.execute("select coalesce(max(run_id), 0) + 1000 from runlane.runs").fetchone()[0]
-    return {"run_b": run_b, "missing": missing}
+    return {"run_b": run_b, "message_b": message_b, "missing": missing}
 
 
 def _error(dsn: str, sql: str, params: dict) -> tuple[str, str]:
@@ -178,27 +185,39 @@ def test_a_scoped_login_sees_another_organization_as_unknown(conn, login, tenant
     foreign = _error(
         scoped,
         sql,
-        {"agent": "agent-b", "run": tenants["run_b"], "owner": "owner-of-org-b", "org": "org-b"},
+        {
+            "agent": "agent-b",
+            "run": tenants["run_b"],
+            "message": tenants["message_b"],
+            "owner": "owner-of-org-b",
+            "org": "org-b",
+        },
     )
     unknown = _error(
         scoped,
         sql,
-        {"agent": "agent-zz", "run": tenants["missing"], "owner": "owner-zz", "org": "org-zz"},
+        {
+            "agent": "agent-zz",
+            "run": tenants["missing"],
+            "message": tenants["missing"],
+            "owner": "owner-zz",
+            "org": "org-zz",
+        },
     )
     assert foreign[0] == code
     # word for word the unknown object's message, the id aside: nothing leaks by existence
     assert foreign[1].replace("agent-b", "X").replace(str(tenants["run_b"]), "X").replace(
-        "owner-of-org-b", "X"
-    ).replace("org-b", "X") == unknown[1].replace("agent-zz", "X").replace(
-        str(tenants["missing"]), "X"
-    ).replace("owner-zz", "X").replace("org-zz", "X")
+        str(tenants["message_b"]), "X"
+    ).replace("owner-of-org-b", "X").replace("org-b", "X") == unknown[1].replace(
+        "agent-zz", "X"
+    ).replace(str(tenants["missing"]), "X").replace("owner-zz", "X").replace("org-zz", "X")
     # nothing was written for organization B
     assert (
         conn.execute("select count(*) from runlane.runs where org_id = 'org-b'").fetchone()[0] == 1
     )
     assert (
         conn.execute("select count(*) from runlane.messages where org_id = 'org-b'").fetchone()[0]
-        == 0
+        == 1
     )
     assert conn.execute("select count(*) from runlane.idempotency_keys").fetchone()[0] == 0
     assert (
@@ -241,6 +260,8 @@ ANSWERS = {
     "stream_token": "select runlane.stream_token(%(run)s)",
     "cancel_run": "select runlane.cancel_run(%(run)s)",
     "run_status": "select * from runlane.run_status(%(run)s)",
+    "message_status": "select * from runlane.message_status(%(message)s)",
+    "get_agent": "select runlane.get_agent(%(agent)s)",
     "superseded_through": "select runlane.superseded_through(%(run)s)",
     "run_detail": "select * from runlane.run_detail(%(run)s)",
     "run_reply": "select * from runlane.run_reply(%(run)s)",
@@ -283,8 +304,8 @@ def test_every_api_function_answers_a_foreign_id_exactly_as_an_unknown_one(conn,
     covered = {name.split("/")[0] for name in ANSWERS}
     assert covered == {name.split("/")[0] for name in FOREIGN_CALLS}, "list every function"
     scoped = login("runlane_api", org="org-a")
-    foreign = {**B, "run": tenants["run_b"]}
-    unknown = {**Z, "run": tenants["missing"]}
+    foreign = {**B, "run": tenants["run_b"], "message": tenants["message_b"]}
+    unknown = {**Z, "run": tenants["missing"], "message": tenants["missing"]}
     differing = {}
     for name, sql in sorted(ANSWERS.items()):
         got = (_answer(scoped, sql, foreign, foreign), _answer(scoped, sql, unknown, unknown))
@@ -373,7 +394,7 @@ def test_a_scope_cannot_be_shed_or_changed_by_its_login(conn, login, tenants):
                     c.execute(sql)
 
 
-def test_an_unscoped_api_login_acts_on_every_organization_but_never_reads_prompts(
+def test_an_unscoped_api_login_acts_on_every_organization_and_reads_prompts_in_get_agent_only(
     conn, login, tenants
 ):
     unscoped = login("runlane_api")
@@ -387,6 +408,11 @@ def test_an_unscoped_api_login_acts_on_every_organization_but_never_reads_prompt
         assert c.execute("select state, prompt from runlane.run_now('agent-b')").fetchone() == (
             "queued",
             None,
+        )
+        # the agent as the application wrote it, prompt included
+        assert (
+            c.execute("select runlane.get_agent('agent-b') ->> 'prompt'").fetchone()[0]
+            == "Summarize the day"
         )
 
 

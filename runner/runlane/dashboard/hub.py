@@ -4,9 +4,9 @@ The hub holds the only listener (channels runlane_runs and runlane_outputs) and 
 periodic reads: while at least one browser watches the overview it reads lane_overview
 (lane_status and queue_delay_status in one read of the queue) at most once per `tick`
 (1 s) and at once after a run hint, and lane_minutes and failure_minutes at most once per
-`minutes_every`;
-while browsers watch runs it reads their run_status in one statement per tick (a finish
-or a claim sends no notification, so a state change is seen within a tick). However many
+`minutes_every`; while browsers watch runs it reads their run_status in one statement per
+tick, and at once after a finish hint for a watched run (a claim sends none: a start is
+seen within a tick). However many
 browsers watch, the database sees one
 listener and these few reads, and never more than a fifth of the time (a round is followed
 by four times its own duration of rest: with a very long queue, updates slow down instead
@@ -188,9 +188,13 @@ class Hub:
             token = hints.stream_of(payload)
             if token is None:
                 return
+            watched = False
             for topic in self.runs.values():
                 if topic.token is None or topic.token == token:
                     topic.bump()  # its watchers page outputs_since once more
+                    watched = watched or bool(topic.watchers)
+            if watched and hints.ends_stream(payload):
+                self._wake.set()  # a watched run finished: read its status now
         elif channel == hints.RUNS and hints.lane_of(payload) is not None:
             self._wake.set()  # a run was published or stopped: read now, not in a tick
 

@@ -8,7 +8,7 @@
 -- * a run that never started (no attempt counted, no first start) is ended skipped, the
 --   state kept for runs that never ran: state 'skipped', reason the gate's, finished_at
 --   set, no lease owner; one run_events 'run.skipped' row {reason, trigger, at: 'claim'}
---   (codes only, as every skip);
+--   (codes only, as every skip); its stream is told it ended (runlane._notify_stream_end);
 -- * a run that started before (attempts > 0 or first_started_at set: a retried run, a
 --   run released at shutdown or requeued after its lease expired) is not called skipped:
 --   it ran, may have written outputs and spent its owner's budget. It closes through
@@ -26,6 +26,7 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_computers text[];
+    v_skipped bigint[];
     v_started record;
 begin
     -- Runs that started before: closed as a finish closes them (rare: one by one).
@@ -64,9 +65,13 @@ begin
         from skipped as s
     )
 
-    select coalesce(array_agg(distinct s.computer_id) filter (where s.computer_id is not null), '{}')
-    into v_computers
+    select
+        coalesce(array_agg(distinct s.computer_id) filter (where s.computer_id is not null), '{}'),
+        coalesce(array_agg(s.run_id), '{}')
+    into v_computers, v_skipped
     from skipped as s;
+
+    perform runlane._notify_stream_end(v_skipped);
 
     -- GUARD: only a computer-bound run can hold a lease to free.
     if cardinality(v_computers) > 0 then

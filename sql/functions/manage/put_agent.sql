@@ -3,7 +3,8 @@
 -- Guarantees:
 -- * Keys org_id and owner_id (both required to create), model (string or null = no
 --   model), prompt (string), thread_id and computer_id (string or null), schedule
---   (string, '' = manual only), enabled and admin_locked (booleans). An absent key keeps
+--   (string, '' = manual only), enabled and admin_locked (booleans): the list in
+--   runlane._agent_patch_types, which get_agent reads back. An absent key keeps
 --   its value; a new agent gets the column defaults. Returns the row as stored, with
 --   schedule in its canonical text and next_run_at as the agents_schedule trigger sets
 --   it (set when a schedule is set or a gate opens, cleared when a gate closes).
@@ -39,17 +40,7 @@ declare
     v_new boolean;
 begin
     perform runlane._check_id('agent id', p_agent_id);
-    perform runlane._check_patch('agent', p_patch, jsonb_build_object(
-        'org_id', jsonb_build_array('string'),
-        'owner_id', jsonb_build_array('string'),
-        'model', jsonb_build_array('string', 'null'),
-        'prompt', jsonb_build_array('string'),
-        'thread_id', jsonb_build_array('string', 'null'),
-        'computer_id', jsonb_build_array('string', 'null'),
-        'schedule', jsonb_build_array('string'),
-        'enabled', jsonb_build_array('boolean'),
-        'admin_locked', jsonb_build_array('boolean')
-    ));
+    perform runlane._check_patch('agent', p_patch, runlane._agent_patch_types());
     foreach v_key in array array['org_id', 'owner_id', 'model', 'thread_id', 'computer_id'] loop
         if jsonb_typeof(p_patch -> v_key) = 'string' then
             perform runlane._check_id(replace(v_key, '_', ' '), p_patch ->> v_key);

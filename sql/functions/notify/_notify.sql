@@ -1,5 +1,6 @@
 -- _notify: every notification runlane sends goes through here (runlane_runs and
--- runlane_outputs); no other runlane function calls pg_notify.
+-- runlane_outputs); no other runlane function calls pg_notify. The array form sends a
+-- batch's notifications (one per payload, in order) after one reading of the queue.
 --
 -- Guarantees:
 -- * Never the reason a runlane write fails at COMMIT. A notification is queued in memory
@@ -31,3 +32,23 @@ comment on function runlane._notify(text, text) is
 'pg_notify unless the NOTIFY queue is half full (then false): a notification never fails a COMMIT.';
 
 revoke all on function runlane._notify(text, text) from public;
+
+-- The array form: all of p_payloads or none, by the same rule, the queue read once.
+create or replace function runlane._notify(p_channel text, p_payloads text[])
+returns boolean
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    if runlane.notify_queue_usage() >= runlane.notify_queue_cutoff() then
+        return false;  -- GUARD: a half-full queue could fail our COMMIT; skip the hints
+    end if;
+    perform pg_notify(p_channel, p.payload) from unnest(p_payloads) as p (payload);
+    return true;
+end;
+$$;
+
+comment on function runlane._notify(text, text[]) is
+'pg_notify of each payload unless the NOTIFY queue is half full (then none, and false).';
+
+revoke all on function runlane._notify(text, text[]) from public;

@@ -24,7 +24,8 @@
 --   closing update per run (state, reason, last_error's first 1,000 characters,
 --   finished_at, lease cleared, cost, the write sequence number); a run.finished journal
 --   row {outcome, reason}; each run's computer lease deleted and the computer's next
---   awake waiter notified; held messages of each interactive run's thread dispatched.
+--   awake waiter notified; each run's stream told it ended (runlane._notify_stream_end);
+--   held messages of each interactive run's thread dispatched.
 -- * Output notifications are hints: a failing one skips the rest, never a write.
 -- * Returns, in thread lock order, each run's id, its run.first_response timing row (null
 --   unless one of its outputs stamped it) and its run.finished timing row.
@@ -249,6 +250,8 @@ begin
         array_agg(c.thread_id order by c.agent_id, c.thread_id) filter (where c.thread_id is not null)
     into run_ids, first_responses, timings, v_agents, v_threads
     from closed as c;
+
+    perform runlane._notify_stream_end(run_ids);
 
     -- STEP: computers: each run's lease (that row only) freed, the next waiter notified.
     if v_computers is not null then

@@ -15,6 +15,8 @@
 --     without a computer: it holds no lease and frees none);
 --   * a run_events row 'run.finished' with detail {outcome, reason}: codes only, never
 --     text or identifiers;
+--   * the run's stream is told it ended (runlane._notify_stream_end), so its followers
+--     stop at once instead of on their next poll;
 --   * for an interactive run with a thread, messages held while it ran are dispatched
 --     into their follow-up run (runlane._dispatch_held_messages);
 --   * returns the run row as updated (for timing, without reading it again).
@@ -96,6 +98,7 @@ begin
         'run.finished',
         jsonb_build_object('outcome', p_outcome, 'reason', p_reason)
     );
+    perform runlane._notify_stream_end((p_run).run_id);
 
     -- GUARD: only an interactive run with a thread can have messages held behind it.
     if (p_run).lane = 'interactive' and (p_run).thread_id is not null then

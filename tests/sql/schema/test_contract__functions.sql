@@ -1,6 +1,6 @@
 -- Every function DESIGN.md fixes exists with exactly its name and parameter types.
 begin;
-select plan(45);
+select plan(47);
 
 select has_function('runlane', 'submit_message', array['text', 'text', 'text'], 'submit_message(agent, thread, body)');
 select has_function('runlane', 'publish_run', array['bigint', 'timestamp with time zone'], 'publish_run(run, wake_at)');
@@ -44,6 +44,8 @@ select has_function('runlane', 'superseded_through', array['bigint'], 'supersede
 select has_function('runlane', 'put_org', array['text', 'jsonb'], 'put_org(org, patch)');
 select has_function('runlane', 'put_user', array['text', 'text', 'jsonb'], 'put_user(user, org, patch)');
 select has_function('runlane', 'put_agent', array['text', 'jsonb'], 'put_agent(agent, patch)');
+select has_function('runlane', 'get_agent', array['text'], 'get_agent(agent)');
+select has_function('runlane', 'message_status', array['bigint'], 'message_status(message)');
 select has_function('runlane', 'parse_schedule', array['text'], 'parse_schedule(schedule)');
 select has_function(
     'runlane', 'next_slot', array['text', 'text', 'timestamp with time zone'],

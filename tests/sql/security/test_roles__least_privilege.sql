@@ -110,6 +110,7 @@ select set_eq(
         'parse_schedule', 'next_slot', 'weekly_spend', 'stream_token', 'cancel_run', 'run_status',
         'put_org', 'put_user', 'put_agent',
         'erase_thread', 'erase_agent', 'erase_user', 'erase_org',
+        'get_agent', 'message_status',
         'lane_status', 'org_status', 'agent_schedules', 'timing_summary', 'agent_journal',
         'superseded_through', 'run_detail',
         'lane_minutes', 'queue_delay_status', 'owner_spend', 'agent_last_runs',
