@@ -134,6 +134,27 @@ def main() -> None:
     """
 
 
+def handler_agents(specs: tuple[str, ...]) -> dict[str, Any]:
+    """--agent values → {handler: agent}: `NAME=module:attr` serves handler NAME,
+    `module:attr` handler 'default'. A handler named twice, or a malformed name, is a usage
+    error."""
+    from .worker.config import HANDLER_NAME
+
+    agents: dict[str, Any] = {}
+    for spec in specs:
+        name, sep, target = spec.partition("=")
+        if not sep:
+            name, target = "default", spec
+        if not HANDLER_NAME.fullmatch(name):
+            raise click.UsageError(
+                f"--agent {spec}: the handler name must be 1-64 characters of a-z 0-9 _ . -"
+            )
+        if name in agents:
+            raise click.UsageError(f"--agent names handler {name!r} twice")
+        agents[name] = load_agent_or_exit(target)
+    return agents
+
+
 def load_agent_or_exit(spec: str) -> Any:
     """The agent `module:attr`, imported like `python -m` imports: the current folder
     first, then the installed packages. A missing module exits 2 with how to fix it."""
@@ -226,10 +247,12 @@ def migrate_cmd(dsn: str, to: int | None, lock_timeout: float) -> None:
 )
 @click.option(
     "--agent",
-    "agent_spec",
-    default=None,
+    "agent_specs",
+    multiple=True,
     help="The agent, as module:attr (imported from the current folder or the "
-    "installed packages). Required: runlane.agents.echo:agent echoes "
+    "installed packages), for the agents of handler 'default'; NAME=module:attr serves "
+    "handler NAME (put_agent's key handler). Repeat to serve several handlers: the worker "
+    "claims only their runs. Required: runlane.agents.echo:agent echoes "
     "messages back, a stand-in for trying runlane.",
 )
 @click.option("--worker-id", default="", help="Lease owner name (default host-pid-random).")
@@ -379,7 +402,7 @@ def migrate_cmd(dsn: str, to: int | None, lock_timeout: float) -> None:
 def worker_cmd(
     dsn: str,
     lanes: tuple[str, ...],
-    agent_spec: str,
+    agent_specs: tuple[str, ...],
     worker_id: str,
     shutdown_grace: float,
     memory_buffer_mb: int,
@@ -430,17 +453,18 @@ def worker_cmd(
     except ValueError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
-    if not agent_spec:  # never a silent stand-in: a worker runs the agent it is given
+    if not agent_specs:  # never a silent stand-in: a worker runs the agent it is given
         raise click.UsageError(
             "runlane worker needs an agent: --agent mypkg.agents:researcher (or "
             "RUNLANE_WORKER_AGENT=mypkg.agents:researcher); to try runlane without one, "
             "--agent runlane.agents.echo:agent echoes each message back"
         )
-    agent = load_agent_or_exit(agent_spec)
+    agents = handler_agents(agent_specs)
     config = WorkerConfig(
         dsn=dsn,
         lanes=list(dict.fromkeys(lanes)),
-        agent=agent,
+        agent=agents.get("default"),
+        agents=agents,
         worker_id=worker_id,
         shutdown_grace=shutdown_grace,
         memory_buffer_mb=memory_buffer_mb,
@@ -684,12 +708,14 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Machine-read
 @dsn_option
 @json_option
 def status_cmd(dsn: str, as_json: bool) -> None:
-    """Lanes (queued, due, running, oldest wait), organizations' background capacity,
-    and agents with their next run in their own timezone."""
+    """Lanes (queued, due, running, oldest wait), handlers with queued runs that no live
+    worker serves, organizations' background capacity, and agents with their next run in
+    their own timezone."""
     from .tables import render
 
     data = {
         "lanes": _query(dsn, "select * from runlane.lane_status()"),
+        "unserved_handlers": _query(dsn, "select * from runlane.unserved_handlers()"),
         "organizations": _query(dsn, "select * from runlane.org_status()"),
         "agents": _query(dsn, "select * from runlane.agent_schedules()"),
     }
@@ -706,6 +732,12 @@ def status_cmd(dsn: str, as_json: bool) -> None:
             ],
         )
     )
+    for r in data["unserved_handlers"]:
+        click.echo(
+            f"handler {r['handler']}: {r['queued']} queued {r['lane']} runs, "
+            "no worker serves it (runlane worker --agent "
+            f"{r['handler']}=module:attr)"
+        )
     click.echo()
     click.echo(
         render(

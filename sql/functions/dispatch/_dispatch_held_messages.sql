@@ -99,11 +99,11 @@ begin
 
     insert into runlane.runs as r (
         run_id, org_id, agent_id, lane, trigger, state, thread_id, prompt, model,
-        computer_id, source_message_id
+        computer_id, source_message_id, handler
     )
     select
         v_run_id, a.org_id, a.agent_id, 'interactive', 'interactive', 'queued',
-        p_thread_id, a.prompt, a.model, a.computer_id, v_earliest.message_id
+        p_thread_id, a.prompt, a.model, a.computer_id, v_earliest.message_id, a.handler
     from runlane.agents as a
     where a.agent_id = _dispatch_held_messages.p_agent_id;
 

@@ -2,7 +2,7 @@
 -- agent's lock (runlane._lock_agent) and has checked its gates).
 --
 -- Guarantees: with p_skip_reason null, a queued run (trigger p_trigger, the given prompt
--- and wake time, the agent's thread, model and computer); with a skip reason, a finished
+-- and wake time, the agent's thread, model, computer and handler); with a skip reason, a finished
 -- 'skipped' run with that reason and a run_events 'run.skipped' row {reason, trigger}
 -- (a skip is visible in the journal). p_occurrence/p_timezone mark the run as a timer run
 -- of the agent's routine (timer_routine = agent id); a queued marked run is journaled
@@ -25,7 +25,7 @@ declare
 begin
     insert into runlane.runs as r (
         org_id, agent_id, lane, trigger, state, reason, thread_id, prompt, model, computer_id,
-        wake_at, timer_routine, timer_occurrence, timer_timezone, finished_at
+        wake_at, timer_routine, timer_occurrence, timer_timezone, finished_at, handler
     )
     values (
         (p_agent).org_id,
@@ -42,7 +42,8 @@ begin
         case when p_occurrence is not null then (p_agent).agent_id end,
         p_occurrence,
         case when p_occurrence is not null then p_timezone end,
-        case when p_skip_reason is not null then clock_timestamp() end
+        case when p_skip_reason is not null then clock_timestamp() end,
+        (p_agent).handler
     )
     returning r.* into v_run;
 

@@ -150,11 +150,12 @@ begin
         )
         insert into runlane.runs as r (
             run_id, org_id, agent_id, lane, trigger, state, thread_id, prompt, model,
-            computer_id, source_message_id
+            computer_id, source_message_id, handler
         )
         values (
             v_run_id, v_agent.org_id, v_agent.agent_id, 'interactive', 'interactive', 'queued',
-            p_thread_id, v_agent.prompt, v_agent.model, v_agent.computer_id, v_message_id
+            p_thread_id, v_agent.prompt, v_agent.model, v_agent.computer_id, v_message_id,
+            v_agent.handler
         );
 
         return query select v_message_id, v_run_id, 'created'::text;
