@@ -246,6 +246,7 @@ def create_app(
         try:
             snapshot = await hub.read_overview()
             minutes = await hub.read_minutes()
+            unserved = await hub.rows(queries.UNSERVED)
         except psycopg.Error as exc:
             return refused(request, exc)
         return page(
@@ -255,6 +256,7 @@ def create_app(
             active="overview",
             lanes=snapshot["lanes"],
             delay=snapshot["delay"],
+            unserved=unserved,
             minutes=minutes,
             chart=series(minutes),
         )
