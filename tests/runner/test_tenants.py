@@ -73,6 +73,7 @@ FILTERED_VIEWS = {
     "agent_last_runs",
     "lane_overview",
     "agent_page",
+    "unserved_handlers",
 }
 
 
@@ -607,6 +608,10 @@ def test_a_scoped_api_login_sees_only_its_organization_in_the_operator_views(con
                     "'0 seconds') order by lane"
                 ).fetchall(),
                 "page": [r[0] for r in c.execute("select agent_id from runlane.agent_page()")],
+                # no worker is registered: every handler with queued runs is unserved
+                "unserved": c.execute(
+                    "select handler, lane, queued from runlane.unserved_handlers()"
+                ).fetchall(),
             }
 
     assert views(login("runlane_api")) == {
@@ -621,6 +626,7 @@ def test_a_scoped_api_login_sees_only_its_organization_in_the_operator_views(con
         "last_runs": ["agent-a", "agent-b"],
         "overview": [("background", 0, 0, 0), ("interactive", 2, 1, 2)],
         "page": ["agent-a", "agent-b"],
+        "unserved": [("default", "interactive", 2)],
     }
     scoped = login("runlane_api", org="org-a")
     assert views(scoped) == {
@@ -635,5 +641,6 @@ def test_a_scoped_api_login_sees_only_its_organization_in_the_operator_views(con
         "last_runs": ["agent-a"],
         "overview": [("background", 0, 0, 0), ("interactive", 1, 0, 1)],
         "page": ["agent-a"],
+        "unserved": [("default", "interactive", 1)],
     }
     assert _error(scoped, "select * from runlane.agent_journal('agent-b')", {})[0] == "RL008"
