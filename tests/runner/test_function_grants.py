@@ -163,7 +163,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane._claim_loose_scan(text[],text[],smallint,integer,bigint[],text[],text[],integer,"
     "text[],integer[])": NOBODY,
     "runlane._claim_lock(integer,bigint[],text[],integer,text[],integer[],text[],integer[],"
-    "text[],bigint[],text[],bigint[],text[],text[],text[],bigint[])": NOBODY,
+    "bigint[],text[],bigint[],text[],text[],text[],bigint[])": NOBODY,
     "runlane._claim_gates_and_caps(bigint[],bigint[],boolean,bigint[],text[],integer[])": NOBODY,
     "runlane._claim_org_caps(bigint[],text[])": NOBODY,
     "runlane._claim_computer_leases(bigint[],bigint,interval)": NOBODY,

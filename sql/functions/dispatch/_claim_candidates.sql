@@ -1,6 +1,7 @@
 -- _claim_candidates: claim_runs' fair candidates for one read, without locks.
 --
--- Guarantees: returns up to p_target eligible runs of p_lanes of the handlers p_handlers (queued, awake, not waiting
+-- Guarantees: returns up to p_target eligible runs of p_lanes of the handlers p_handlers
+-- (null: a schema before 0021, whose runs carry no handler: every run) (queued, awake, not waiting
 -- on another run's live computer lease, not in p_tried), interactive-class runs first,
 -- each class in the fair order (round robin across organizations, oldest first within
 -- each, lanes merged), with their organizations. Organizations in p_bounded_orgs (no
@@ -78,10 +79,11 @@ begin
                 candidate_orgs := candidate_orgs || v_class_orgs[1:v_need];
                 continue;
             end if;
-        elsif skip_window
+        elsif skip_window or p_handlers is null
               or cardinality(p_bounded_orgs) > 0 or cardinality(p_full_orgs) > 0 then
             -- GUARD: the loose scan answers alone (the window would be read for nothing,
-            -- or filter a left-out organization's backlog run by run).
+            -- or filter a left-out organization's backlog run by run; before 0021, runs
+            -- carry no handler and the window reads by handler).
             null;
         else
             -- STEP: the window: the oldest eligible runs of this class and later ones in

@@ -1,8 +1,8 @@
 -- _claim_fair: claim_runs' fair path, for claims the idle statement does not answer.
 --
 -- Guarantees:
--- * Reads candidates of the handlers p_handlers only, without locks, in the fair order
---   (runlane._claim_candidates),
+-- * Reads candidates of the handlers p_handlers only (null: before 0021, every run),
+--   without locks, in the fair order (runlane._claim_candidates),
 --   2 x p_limit + 8 at first, and locks them in order (runlane._claim_lock) until p_limit
 --   are locked or the queue holds no more for this worker. When other claimers hold too
 --   many, it reads again past the rows tried, twice as far, at most 4 reads.
@@ -178,7 +178,7 @@ begin
 
         v_lock := runlane._claim_lock(
             p_limit, v_candidates, v_candidate_orgs, v_max_per_org, v_used_orgs,
-            v_used_counts, v_busy_orgs, v_busy_counts, p_handlers, locked, v_locked_orgs,
+            v_used_counts, v_busy_orgs, v_busy_counts, locked, v_locked_orgs,
             locked_fences, v_orgs, v_computers, v_full_orgs, skipped
         );
         locked := v_lock.locked;

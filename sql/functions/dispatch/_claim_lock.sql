@@ -6,8 +6,8 @@
 --   room on this worker (the bound less its use in p_used_*) are tried: lock_candidates.
 -- * Tried in order, FOR UPDATE SKIP LOCKED, until the page (p_limit, with locked) is
 --   full: a row another claimer holds is skipped, a row claimed and committed since the
---   read is left out (queued, of a handler in p_handlers, awake, its computer free of
---   another run's live lease), as are background runs of organizations in full_orgs.
+--   read is left out (queued, awake, its computer free of another run's live lease), as
+--   are background runs of organizations in full_orgs.
 -- * A background run's gates (its agent switched on, not admin-locked, with a model, its
 --   owner within the weekly budget) and its organization's room under its cap (the cap
 --   less p_busy_counts less what this claim locked of it) are read with the lock, by
@@ -19,12 +19,6 @@
 --   locked), orgs (organizations of kept background runs) and computers (of kept runs)
 --   grow in claim order. taken counts the candidates this call used (kept, gated or
 --   capped).
--- (the signature without p_handlers goes in the transaction that installs this one)
-drop function if exists runlane._claim_lock(
-    int, bigint[], text[], int, text[], int[], text[], int[],
-    bigint[], text[], bigint[], text[], text[], text[], bigint[]
-);
-
 create or replace function runlane._claim_lock(
     p_limit int,
     p_candidates bigint[],
@@ -34,7 +28,6 @@ create or replace function runlane._claim_lock(
     p_used_counts int[],
     p_busy_orgs text[],
     p_busy_counts int[],
-    p_handlers text[],
     inout locked bigint[],
     inout locked_orgs text[],
     inout locked_fences bigint[],
@@ -153,7 +146,6 @@ begin
                 offset 0  -- (a subquery: pulled up, r.lane would be tested after the probes)
             ) as g on true
             where r.state = 'queued'
-              and r.handler = any(p_handlers)  -- (put_agent may have moved it since the read)
               and r.run_id <> all(locked)  -- (our own locks do not skip them)
               and not (r.lane = 'background' and r.org_id = any(full_orgs))
               and (r.wake_at is null or r.wake_at <= now())
@@ -213,13 +205,13 @@ end;
 $$;
 
 comment on function runlane._claim_lock(
-    int, bigint[], text[], int, text[], int[], text[], int[], text[],
+    int, bigint[], text[], int, text[], int[], text[], int[],
     bigint[], text[], bigint[], text[], text[], text[], bigint[]
 ) is
 'claim_runs'' locks: one read''s candidates locked in claim order up to the page, within the '
 'per-worker bound, gated runs skipped and runs beyond their organization''s cap left queued.';
 
 revoke all on function runlane._claim_lock(
-    int, bigint[], text[], int, text[], int[], text[], int[], text[],
+    int, bigint[], text[], int, text[], int[], text[], int[],
     bigint[], text[], bigint[], text[], text[], text[], bigint[]
 ) from public;

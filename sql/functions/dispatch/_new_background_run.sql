@@ -23,29 +23,55 @@ as $$
 declare
     v_run runlane.runs;
 begin
-    insert into runlane.runs as r (
-        org_id, agent_id, lane, trigger, state, reason, thread_id, prompt, model, computer_id,
-        wake_at, timer_routine, timer_occurrence, timer_timezone, finished_at, handler
-    )
-    values (
-        (p_agent).org_id,
-        (p_agent).agent_id,
-        'background',
-        p_trigger,
-        case when p_skip_reason is null then 'queued' else 'skipped' end,
-        p_skip_reason,
-        (p_agent).thread_id,
-        p_prompt,
-        (p_agent).model,
-        (p_agent).computer_id,
-        case when p_skip_reason is null then p_wake_at end,
-        case when p_occurrence is not null then (p_agent).agent_id end,
-        p_occurrence,
-        case when p_occurrence is not null then p_timezone end,
-        case when p_skip_reason is not null then clock_timestamp() end,
-        (p_agent).handler
-    )
-    returning r.* into v_run;
+    if to_regclass('runlane.runs_handler_claim_order_idx') is not null then
+        -- (the run carries its agent's handler: claims read by it)
+        insert into runlane.runs as r (
+            org_id, agent_id, lane, trigger, state, reason, thread_id, prompt, model, computer_id,
+            wake_at, timer_routine, timer_occurrence, timer_timezone, finished_at, handler
+        )
+        values (
+            (p_agent).org_id,
+            (p_agent).agent_id,
+            'background',
+            p_trigger,
+            case when p_skip_reason is null then 'queued' else 'skipped' end,
+            p_skip_reason,
+            (p_agent).thread_id,
+            p_prompt,
+            (p_agent).model,
+            (p_agent).computer_id,
+            case when p_skip_reason is null then p_wake_at end,
+            case when p_occurrence is not null then (p_agent).agent_id end,
+            p_occurrence,
+            case when p_occurrence is not null then p_timezone end,
+            case when p_skip_reason is not null then clock_timestamp() end,
+            (p_agent).handler
+        )
+        returning r.* into v_run;
+    else  -- (a schema before 0021: runs carry no handler)
+        insert into runlane.runs as r (
+            org_id, agent_id, lane, trigger, state, reason, thread_id, prompt, model, computer_id,
+            wake_at, timer_routine, timer_occurrence, timer_timezone, finished_at
+        )
+        values (
+            (p_agent).org_id,
+            (p_agent).agent_id,
+            'background',
+            p_trigger,
+            case when p_skip_reason is null then 'queued' else 'skipped' end,
+            p_skip_reason,
+            (p_agent).thread_id,
+            p_prompt,
+            (p_agent).model,
+            (p_agent).computer_id,
+            case when p_skip_reason is null then p_wake_at end,
+            case when p_occurrence is not null then (p_agent).agent_id end,
+            p_occurrence,
+            case when p_occurrence is not null then p_timezone end,
+            case when p_skip_reason is not null then clock_timestamp() end
+        )
+        returning r.* into v_run;
+    end if;
 
     if p_skip_reason is not null then
         insert into runlane.run_events (run_id, event, detail)

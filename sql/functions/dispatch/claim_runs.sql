@@ -112,8 +112,15 @@ begin
     end if;
     -- GUARD: the handlers: one well-formed name on the usual path; more are checked and
     -- deduplicated by runlane._claim_check_handlers. None given: every handler with
-    -- queued runs in the lanes (one index descent per handler).
-    if p_handlers is null then
+    -- queued runs in the lanes (one index descent per handler). On a schema before 0021
+    -- (a rolling upgrade) runs carry no handler: each is of handler 'default', and the
+    -- claim reads without one (v_handlers null) by the statements of that schema.
+    if to_regclass('runlane.runs_handler_claim_order_idx') is null then
+        if p_handlers is not null and not 'default' = any(p_handlers) then
+            return;
+        end if;
+        v_handlers := null;
+    elsif p_handlers is null then
         select coalesce(array_agg(distinct q.handler), '{}') into v_handlers
         from unnest(p_lanes) as l (lane)
         cross join lateral (
@@ -149,38 +156,47 @@ begin
     -- nothing. A resend of the recorded key returns the recorded runs instead of claiming.
     if p_claim_key is not null then
         v_lanes := case when p_lanes[2] < p_lanes[1] then array[p_lanes[2], p_lanes[1]] else p_lanes end;
-        -- (eligible: one descent of runs_handler_fair_claim_idx per class, lane and
-        -- handler, limit 1)
-        select q.eligible, c.claim_key, c.run_ids, c.fences
-        into v_eligible, v_key, v_ids, v_fences
-        from (
-            select exists (
-                select 1
-                from unnest(p_lanes) as l (lane)
-                cross join unnest(v_handlers) as hd (handler)
-                cross join unnest(array[0, 1]::smallint[]) as k (claim_class)
-                cross join lateral (
-                    select r.run_id
-                    from runlane.runs as r
-                    where r.state = 'queued'
-                      and r.claim_class = k.claim_class
-                      and r.lane = l.lane
-                      and r.handler = hd.handler
-                      and (r.wake_at is null or r.wake_at <= now())
-                    order by r.org_id, r.run_id
-                    limit 1
-                ) as e
-            ) as eligible
-            offset 0  -- (a subquery: pulled up, the probe would run again in the receipt's filter)
-        ) as q
-        left join lateral (
-            select rc.claim_key, rc.run_ids, rc.fences
-            from runlane.claim_receipts as rc
-            where rc.worker_id = p_worker
-              and rc.lanes = v_lanes
-              and (q.eligible or rc.claim_key = p_claim_key)
-            for update
-        ) as c on true;
+        if v_handlers is null then
+            -- (before 0021: no probe; the receipt is read as when a run is eligible)
+            v_eligible := true;
+            select c.claim_key, c.run_ids, c.fences into v_key, v_ids, v_fences
+            from runlane.claim_receipts as c
+            where c.worker_id = p_worker and c.lanes = v_lanes
+            for update;
+        else
+            -- (eligible: one descent of runs_handler_fair_claim_idx per class, lane and
+            -- handler, limit 1)
+            select q.eligible, c.claim_key, c.run_ids, c.fences
+            into v_eligible, v_key, v_ids, v_fences
+            from (
+                select exists (
+                    select 1
+                    from unnest(p_lanes) as l (lane)
+                    cross join unnest(v_handlers) as hd (handler)
+                    cross join unnest(array[0, 1]::smallint[]) as k (claim_class)
+                    cross join lateral (
+                        select r.run_id
+                        from runlane.runs as r
+                        where r.state = 'queued'
+                          and r.claim_class = k.claim_class
+                          and r.lane = l.lane
+                          and r.handler = hd.handler
+                          and (r.wake_at is null or r.wake_at <= now())
+                        order by r.org_id, r.run_id
+                        limit 1
+                    ) as e
+                ) as eligible
+                offset 0  -- (a subquery: pulled up, the probe would run again in the receipt's filter)
+            ) as q
+            left join lateral (
+                select rc.claim_key, rc.run_ids, rc.fences
+                from runlane.claim_receipts as rc
+                where rc.worker_id = p_worker
+                  and rc.lanes = v_lanes
+                  and (q.eligible or rc.claim_key = p_claim_key)
+                for update
+            ) as c on true;
+        end if;
         if not v_eligible and v_key is distinct from p_claim_key then
             -- (an empty queue is no backlog: the next claim may take the idle statement)
             if current_setting('runlane.claim_backlog', true) = 'on' then
@@ -208,7 +224,10 @@ begin
                 rp.run_id, rp.fence, rp.attempt, rp.lane, rp.trigger, rp.agent_id, rp.org_id,
                 rp.thread_id, rp.prompt, rp.model, rp.checkpoint, rp.iteration_cap,
                 rp.late_notice, rp.timing, rp.skipped_reason,
-                (select r.handler from runlane.runs as r where r.run_id = rp.run_id)
+                coalesce(
+                    (select to_jsonb(r) ->> 'handler' from runlane.runs as r where r.run_id = rp.run_id),
+                    'default'
+                )
             from runlane._claim_replay(v_ids, v_fences, p_report_skipped)
                 with ordinality as rp
             order by rp.ordinality;
@@ -245,8 +264,9 @@ begin
     -- (runlane.claim_backlog): when every eligible run fits in p_limit and none is bound
     -- to a computer or a timer, one statement finds, locks, orders (the fair path's
     -- order) and bounds them. More than fit: the fair path, and the session's next claims
-    -- go there at once until a read holds the whole queue.
-    if not 'background' = any(p_lanes)
+    -- go there at once until a read holds the whole queue. (Before 0021, v_handlers
+    -- null, the fair path answers: this statement reads by handler.)
+    if not 'background' = any(p_lanes) and v_handlers is not null
        and coalesce(current_setting('runlane.claim_backlog', true), '') <> 'on' then
         with eligible as materialized (
             -- (the lane's oldest p_limit + 1 eligible runs of the handlers: one descent of
@@ -424,7 +444,12 @@ begin
         runlane._timing_of(o.run, coalesce(m.created_at, (o.run).created_at))
         || jsonb_build_object('event', 'run.execution_started'),
         null::text,
-        (o.run).handler
+        -- (a worker of one handler reads only its runs; the row's own otherwise, and
+        -- 'default' on a schema before 0021, whose runs carry none)
+        case
+            when cardinality(v_handlers) = 1 then v_handlers[1]
+            else coalesce(to_jsonb(o.run) ->> 'handler', 'default')
+        end
     from ordered as o
     -- (one probe by primary key per run: limit 1 keeps it a per-row probe)
     left join lateral (
@@ -476,7 +501,7 @@ begin
         select
             r.run_id, r.fence, r.attempts, r.lane, r.trigger, r.agent_id, r.org_id,
             r.thread_id, null::text, r.model, null::jsonb, null::int, null::jsonb,
-            null::jsonb, r.reason, r.handler
+            null::jsonb, r.reason, coalesce(to_jsonb(r) ->> 'handler', 'default')
         from unnest(v_skipped) with ordinality as u (run_id, position)
         join runlane.runs as r on r.run_id = u.run_id
         order by u.position;

@@ -4,7 +4,7 @@
 -- * Keys org_id and owner_id (both required to create), model (string or null = no
 --   model), prompt (string), thread_id and computer_id (string or null), schedule
 --   (string, '' = manual only), enabled and admin_locked (booleans), handler (1-64
---   characters of a-z 0-9 _ . -: the code that runs it). An absent key keeps
+--   characters of a-z 0-9 _ . -: the code that runs it; new agents 'default'). An absent key keeps
 --   its value; a new agent gets the column defaults. Returns the row as stored, with
 --   schedule in its canonical text and next_run_at as the agents_schedule trigger sets
 --   it (set when a schedule is set or a gate opens, cleared when a gate closes).
@@ -23,8 +23,7 @@
 --   up to the one thing a taken id cannot do: be created. That answers 23505, the same
 --   message whichever organization holds the id and whoever asks, and says nothing else
 --   (not the organization, nor anything of the agent).
--- * A changed handler moves the agent's queued runs with it, under the agent's row lock:
---   no worker claims them for the handler they leave.
+-- * A changed handler moves the agent's queued runs with it, under the agent's row lock.
 -- * Concurrent creations of one id: one inserts, the others patch the row it wrote.
 -- * The row is locked `for no key update`: a call left open in a slow request blocks only
 --   other patches of the same row, never new runs of the agent (their foreign-key checks) nor a claim.
@@ -59,6 +58,11 @@ begin
             runlane._quote_for_error(p_patch ->> 'handler')
             using errcode = '22023',
                   hint = 'A worker serves it as runlane worker --agent NAME=module:attr.';
+    end if;
+    if p_patch ? 'handler' and to_regclass('runlane.runs_handler_claim_order_idx') is null then
+        raise exception 'handlers need migration 0021'
+            using errcode = '0A000',
+                  hint = 'Run runlane migrate to the latest version first.';
     end if;
     foreach v_key in array array['org_id', 'owner_id', 'model', 'thread_id', 'computer_id'] loop
         if jsonb_typeof(p_patch -> v_key) = 'string' then
@@ -97,7 +101,6 @@ begin
         v_row.admin_locked := false;
         v_row.prompt := '';
         v_row.schedule := '';
-        v_row.handler := 'default';
     end if;
 
     if p_patch ? 'org_id' and p_patch ->> 'org_id' <> v_row.org_id then
@@ -142,24 +145,26 @@ begin
     if p_patch ? 'admin_locked' then
         v_row.admin_locked := (p_patch ->> 'admin_locked')::boolean;
     end if;
-    if p_patch ? 'handler' then
-        v_row.handler := p_patch ->> 'handler';
-    end if;
 
     if v_new then
         -- a concurrent creator of the same id makes this raise 23505 only if it committed
         -- in between; on conflict turns that into a patch of its row on the next pass
         insert into runlane.agents (
             agent_id, org_id, owner_id, enabled, admin_locked, model, prompt,
-            thread_id, computer_id, schedule, handler
+            thread_id, computer_id, schedule
         ) values (
             v_row.agent_id, v_row.org_id, v_row.owner_id, v_row.enabled, v_row.admin_locked,
-            v_row.model, v_row.prompt, v_row.thread_id, v_row.computer_id, v_row.schedule,
-            v_row.handler
+            v_row.model, v_row.prompt, v_row.thread_id, v_row.computer_id, v_row.schedule
         )
         on conflict (agent_id) do nothing
         returning * into v_row;
         if found then
+            if p_patch ? 'handler' then  -- (a new agent has no runs yet)
+                update runlane.agents as a
+                set handler = p_patch ->> 'handler'
+                where a.agent_id = p_agent_id
+                returning * into strict v_row;
+            end if;
             return v_row;
         end if;
         -- GUARD: taken by an agent the caller cannot see (another organization's)
@@ -184,12 +189,15 @@ begin
         prompt = v_row.prompt,
         thread_id = v_row.thread_id,
         computer_id = v_row.computer_id,
-        schedule = v_row.schedule,
-        handler = v_row.handler
+        schedule = v_row.schedule
     where a.agent_id = p_agent_id
     returning * into strict v_row;
-    -- (runs_unfinished_agent_idx; only when the handler is named)
     if p_patch ? 'handler' then
+        update runlane.agents as a
+        set handler = p_patch ->> 'handler'
+        where a.agent_id = p_agent_id
+        returning * into strict v_row;
+        -- (runs_unfinished_agent_idx; a running run keeps the handler it was claimed for)
         update runlane.runs as r
         set handler = v_row.handler
         where r.agent_id = p_agent_id

@@ -36,6 +36,19 @@ begin
             using errcode = '22023';
     end if;
 
+    if to_regclass('runlane.runs_handler_claim_order_idx') is null then
+        -- (a schema before 0021: the registry has no handlers, and every run is of 'default')
+        insert into runlane.workers as w (worker_id, generation, deliveries, lanes, stopped_at)
+        values (
+            p_worker_id, 2, 'direct', p_lanes,
+            case when coalesce(p_stopped, false) then now() end
+        )
+        on conflict (worker_id) do update
+        set lanes = excluded.lanes,
+            heartbeat_at = now(),
+            stopped_at = excluded.stopped_at;
+        return;
+    end if;
     insert into runlane.workers as w (
         worker_id, generation, deliveries, lanes, stopped_at, handlers
     )
