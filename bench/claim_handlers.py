@@ -104,7 +104,7 @@ def one_message(api: psycopg.Connection, worker: psycopg.Connection, i: int) -> 
     return {
         "claim_ms": (claimed - claim_started) * 1000,
         # (without the counter read between the submit and the claim)
-    "stream_ms": (claimed - started) * 1000 - (claim_started - submitted) * 1000,
+        "stream_ms": (claimed - started) * 1000 - (claim_started - submitted) * 1000,
         "entries": read,
     }
 

@@ -22,7 +22,7 @@ alter table runlane.runs
 add column if not exists handler text not null default 'default';
 
 alter table runlane.workers
-add column if not exists handlers text [];
+add column if not exists handlers text[];
 
 comment on column runlane.agents.handler is
 'The code that runs this agent: workers serve handlers by name (runlane worker --agent NAME=module:attr).';

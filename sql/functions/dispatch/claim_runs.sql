@@ -510,8 +510,9 @@ end;
 $$;
 
 comment on function runlane.claim_runs(text, text[], int, interval, uuid, boolean, text[]) is
-'The worker''s claim: claims runnable runs of the handlers it serves (p_handlers; null: any) with lease, fence and computer lease (wake times, computer '
-'ownership, per-organization caps, interactive-first order, round robin across organizations); a resend '
+'The worker''s claim: claims runnable runs of the handlers it serves (p_handlers; null: any) '
+'with lease, fence and computer lease (wake times, computer ownership, per-organization caps, '
+'interactive-first order, round robin across organizations); a resend '
 'with the key of the last claim of this worker and lane set returns that claim''s runs instead of '
 'claiming anew; with p_report_skipped also the runs it ended skipped because a gate closed between '
 'queue and claim (skipped_reason set; claimed rows have NULL).';
