@@ -247,7 +247,7 @@ def migrate_cmd(dsn: str, to: int | None, lock_timeout: float) -> None:
 )
 @click.option(
     "--agent",
-    "agent_specs",
+    "agent_spec",
     multiple=True,
     help="The agent, as module:attr (imported from the current folder or the "
     "installed packages), for the agents of handler 'default'; NAME=module:attr serves "
@@ -402,7 +402,7 @@ def migrate_cmd(dsn: str, to: int | None, lock_timeout: float) -> None:
 def worker_cmd(
     dsn: str,
     lanes: tuple[str, ...],
-    agent_specs: tuple[str, ...],
+    agent_spec: tuple[str, ...],
     worker_id: str,
     shutdown_grace: float,
     memory_buffer_mb: int,
@@ -453,13 +453,13 @@ def worker_cmd(
     except ValueError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
-    if not agent_specs:  # never a silent stand-in: a worker runs the agent it is given
+    if not agent_spec:  # never a silent stand-in: a worker runs the agent it is given
         raise click.UsageError(
             "runlane worker needs an agent: --agent mypkg.agents:researcher (or "
             "RUNLANE_WORKER_AGENT=mypkg.agents:researcher); to try runlane without one, "
             "--agent runlane.agents.echo:agent echoes each message back"
         )
-    agents = handler_agents(agent_specs)
+    agents = handler_agents(agent_spec)
     config = WorkerConfig(
         dsn=dsn,
         lanes=list(dict.fromkeys(lanes)),
