@@ -11,9 +11,10 @@
 --
 -- The new columns have constant defaults (no table rewrite). The two indexes replace
 -- runs_lane_claim_order_idx and runs_fair_claim_idx under new names; plain CREATE INDEX
--- (queued runs only) blocks writes to runs while it builds: on a large queue build them
--- beforehand with CREATE INDEX CONCURRENTLY under these names. A claim_runs of the
--- earlier schema reads through them more slowly, never wrongly.
+-- (queued runs only) blocks writes to runs while it builds: on a large queue add
+-- runs.handler as here and build them beforehand with CREATE INDEX CONCURRENTLY under
+-- these names. A claim_runs of the earlier schema reads through them more slowly, never
+-- wrongly.
 alter table runlane.agents
 add column if not exists handler text not null default 'default'
 constraint agents_handler_format check (handler ~ '^[a-z0-9_.-]{1,64}$');

@@ -2,8 +2,9 @@
 -- returns what the worker needs to execute each. docs/design/claim.md gives the reasons.
 --
 -- Guarantees:
--- * Only runs whose agent's handler is in p_handlers are read, locked or claimed (null:
---   any handler); each row names its handler. Runs of other handlers cost the claim
+-- * Only runs whose handler is in p_handlers are read and claimed (null: any handler);
+--   each row names its handler. A run moved by put_agent after this claim read it is
+--   taken for the handler it was read with. Runs of other handlers cost the claim
 --   nothing (runs.handler leads the claim indexes after the lane); caps, the bound and
 --   the gates count every run whatever its handler.
 -- * Concurrent callers never get the same run (FOR UPDATE SKIP LOCKED). Runs not awake
