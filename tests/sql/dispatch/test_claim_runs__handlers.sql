@@ -3,7 +3,7 @@
 -- Fairness across organizations and the organizations' caps hold per handler: a cap
 -- counts every running run of the organization, whatever its handler.
 begin;
-select plan(14);
+select plan(18);
 
 do $$
 begin
@@ -111,6 +111,54 @@ select is(
     array['code.v2:queued', 'code:running'],
     'its queued run moved with it; its running run keeps what it was claimed as'
 );
+-- A worker of two handlers: each row names its own.
+do $$
+begin
+    perform runlane_test.agent('chat-c', 'org-c');
+    perform runlane_test.agent('code-c', 'org-c');
+    update runlane.agents set handler = 'chat' where agent_id = 'chat-c';
+    update runlane.agents set handler = 'code' where agent_id = 'code-c';
+    perform pg_temp.queue('chat-c', 'interactive', 1);
+    perform pg_temp.queue('code-c', 'interactive', 1);
+end
+$$;
+select is(
+    (
+        select array_agg(t.agent_id || ':' || t.handler order by t.agent_id)
+        from pg_temp.claim(array['interactive'], 10, array['code', 'chat']) as t
+    ),
+    array['chat-c:chat', 'code-c:code'],
+    'a claim for {code, chat} takes both, each row naming its handler'
+);
+
+-- Gates close per handler: a claim of another handler leaves the gated run alone.
+do $$
+begin
+    perform runlane_test.agent('research-c', 'org-c');
+    update runlane.agents set handler = 'research' where agent_id = 'research-c';
+    perform pg_temp.queue('research-c', 'background', 1);
+    update runlane.agents set enabled = false where agent_id = 'research-c';
+end
+$$;
+select is(
+    (select count(*) from pg_temp.claim(array['background'], 10, array['code'])), 0::bigint,
+    'a code claim takes nothing of org-c'
+);
+select is(
+    (select r.state from runlane.runs as r where r.agent_id = 'research-c'), 'queued',
+    'and leaves the switched-off research agent''s run queued'
+);
+select is(
+    (
+        select array_agg(c.skipped_reason || ':' || c.handler)
+        from runlane.claim_runs(
+            'w1', array['background'], 10, interval '60 seconds', null, true, array['research']
+        ) as c
+    ),
+    array['agent_off:research'],
+    'a research claim ends it skipped (agent_off) and reports it with its handler'
+);
+
 select throws_ok(
     $$ select runlane.put_agent('code-a', '{"handler": "Code X"}') $$,
     '22023',
