@@ -113,6 +113,7 @@ def claim_and_finish(lane: Lane) -> None:
             "limit": page,
             "lease": timedelta(seconds=60),
             "claim_key": uuid.uuid4(),
+            "handlers": ["default"],
         },
         prepare=True,
     ).fetchall()

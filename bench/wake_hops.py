@@ -253,6 +253,7 @@ def claim_ladder(dsn: str, rounds: int, warmup: int, gap: float) -> dict:
                     "limit": 10,
                     "lease": LEASE,
                     "claim_key": uuid.uuid4(),
+                    "handlers": ["default"],
                     "run_id": None,
                 }
                 if rung.queue:
@@ -456,6 +457,7 @@ def claim_parts(dsn: str, rounds: int, warmup: int, gap: float) -> dict:
                         "limit": 10,
                         "lease": LEASE,
                         "claim_key": uuid.uuid4(),
+                        "handlers": ["default"],
                     },
                     prepare=True,
                 ).fetchall()

@@ -134,6 +134,27 @@ def main() -> None:
     """
 
 
+def handler_agents(specs: tuple[str, ...]) -> dict[str, Any]:
+    """--agent values → {handler: agent}: `NAME=module:attr` serves handler NAME,
+    `module:attr` handler 'default'. A handler named twice, or a malformed name, is a usage
+    error."""
+    from .worker.config import HANDLER_NAME
+
+    agents: dict[str, Any] = {}
+    for spec in specs:
+        name, sep, target = spec.partition("=")
+        if not sep:
+            name, target = "default", spec
+        if not HANDLER_NAME.fullmatch(name):
+            raise click.UsageError(
+                f"--agent {spec}: the handler name must be 1-64 characters of a-z 0-9 _ . -"
+            )
+        if name in agents:
+            raise click.UsageError(f"--agent names handler {name!r} twice")
+        agents[name] = load_agent_or_exit(target)
+    return agents
+
+
 def load_agent_or_exit(spec: str) -> Any:
     """The agent `module:attr`, imported like `python -m` imports: the current folder
     first, then the installed packages. A missing module exits 2 with how to fix it."""
@@ -160,23 +181,33 @@ def load_agent_or_exit(spec: str) -> Any:
     except (ImportError, AttributeError, TypeError) as exc:
         click.echo(f"error: cannot load agent {spec}: {exc}", err=True)
         sys.exit(1)
+    except ValueError as exc:  # the agent refuses its configuration (environment)
+        click.echo(f"error: cannot load agent {spec}: {exc}", err=True)
+        sys.exit(2)
 
 
-def configure_agent_or_exit(agent: Any, spec: str, options: tuple[str, ...]) -> None:
-    """`--agent-option NAME=VALUE`s handed to the agent's configure(); an agent without
-    one, or an option it refuses, exits 2 naming the option."""
+def configure_agents_or_exit(agents: dict[str, Any], options: tuple[str, ...]) -> None:
+    """`--agent-option NAME=VALUE`s handed to the configure() of every served agent that
+    has one (a worker serving several handlers configures each that takes options). No
+    agent with options, or an option one refuses, exits 2 naming the option."""
     if not options:
         return
     pairs = [option.partition("=") for option in options]
     if any(not sep or not name.strip() for name, sep, _ in pairs):
         raise click.BadParameter("give NAME=VALUE", param_hint="--agent-option")
-    configure = getattr(agent, "configure", None)
-    if configure is None:
-        raise click.BadParameter(f"agent {spec} takes no options", param_hint="--agent-option")
-    try:
-        configure(**{name.strip(): value for name, _, value in pairs})
-    except (TypeError, ValueError) as exc:
-        raise click.BadParameter(str(exc), param_hint="--agent-option") from None
+    configurable = {h: a for h, a in agents.items() if getattr(a, "configure", None)}
+    if not configurable:
+        raise click.BadParameter(
+            f"no agent served here takes options ({', '.join(sorted(agents))})",
+            param_hint="--agent-option",
+        )
+    for handler, agent in configurable.items():
+        try:
+            agent.configure(**{name.strip(): value for name, _, value in pairs})
+        except (TypeError, ValueError) as exc:
+            raise click.BadParameter(
+                f"handler {handler}: {exc}", param_hint="--agent-option"
+            ) from None
 
 
 # The role each command needs; a permission refusal names it (errors.missing_role).
@@ -244,9 +275,11 @@ def migrate_cmd(dsn: str, to: int | None, lock_timeout: float) -> None:
 @click.option(
     "--agent",
     "agent_spec",
-    default=None,
+    multiple=True,
     help="The agent, as module:attr (imported from the current folder or the "
-    "installed packages). Required: runlane.agents.echo:agent echoes "
+    "installed packages), for the agents of handler 'default'; NAME=module:attr serves "
+    "handler NAME (put_agent's key handler). Repeat to serve several handlers: the worker "
+    "claims only their runs. Required: runlane.agents.echo:agent echoes "
     "messages back, a stand-in for trying runlane.",
 )
 @click.option(
@@ -425,7 +458,7 @@ def migrate_cmd(dsn: str, to: int | None, lock_timeout: float) -> None:
 def worker_cmd(
     dsn: str,
     lanes: tuple[str, ...],
-    agent_spec: str,
+    agent_spec: tuple[str, ...],
     agent_options: tuple[str, ...],
     worker_id: str,
     shutdown_grace: float,
@@ -483,12 +516,13 @@ def worker_cmd(
             "RUNLANE_WORKER_AGENT=mypkg.agents:researcher); to try runlane without one, "
             "--agent runlane.agents.echo:agent echoes each message back"
         )
-    agent = load_agent_or_exit(agent_spec)
-    configure_agent_or_exit(agent, agent_spec, agent_options)
+    agents = handler_agents(agent_spec)
+    configure_agents_or_exit(agents, agent_options)
     config = WorkerConfig(
         dsn=dsn,
         lanes=list(dict.fromkeys(lanes)),
-        agent=agent,
+        agent=agents.get("default"),
+        agents=agents,
         worker_id=worker_id,
         shutdown_grace=shutdown_grace,
         memory_buffer_mb=memory_buffer_mb,
@@ -746,12 +780,14 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Machine-read
 @dsn_option
 @json_option
 def status_cmd(dsn: str, as_json: bool) -> None:
-    """Lanes (queued, due, running, oldest wait), organizations' background capacity,
-    and agents with their next run in their own timezone."""
+    """Lanes (queued, due, running, oldest wait), handlers with queued runs that no live
+    worker serves, organizations' background capacity, and agents with their next run in
+    their own timezone."""
     from .tables import render
 
     data = {
         "lanes": _query(dsn, "select * from runlane.lane_status()"),
+        "unserved_handlers": _query(dsn, "select * from runlane.unserved_handlers()"),
         "organizations": _query(dsn, "select * from runlane.org_status()"),
         "agents": _query(dsn, "select * from runlane.agent_schedules()"),
     }
@@ -768,6 +804,12 @@ def status_cmd(dsn: str, as_json: bool) -> None:
             ],
         )
     )
+    for r in data["unserved_handlers"]:
+        click.echo(
+            f"handler {r['handler']}: {r['queued']} queued {r['lane']} runs, "
+            "no worker serves it (runlane worker --agent "
+            f"{r['handler']}=module:attr)"
+        )
     click.echo()
     click.echo(
         render(

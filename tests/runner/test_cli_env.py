@@ -147,7 +147,7 @@ def test_the_old_derived_names_are_gone(clean_env):
     clean_env.setenv("RUNLANE_WORKER_AGENT_SPEC", "runlane.agents.echo:agent")
     worker = cli.main.commands["worker"]
     agent = next(p for p in worker.params if p.name == "agent_spec")
-    assert parse("worker", worker, agent)["agent_spec"] is None
+    assert parse("worker", worker, agent)["agent_spec"] == ()  # (repeatable: none given)
 
 
 def test_dsn_comes_from_the_option_then_runlane_dsn_then_database_url(clean_env):

@@ -65,6 +65,26 @@ def test_no_warning_when_nothing_waits_too_long(conn, api_dsn):
     assert [int(cells(page, lane)["queued"]) for lane in ("interactive", "background")] == [0, 0]
 
 
+def test_overview_names_a_handler_no_live_worker_serves(conn, api_dsn):
+    conn.execute("select runlane_test.agent('agent-r', 'org-r')")
+    conn.execute("update runlane.agents set handler = 'research' where agent_id = 'agent-r'")
+    conn.execute("select runlane.submit_message('agent-r', 'thread-r', 'look it up')")
+    # a live worker of other handlers, and one that serves research but stopped
+    conn.execute("select runlane.register_worker('w-chat', '{interactive}', false, '{chat}')")
+    conn.execute("select runlane.register_worker('w-gone', '{interactive}', true, '{research}')")
+    with client(api_dsn) as c:
+        page = c.get("/").text
+    warning = re.search(
+        r'<div class="warning unserved" data-handler="research">(.*?)</div>', page, re.S
+    )
+    assert warning is not None
+    assert "1 queued interactive run(s)" in " ".join(warning.group(1).split())
+    assert "no worker serves it" in warning.group(1)
+    conn.execute("select runlane.register_worker('w-r', '{interactive}', false, '{research}')")
+    with client(api_dsn) as c:
+        assert 'data-handler="research"' not in c.get("/").text
+
+
 def test_organizations_show_capacity_and_owner_spend_against_budget(conn, api_dsn):
     seed(conn)
     with client(api_dsn) as c:

@@ -34,6 +34,8 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.claim_runs(text,text[],integer,interval,uuid)": WORKER,  # keyed: resend-safe
     # keyed, and reporting the runs it skipped because a gate closed (the worker's claim)
     "runlane.claim_runs(text,text[],integer,interval,uuid,boolean)": WORKER,
+    # ... of the handlers the worker serves (its rows name the handler)
+    "runlane.claim_runs(text,text[],integer,interval,uuid,boolean,text[])": WORKER,
     "runlane.run_messages(bigint,bigint)": WORKER,
     # a thread's earlier turns, for an agent that sends the conversation to a model
     "runlane.thread_history(bigint,bigint,integer)": WORKER,
@@ -106,6 +108,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.purge_gone_workers(interval,integer)": WORKER,
     "runlane.upgrade_status()": WORKER,
     "runlane.register_worker(text,text[],boolean)": WORKER,
+    "runlane.register_worker(text,text[],boolean,text[])": WORKER,  # with its handlers
     "runlane.lead_maintenance(text,interval)": WORKER,
     "runlane.lead_maintenance_with_holder(text,interval)": WORKER,
     "runlane.resign_maintenance(text)": WORKER,
@@ -122,6 +125,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.run_detail(bigint)": API,
     "runlane.agent_schedules()": BOTH,
     "runlane.lane_status(timestamp with time zone)": BOTH,
+    "runlane.unserved_handlers(timestamp with time zone)": BOTH,
     "runlane.org_status()": BOTH,
     "runlane.timing_summary(interval,text,timestamp with time zone)": BOTH,
     # the dashboard's charts and queue-delay warning, scoped the same way
@@ -171,11 +175,12 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     # claim_runs' steps
     "runlane._claim_check_arguments(text,text[],integer,interval,boolean)": NOBODY,
     "runlane._claim_replay(bigint[],bigint[],boolean)": NOBODY,
-    "runlane._claim_fair(text,text[],integer,interval,uuid,integer,boolean)": NOBODY,
-    "runlane._claim_candidates(text[],integer,bigint[],text[],text[],integer,text[],integer[],"
-    "boolean,text[],text[])": NOBODY,
-    "runlane._claim_loose_scan(text[],smallint,integer,bigint[],text[],text[],integer,text[],"
-    "integer[])": NOBODY,
+    "runlane._claim_check_handlers(text[])": NOBODY,
+    "runlane._claim_fair(text,text[],text[],integer,interval,uuid,integer,boolean)": NOBODY,
+    "runlane._claim_candidates(text[],text[],integer,bigint[],text[],text[],integer,text[],"
+    "integer[],boolean,text[],text[])": NOBODY,
+    "runlane._claim_loose_scan(text[],text[],smallint,integer,bigint[],text[],text[],integer,"
+    "text[],integer[])": NOBODY,
     "runlane._claim_lock(integer,bigint[],text[],integer,text[],integer[],text[],integer[],"
     "bigint[],text[],bigint[],text[],text[],text[],bigint[])": NOBODY,
     "runlane._claim_gates_and_caps(bigint[],bigint[],boolean,bigint[],text[],integer[])": NOBODY,

@@ -974,6 +974,7 @@ def _sample_values(conn, api, worker) -> dict[str, object]:
         "p_seqs": [5],
         "p_claim_key": uuid.UUID("00000000-0000-4000-8000-000000000005"),
         "p_report_skipped": True,  # the worker's claim: reports runs a closed gate skipped
+        "p_handlers": ["default"],  # the handlers a worker serves (claim, registry)
         # management (put_org, put_user, put_agent)
         "p_org_id": "org-null",
         "p_user_id": "user-null",

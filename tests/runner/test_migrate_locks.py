@@ -1,6 +1,6 @@
 """The table locks `runlane migrate` takes up front for each migration.
 
-Every released migration (0001-0020) is classified (none falls back to taking its locks as its
+Every released migration (0001-0021) is classified (none falls back to taking its locks as its
 statements come), and on a real database at the version before it, each one locks exactly
 the existing tables it touches, in sorted order, in the strongest mode it needs there.
 A lock held by another session is waited for in short attempts until --lock-timeout,
@@ -59,6 +59,8 @@ EXPECTED = {
     19: [],  # a new table, filled from platform_settings (read, not locked)
     # COMMENT ON the superseded table; a foreign key to the organizations
     20: [("runlane.api_scopes", SHARE_UPDATE_EXCLUSIVE), ("runlane.platform_settings", SRE)],
+    # new columns (ALTER TABLE), the claim indexes rebuilt with the handler
+    21: [("runlane.agents", AE), ("runlane.runs", AE), ("runlane.workers", AE)],
     22: [("runlane.charges", AE)],  # DROP NOT NULL: reads no row
     23: [("runlane.run_events", SHARE)],
 }

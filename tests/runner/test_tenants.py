@@ -84,6 +84,7 @@ FILTERED_VIEWS = {
     "runs_page",
     "workers_page",
     "failure_minutes",
+    "unserved_handlers",
 }
 
 
@@ -653,6 +654,9 @@ def test_a_scoped_api_login_sees_only_its_organization_in_the_operator_views(con
                 ],
                 "workers": c.execute(
                     "select worker_id, running from runlane.workers_page()"
+                # no worker is registered: every handler with queued runs is unserved
+                "unserved": c.execute(
+                    "select handler, lane, queued from runlane.unserved_handlers()"
                 ).fetchall(),
             }
 
@@ -670,6 +674,7 @@ def test_a_scoped_api_login_sees_only_its_organization_in_the_operator_views(con
         "page": ["agent-a", "agent-b"],
         "runs": ["agent-a", "agent-a", "agent-b", "agent-b"],
         "workers": [("worker-test", 1)],
+        "unserved": [("default", "interactive", 2)],
     }
     scoped = login("runlane_api", org="org-a")
     assert views(scoped) == {
@@ -686,5 +691,6 @@ def test_a_scoped_api_login_sees_only_its_organization_in_the_operator_views(con
         "page": ["agent-a"],
         "runs": ["agent-a", "agent-a"],
         "workers": [],  # worker-test, unregistered, holds only org-b's run
+        "unserved": [("default", "interactive", 1)],
     }
     assert _error(scoped, "select * from runlane.agent_journal('agent-b')", {})[0] == "RL008"

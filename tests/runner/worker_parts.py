@@ -42,13 +42,15 @@ def worker_claim(
     worker: str, lane: str = "interactive", limit: int = 10, key: uuid.UUID | None = None
 ) -> dict[str, Any]:
     """The parameters of the worker's keyed claim (dispatcher.CLAIM) of up to `limit` runs
-    of one lane, with a lease of 60 s, under `key` (a new one unless given)."""
+    of one lane and handler 'default', with a lease of 60 s, under `key` (a new one unless
+    given)."""
     return {
         "worker": worker,
         "lanes": [lane],
         "limit": limit,
         "lease": timedelta(seconds=60),
         "claim_key": key or uuid.uuid4(),
+        "handlers": ["default"],
     }
 
 

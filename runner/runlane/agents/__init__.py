@@ -108,6 +108,7 @@ class RunContext(Protocol):
     lane: str
     trigger: str
     agent_id: str
+    handler: str
     org_id: str
     thread_id: str | None
     prompt: str

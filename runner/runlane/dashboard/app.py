@@ -257,6 +257,7 @@ def create_app(
             snapshot = await hub.read_overview()
             minutes = await hub.read_minutes()
             failures = await hub.read_failures()
+            unserved = await hub.rows(queries.UNSERVED)
         except psycopg.Error as exc:
             return refused(request, exc)
         return page(
@@ -266,6 +267,7 @@ def create_app(
             active="overview",
             lanes=snapshot["lanes"],
             delay=snapshot["delay"],
+            unserved=unserved,
             minutes=minutes,
             chart=series(minutes, failures),
         )

@@ -7,6 +7,8 @@ from __future__ import annotations
 # live round): each lane's counts and its part of the queue-delay warning.
 OVERVIEW = "select * from runlane.lane_overview(p_threshold => %(threshold)s::interval)"
 MINUTES = "select * from runlane.lane_minutes(p_since => %(since)s::interval)"
+# Handlers with queued runs that no live worker serves (the overview's warning).
+UNSERVED = "select * from runlane.unserved_handlers()"
 ORGS = "select * from runlane.org_status()"
 OWNERS = "select * from runlane.owner_spend()"
 # One page of agents (keyset on agent_id: the page from `from`), filtered in the database,

@@ -8,6 +8,7 @@ runs (a full claim page), and a worker id when none is given.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import uuid
 from dataclasses import dataclass, field
@@ -16,12 +17,18 @@ from typing import Any
 from ..agents import Agent
 from ..maintenance import MaintenanceConfig
 
+HANDLER_NAME = re.compile(r"[a-z0-9_.-]{1,64}")
+
 
 @dataclass
 class WorkerConfig:
     dsn: str
     lanes: list[str]
-    agent: Agent
+    # The agent of handler 'default' (`--agent module:attr`); agents maps each handler
+    # this worker serves to its agent (`--agent NAME=module:attr`, repeatable). The worker
+    # claims only runs whose agent's handler is in agents; none given: {'default': agent}.
+    agent: Agent | None
+    agents: dict[str, Agent] = field(default_factory=dict)
     worker_id: str = ""
     shutdown_grace: float = 30.0
     memory_buffer_mb: int = 64
@@ -77,6 +84,18 @@ class WorkerConfig:
     )
 
     def __post_init__(self) -> None:
+        if not self.agents:
+            if self.agent is None:
+                raise ValueError("a worker needs an agent (agent or agents)")
+            self.agents = {"default": self.agent}
+        for name in self.agents:
+            if not HANDLER_NAME.fullmatch(name):
+                raise ValueError(
+                    f"handler {name!r} must be 1-64 characters of a-z 0-9 _ . - "
+                    "(as runlane.agents.handler)"
+                )
+        if self.agent is None:
+            self.agent = self.agents.get("default")
         if self.claim_batch_max <= 0:
             self.claim_batch_max = 10 * self.claim_batch
         self.claim_batch_max = max(self.claim_batch_max, self.claim_batch)
@@ -87,6 +106,11 @@ class WorkerConfig:
             self.listen = False
         if not self.worker_id:
             self.worker_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+    @property
+    def handlers(self) -> list[str]:
+        """The handlers this worker serves, sorted (the claim's and the registry's)."""
+        return sorted(self.agents)
 
     @property
     def application_name(self) -> str:

@@ -70,7 +70,8 @@ CLAIM = """
 select * from runlane.claim_runs(
     p_worker => %(worker)s::text, p_lanes => %(lanes)s::text[],
     p_limit => %(limit)s::int, p_lease => %(lease)s::interval,
-    p_claim_key => %(claim_key)s::uuid, p_report_skipped => true)
+    p_claim_key => %(claim_key)s::uuid, p_report_skipped => true,
+    p_handlers => %(handlers)s::text[])
 """
 RUN_TIMING = "select runlane.run_timing(p_run_id => %(run_id)s::bigint) as timing"
 # The claim connection's session: the per-worker organization bound claim_runs reads
@@ -321,6 +322,7 @@ class LaneDispatcher:
         params = {
             "worker": self.config.worker_id,
             "lanes": [lane],
+            "handlers": self.config.handlers,
             "limit": limit,
             "lease": self.lease,
             "claim_key": uuid.uuid4() if self.db.write_seqs else None,

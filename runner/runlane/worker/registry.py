@@ -1,6 +1,6 @@
 """The worker registry: this worker's row in runlane.workers, for operators.
 
-Guarantees: the row (worker id, lanes) is written at start and refreshed every
+Guarantees: the row (worker id, lanes, handlers served) is written at start and refreshed every
 REGISTRY_INTERVAL seconds (the contract step treats 2 minutes of silence as gone), and
 marked stopped when the worker ends; failing to write it is logged and never stops work.
 The refresh also re-asks whether the schema numbers writes until it does.
@@ -18,7 +18,8 @@ from .db import Database
 
 REGISTER = """
 select runlane.register_worker(p_worker_id => %(worker)s::text, p_lanes => %(lanes)s::text[],
-                               p_stopped => %(stopped)s::boolean)
+                               p_stopped => %(stopped)s::boolean,
+                               p_handlers => %(handlers)s::text[])
 """
 REGISTRY_INTERVAL = 30.0  # seconds; the contract step treats 2 minutes of silence as gone
 
@@ -37,7 +38,12 @@ class Registry:
             await self.db.call(
                 lane,
                 REGISTER,
-                {"worker": self.config.worker_id, "lanes": self.config.lanes, "stopped": stopped},
+                {
+                    "worker": self.config.worker_id,
+                    "lanes": self.config.lanes,
+                    "stopped": stopped,
+                    "handlers": self.config.handlers,
+                },
                 fetch="none",
             )
         except psycopg.Error as exc:

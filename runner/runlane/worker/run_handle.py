@@ -126,6 +126,8 @@ class RunHandle:
         self.lane: str = row["lane"]
         self.trigger: str = row["trigger"]
         self.agent_id: str = row["agent_id"]
+        # the code that runs the agent (agents.handler; the worker's --agent NAME=...)
+        self.handler: str = row.get("handler") or "default"
         self.org_id: str = row["org_id"]
         self.thread_id: str | None = row["thread_id"]
         self.prompt: str = row["prompt"] or ""

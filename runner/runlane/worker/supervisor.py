@@ -228,7 +228,9 @@ class Supervisor:
 
     async def _agent_loop(self, run: RunHandle) -> StepResult:
         """Steps until one is done (its outputs are written with the finish)."""
-        agent = self.config.agent
+        agent = self.config.agents.get(run.handler)
+        if agent is None:  # (the claim takes only the handlers this worker serves)
+            raise LookupError(f"this worker serves no handler {run.handler!r}")
         while True:
             if run.iteration >= run.iteration_cap:
                 return StepResult(done=True, outcome="failed", error="iteration_cap")

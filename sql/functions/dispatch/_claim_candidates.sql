@@ -1,12 +1,13 @@
 -- _claim_candidates: claim_runs' fair candidates for one read, without locks.
 --
--- Guarantees: returns up to p_target eligible runs of p_lanes (queued, awake, not waiting
+-- Guarantees: returns up to p_target eligible runs of p_lanes of the handlers p_handlers
+-- (null: a schema before 0021, whose runs carry no handler: every run) (queued, awake, not waiting
 -- on another run's live computer lease, not in p_tried), interactive-class runs first,
 -- each class in the fair order (round robin across organizations, oldest first within
 -- each, lanes merged), with their organizations. Organizations in p_bounded_orgs (no
 -- room under the per-worker bound) and, for the background lane, in p_full_orgs (at their
 -- cap) are left out. The read is the class's window (its oldest eligible runs, 4 x the
--- runs wanted, one runs_lane_claim_order_idx read per lane) when the window's order is
+-- runs wanted, one runs_handler_claim_order_idx read per lane and handler) when the window's order is
 -- exact, else runlane._claim_loose_scan. The window is skipped while p_skip_window holds
 -- (the session's last window held too few organizations) and whenever an organization is
 -- left out; skip_window comes back as the session setting runlane.claim_skip_window now
@@ -14,8 +15,14 @@
 -- found (null: none); a class whose scan found only organizations without room now is
 -- not read again. read_cut: some organization's read stopped at its room, so a short
 -- answer is not the whole queue.
+-- (the signature without p_handlers goes in the transaction that installs this one)
+drop function if exists runlane._claim_candidates(
+    text[], int, bigint[], text[], text[], int, text[], int[], boolean, text[], text[]
+);
+
 create or replace function runlane._claim_candidates(
     p_lanes text[],
+    p_handlers text[],
     p_target int,
     p_tried bigint[],
     p_full_orgs text[],
@@ -72,10 +79,11 @@ begin
                 candidate_orgs := candidate_orgs || v_class_orgs[1:v_need];
                 continue;
             end if;
-        elsif skip_window
+        elsif skip_window or p_handlers is null
               or cardinality(p_bounded_orgs) > 0 or cardinality(p_full_orgs) > 0 then
             -- GUARD: the loose scan answers alone (the window would be read for nothing,
-            -- or filter a left-out organization's backlog run by run).
+            -- or filter a left-out organization's backlog run by run; before 0021, runs
+            -- carry no handler and the window reads by handler).
             null;
         else
             -- STEP: the window: the oldest eligible runs of this class and later ones in
@@ -106,10 +114,11 @@ begin
                         partition by c.claim_class, c.org_id order by c.run_id
                     ) as round
                 from (
-                    -- Each lane's oldest, merged: every one of the 4 x v_need oldest of the
-                    -- lanes is among its own lane's 4 x v_need oldest.
+                    -- Each (lane, handler)'s oldest, merged: every one of the 4 x v_need
+                    -- oldest is among its own (lane, handler)'s 4 x v_need oldest.
                     select o.run_id, o.org_id, o.claim_class
                     from unnest(p_lanes) as l (lane)
+                    cross join unnest(p_handlers) as hd (handler)
                     cross join lateral (
                         -- (claim_class >= and the full index order keep the plan on the
                         -- index, never on a primary-key walk through history)
@@ -117,6 +126,7 @@ begin
                         from runlane.runs as r
                         where r.state = 'queued'
                           and r.lane = l.lane
+                          and r.handler = hd.handler
                           and r.claim_class >= v_class
                           and r.run_id <> all(p_tried)
                           and (r.wake_at is null or r.wake_at <= now())
@@ -152,7 +162,7 @@ begin
 
         -- STEP: the loose index scan.
         v_scan := runlane._claim_loose_scan(
-            p_lanes, v_class, v_need, p_tried, p_full_orgs, p_bounded_orgs,
+            p_lanes, p_handlers, v_class, v_need, p_tried, p_full_orgs, p_bounded_orgs,
             p_max_per_org, p_used_orgs, p_used_counts
         );
         if v_class = 0 then
@@ -172,11 +182,11 @@ end;
 $$;
 
 comment on function runlane._claim_candidates(
-    text[], int, bigint[], text[], text[], int, text[], int[], boolean, text[], text[]
+    text[], text[], int, bigint[], text[], text[], int, text[], int[], boolean, text[], text[]
 ) is
 'claim_runs'' candidate read: up to p_target eligible runs in the fair order, by the claim-order '
 'window when its order is exact, else by the loose index scan.';
 
 revoke all on function runlane._claim_candidates(
-    text[], int, bigint[], text[], text[], int, text[], int[], boolean, text[], text[]
+    text[], text[], int, bigint[], text[], text[], int, text[], int[], boolean, text[], text[]
 ) from public;

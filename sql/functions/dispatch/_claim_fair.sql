@@ -1,7 +1,8 @@
 -- _claim_fair: claim_runs' fair path, for claims the idle statement does not answer.
 --
 -- Guarantees:
--- * Reads candidates without locks in the fair order (runlane._claim_candidates),
+-- * Reads candidates of the handlers p_handlers only (null: before 0021, every run),
+--   without locks, in the fair order (runlane._claim_candidates),
 --   2 x p_limit + 8 at first, and locks them in order (runlane._claim_lock) until p_limit
 --   are locked or the queue holds no more for this worker. When other claimers hold too
 --   many, it reads again past the rows tried, twice as far, at most 4 reads.
@@ -20,9 +21,13 @@
 --   locked); fence_floor (runlane._fence_floor) when one is accepted; computers_taken:
 --   the accepted runs whose computer lease was taken (runlane._claim_computer_leases);
 --   any_computer: a locked run is bound to a computer.
+-- (the signature without p_handlers goes in the transaction that installs this one)
+drop function if exists runlane._claim_fair(text, text[], int, interval, uuid, int, boolean);
+
 create or replace function runlane._claim_fair(
     p_worker text,
     p_lanes text[],
+    p_handlers text[],
     p_limit int,
     p_lease interval,
     p_claim_key uuid,
@@ -152,7 +157,7 @@ begin
         end if;
 
         v_read := runlane._claim_candidates(
-            p_lanes, v_target, v_tried, v_full_orgs, v_bounded_orgs, v_max_per_org,
+            p_lanes, p_handlers, v_target, v_tried, v_full_orgs, v_bounded_orgs, v_max_per_org,
             v_used_orgs, v_used_counts, v_skip_window, v_scanned_orgs_0, v_scanned_orgs_1
         );
         v_skip_window := v_read.skip_window;
@@ -235,9 +240,11 @@ begin
 end;
 $$;
 
-comment on function runlane._claim_fair(text, text[], int, interval, uuid, int, boolean) is
+comment on function runlane._claim_fair(text, text[], text[], int, interval, uuid, int, boolean) is
 'claim_runs'' fair path: candidates read in the fair order and locked until the page is full, '
 'within the per-worker bound, the gates and the caps; the runs accepted, their computer leases '
 'taken.';
 
-revoke all on function runlane._claim_fair(text, text[], int, interval, uuid, int, boolean) from public;
+revoke all on function runlane._claim_fair(
+    text, text[], text[], int, interval, uuid, int, boolean
+) from public;

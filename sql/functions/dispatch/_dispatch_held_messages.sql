@@ -88,24 +88,44 @@ begin
     -- messages are attached and the run inserted by one statement, whose foreign keys
     -- are checked at its end.
     v_run_id := nextval('runlane.runs_run_id_seq'::regclass);
-    with attached as (
-        update runlane.messages as m
-        set run_id = v_run_id
-        where
-            m.agent_id = _dispatch_held_messages.p_agent_id
-            and m.thread_id = _dispatch_held_messages.p_thread_id
-            and m.run_id is null
-    )
-
-    insert into runlane.runs as r (
-        run_id, org_id, agent_id, lane, trigger, state, thread_id, prompt, model,
-        computer_id, source_message_id
-    )
-    select
-        v_run_id, a.org_id, a.agent_id, 'interactive', 'interactive', 'queued',
-        p_thread_id, a.prompt, a.model, a.computer_id, v_earliest.message_id
-    from runlane.agents as a
-    where a.agent_id = _dispatch_held_messages.p_agent_id;
+    if to_regclass('runlane.runs_handler_claim_order_idx') is not null then
+        -- (the run carries its agent's handler: claims read by it)
+        with attached as (
+            update runlane.messages as m
+            set run_id = v_run_id
+            where
+                m.agent_id = _dispatch_held_messages.p_agent_id
+                and m.thread_id = _dispatch_held_messages.p_thread_id
+                and m.run_id is null
+        )
+        insert into runlane.runs as r (
+            run_id, org_id, agent_id, lane, trigger, state, thread_id, prompt, model,
+            computer_id, source_message_id, handler
+        )
+        select
+            v_run_id, a.org_id, a.agent_id, 'interactive', 'interactive', 'queued',
+            p_thread_id, a.prompt, a.model, a.computer_id, v_earliest.message_id, a.handler
+        from runlane.agents as a
+        where a.agent_id = _dispatch_held_messages.p_agent_id;
+    else  -- (a schema before 0021: runs carry no handler)
+        with attached as (
+            update runlane.messages as m
+            set run_id = v_run_id
+            where
+                m.agent_id = _dispatch_held_messages.p_agent_id
+                and m.thread_id = _dispatch_held_messages.p_thread_id
+                and m.run_id is null
+        )
+        insert into runlane.runs as r (
+            run_id, org_id, agent_id, lane, trigger, state, thread_id, prompt, model,
+            computer_id, source_message_id
+        )
+        select
+            v_run_id, a.org_id, a.agent_id, 'interactive', 'interactive', 'queued',
+            p_thread_id, a.prompt, a.model, a.computer_id, v_earliest.message_id
+        from runlane.agents as a
+        where a.agent_id = _dispatch_held_messages.p_agent_id;
+    end if;
 
     perform runlane._notify_run(v_run_id, 'interactive');
     return v_run_id;

@@ -2,6 +2,11 @@
 -- returns what the worker needs to execute each. docs/design/claim.md gives the reasons.
 --
 -- Guarantees:
+-- * Only runs whose handler is in p_handlers are read and claimed (null: any handler);
+--   each row names its handler. A run moved by put_agent after this claim read it is
+--   taken for the handler it was read with. Runs of other handlers cost the claim
+--   nothing (runs.handler leads the claim indexes after the lane); caps, the bound and
+--   the gates count every run whatever its handler.
 -- * Concurrent callers never get the same run (FOR UPDATE SKIP LOCKED). Runs not awake
 --   (wake_at in the future) and runs whose computer another run's live lease holds are
 --   not touched; the runs behind them are claimed.
@@ -40,7 +45,8 @@ create or replace function runlane.claim_runs(
     p_limit int,
     p_lease interval,
     p_claim_key uuid,
-    p_report_skipped boolean
+    p_report_skipped boolean,
+    p_handlers text[]
 )
 returns table (
     run_id bigint,
@@ -57,7 +63,8 @@ returns table (
     iteration_cap int,
     late_notice jsonb,
     timing jsonb,
-    skipped_reason text
+    skipped_reason text,
+    handler text
 )
 language plpgsql
 security definer
@@ -67,6 +74,7 @@ set plan_cache_mode = force_generic_plan
 as $$
 #variable_conflict use_column
 declare
+    v_handlers text[];  -- the handlers read: p_handlers, or every handler with queued runs
     v_lanes text[];  -- p_lanes sorted: the receipt's key
     v_key uuid;
     v_ids bigint[];
@@ -103,41 +111,93 @@ begin
     ) then
         p_lanes := runlane._claim_check_arguments(p_worker, p_lanes, p_limit, p_lease, p_report_skipped);
     end if;
+    -- GUARD: the handlers: one well-formed name on the usual path; more are checked and
+    -- deduplicated by runlane._claim_check_handlers. None given: every handler with
+    -- queued runs in the lanes (one index descent per handler). On a schema before 0021
+    -- (a rolling upgrade) runs carry no handler: each is of handler 'default', and the
+    -- claim reads without one (v_handlers null) by the statements of that schema.
+    if to_regclass('runlane.runs_handler_claim_order_idx') is null then
+        if p_handlers is not null and not 'default' = any(p_handlers) then
+            return;
+        end if;
+        v_handlers := null;
+    elsif p_handlers is null then
+        select coalesce(array_agg(distinct q.handler), '{}') into v_handlers
+        from unnest(p_lanes) as l (lane)
+        cross join lateral (
+            with recursive found (handler) as (
+                (
+                    select r.handler
+                    from runlane.runs as r
+                    where r.state = 'queued' and r.lane = l.lane
+                    order by r.handler
+                    limit 1
+                )
+                union all
+                select n.handler
+                from found as f
+                cross join lateral (
+                    select r.handler
+                    from runlane.runs as r
+                    where r.state = 'queued' and r.lane = l.lane and r.handler > f.handler
+                    order by r.handler
+                    limit 1
+                ) as n
+            )
+            select found.handler from found
+        ) as q;
+    elsif coalesce(cardinality(p_handlers) = 1 and p_handlers[1] ~ '^[a-z0-9_.-]{1,64}$', false) then
+        v_handlers := p_handlers;
+    else
+        v_handlers := runlane._claim_check_handlers(p_handlers);
+    end if;
 
     -- STEP: resend replay. One statement reads whether any run is eligible and, only if
     -- one is or the key is the recorded one, locks the receipt: an empty queue writes
     -- nothing. A resend of the recorded key returns the recorded runs instead of claiming.
     if p_claim_key is not null then
         v_lanes := case when p_lanes[2] < p_lanes[1] then array[p_lanes[2], p_lanes[1]] else p_lanes end;
-        -- (eligible: one descent of runs_fair_claim_idx per class and lane, limit 1)
-        select q.eligible, c.claim_key, c.run_ids, c.fences
-        into v_eligible, v_key, v_ids, v_fences
-        from (
-            select exists (
-                select 1
-                from unnest(p_lanes) as l (lane)
-                cross join unnest(array[0, 1]::smallint[]) as k (claim_class)
-                cross join lateral (
-                    select r.run_id
-                    from runlane.runs as r
-                    where r.state = 'queued'
-                      and r.claim_class = k.claim_class
-                      and r.lane = l.lane
-                      and (r.wake_at is null or r.wake_at <= now())
-                    order by r.org_id, r.run_id
-                    limit 1
-                ) as e
-            ) as eligible
-            offset 0  -- (a subquery: pulled up, the probe would run again in the receipt's filter)
-        ) as q
-        left join lateral (
-            select rc.claim_key, rc.run_ids, rc.fences
-            from runlane.claim_receipts as rc
-            where rc.worker_id = p_worker
-              and rc.lanes = v_lanes
-              and (q.eligible or rc.claim_key = p_claim_key)
-            for update
-        ) as c on true;
+        if v_handlers is null then
+            -- (before 0021: no probe; the receipt is read as when a run is eligible)
+            v_eligible := true;
+            select c.claim_key, c.run_ids, c.fences into v_key, v_ids, v_fences
+            from runlane.claim_receipts as c
+            where c.worker_id = p_worker and c.lanes = v_lanes
+            for update;
+        else
+            -- (eligible: one descent of runs_handler_fair_claim_idx per class, lane and
+            -- handler, limit 1)
+            select q.eligible, c.claim_key, c.run_ids, c.fences
+            into v_eligible, v_key, v_ids, v_fences
+            from (
+                select exists (
+                    select 1
+                    from unnest(p_lanes) as l (lane)
+                    cross join unnest(v_handlers) as hd (handler)
+                    cross join unnest(array[0, 1]::smallint[]) as k (claim_class)
+                    cross join lateral (
+                        select r.run_id
+                        from runlane.runs as r
+                        where r.state = 'queued'
+                          and r.claim_class = k.claim_class
+                          and r.lane = l.lane
+                          and r.handler = hd.handler
+                          and (r.wake_at is null or r.wake_at <= now())
+                        order by r.org_id, r.run_id
+                        limit 1
+                    ) as e
+                ) as eligible
+                offset 0  -- (a subquery: pulled up, the probe would run again in the receipt's filter)
+            ) as q
+            left join lateral (
+                select rc.claim_key, rc.run_ids, rc.fences
+                from runlane.claim_receipts as rc
+                where rc.worker_id = p_worker
+                  and rc.lanes = v_lanes
+                  and (q.eligible or rc.claim_key = p_claim_key)
+                for update
+            ) as c on true;
+        end if;
         if not v_eligible and v_key is distinct from p_claim_key then
             -- (an empty queue is no backlog: the next claim may take the idle statement)
             if current_setting('runlane.claim_backlog', true) = 'on' then
@@ -160,7 +220,18 @@ begin
             end if;
         end if;
         if not v_created and v_key = p_claim_key then
-            return query select * from runlane._claim_replay(v_ids, v_fences, p_report_skipped);
+            return query
+            select
+                rp.run_id, rp.fence, rp.attempt, rp.lane, rp.trigger, rp.agent_id, rp.org_id,
+                rp.thread_id, rp.prompt, rp.model, rp.checkpoint, rp.iteration_cap,
+                rp.late_notice, rp.timing, rp.skipped_reason,
+                coalesce(
+                    (select to_jsonb(r) ->> 'handler' from runlane.runs as r where r.run_id = rp.run_id),
+                    'default'
+                )
+            from runlane._claim_replay(v_ids, v_fences, p_report_skipped)
+                with ordinality as rp
+            order by rp.ordinality;
             return;
         end if;
     end if;
@@ -194,19 +265,27 @@ begin
     -- (runlane.claim_backlog): when every eligible run fits in p_limit and none is bound
     -- to a computer or a timer, one statement finds, locks, orders (the fair path's
     -- order) and bounds them. More than fit: the fair path, and the session's next claims
-    -- go there at once until a read holds the whole queue.
-    if not 'background' = any(p_lanes)
+    -- go there at once until a read holds the whole queue. (Before 0021, v_handlers
+    -- null, the fair path answers: this statement reads by handler.)
+    if not 'background' = any(p_lanes) and v_handlers is not null
        and coalesce(current_setting('runlane.claim_backlog', true), '') <> 'on' then
         with eligible as materialized (
-            -- (the lane's oldest p_limit + 1 eligible runs: one descent of
-            -- runs_lane_claim_order_idx)
-            select r.run_id, r.org_id, r.claim_class, r.computer_id, r.timer_routine
-            from runlane.runs as r
-            where r.state = 'queued'
-              and r.lane = p_lanes[1]
-              and r.claim_class >= 0
-              and (r.wake_at is null or r.wake_at <= now())
-            order by r.claim_class, r.run_id
+            -- (the lane's oldest p_limit + 1 eligible runs of the handlers: one descent of
+            -- runs_handler_claim_order_idx per handler)
+            select e.run_id, e.org_id, e.claim_class, e.computer_id, e.timer_routine
+            from unnest(v_handlers) as hd (handler)
+            cross join lateral (
+                select r.run_id, r.org_id, r.claim_class, r.computer_id, r.timer_routine
+                from runlane.runs as r
+                where r.state = 'queued'
+                  and r.lane = p_lanes[1]
+                  and r.handler = hd.handler
+                  and r.claim_class >= 0
+                  and (r.wake_at is null or r.wake_at <= now())
+                order by r.claim_class, r.run_id
+                limit p_limit + 1
+            ) as e
+            order by e.claim_class, e.run_id
             limit p_limit + 1
         ),
         fits as (
@@ -227,6 +306,7 @@ begin
                 where r.run_id = e.run_id
                   and (select f.all_taken from fits as f)
                   and (r.state = 'queued') is true
+                  and r.handler = any(v_handlers)  -- (put_agent may move it meanwhile)
                   and (r.wake_at is null or r.wake_at <= now())
                 for update of r skip locked
             ) as k
@@ -289,7 +369,7 @@ begin
         -- STEP: fair path (runlane._claim_fair): candidates read in the fair order and
         -- locked until the page is full, within the bound, the gates and the caps.
         v_fair := runlane._claim_fair(
-            p_worker, p_lanes, p_limit, p_lease, p_claim_key, v_max_per_org, v_work_conserving
+            p_worker, p_lanes, v_handlers, p_limit, p_lease, p_claim_key, v_max_per_org, v_work_conserving
         );
         v_locked := v_fair.locked;
         v_locked_fences := v_fair.locked_fences;
@@ -364,7 +444,13 @@ begin
         -- columns), without reading the run again.
         runlane._timing_of(o.run, coalesce(m.created_at, (o.run).created_at))
         || jsonb_build_object('event', 'run.execution_started'),
-        null::text
+        null::text,
+        -- (a worker of one handler reads only its runs; the row's own otherwise, and
+        -- 'default' on a schema before 0021, whose runs carry none)
+        case
+            when cardinality(v_handlers) = 1 then v_handlers[1]
+            else coalesce(to_jsonb(o.run) ->> 'handler', 'default')
+        end
     from ordered as o
     -- (one probe by primary key per run: limit 1 keeps it a per-row probe)
     left join lateral (
@@ -416,7 +502,7 @@ begin
         select
             r.run_id, r.fence, r.attempts, r.lane, r.trigger, r.agent_id, r.org_id,
             r.thread_id, null::text, r.model, null::jsonb, null::int, null::jsonb,
-            null::jsonb, r.reason
+            null::jsonb, r.reason, coalesce(to_jsonb(r) ->> 'handler', 'default')
         from unnest(v_skipped) with ordinality as u (run_id, position)
         join runlane.runs as r on r.run_id = u.run_id
         order by u.position;
@@ -424,20 +510,73 @@ begin
 end;
 $$;
 
-comment on function runlane.claim_runs(text, text[], int, interval, uuid, boolean) is
-'The worker''s claim: claims runnable runs with lease, fence and computer lease (wake times, computer '
-'ownership, per-organization caps, interactive-first order, round robin across organizations); a resend '
+comment on function runlane.claim_runs(text, text[], int, interval, uuid, boolean, text[]) is
+'The worker''s claim: claims runnable runs of the handlers it serves (p_handlers; null: any) '
+'with lease, fence and computer lease (wake times, computer ownership, per-organization caps, '
+'interactive-first order, round robin across organizations); a resend '
 'with the key of the last claim of this worker and lane set returns that claim''s runs instead of '
 'claiming anew; with p_report_skipped also the runs it ended skipped because a gate closed between '
 'queue and claim (skipped_reason set; claimed rows have NULL).';
 
+revoke all on function runlane.claim_runs(text, text[], int, interval, uuid, boolean, text[]) from public;
+grant execute on function runlane.claim_runs(text, text[], int, interval, uuid, boolean, text[]) to runlane_worker;
+
+-- claim_runs without handlers: the seven-argument claim (above) of any handler, its rows
+-- without the handler column (the shape workers of earlier versions call).
+create or replace function runlane.claim_runs(
+    p_worker text,
+    p_lanes text[],
+    p_limit int,
+    p_lease interval,
+    p_claim_key uuid,
+    p_report_skipped boolean
+)
+returns table (
+    run_id bigint,
+    fence bigint,
+    attempt int,
+    lane text,
+    trigger text,
+    agent_id text,
+    org_id text,
+    thread_id text,
+    prompt text,
+    model text,
+    checkpoint jsonb,
+    iteration_cap int,
+    late_notice jsonb,
+    timing jsonb,
+    skipped_reason text
+)
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
+as $$
+begin
+    -- (PL/pgSQL, not SQL: a SQL function with SET clauses is parsed and planned on every
+    -- call; this statement's plan is kept for the session)
+    return query
+    select
+        c.run_id, c.fence, c.attempt, c.lane, c.trigger, c.agent_id, c.org_id, c.thread_id,
+        c.prompt, c.model, c.checkpoint, c.iteration_cap, c.late_notice, c.timing,
+        c.skipped_reason
+    from runlane.claim_runs(
+        p_worker, p_lanes, p_limit, p_lease, p_claim_key, p_report_skipped, null
+    ) as c;
+end;
+$$;
+
+comment on function runlane.claim_runs(text, text[], int, interval, uuid, boolean) is
+'claim_runs of any handler: the keyed claim reporting skipped runs, its rows without the handler.';
+
 revoke all on function runlane.claim_runs(text, text[], int, interval, uuid, boolean) from public;
 grant execute on function runlane.claim_runs(text, text[], int, interval, uuid, boolean) to runlane_worker;
 
--- claim_runs with a claim key: the six-argument claim (above) without the rows of skipped
+-- claim_runs with a claim key: the seven-argument claim (above) without the rows of skipped
 -- runs. Same guarantees, same receipt: a resend with the key of the last claim of this
 -- worker and lane set returns the runs that claim took. A null p_claim_key is the
--- four-argument form.
+-- four-argument form. Any handler.
 create or replace function runlane.claim_runs(
     p_worker text,
     p_lanes text[],
@@ -473,7 +612,7 @@ begin
     select
         c.run_id, c.fence, c.attempt, c.lane, c.trigger, c.agent_id, c.org_id, c.thread_id,
         c.prompt, c.model, c.checkpoint, c.iteration_cap, c.late_notice, c.timing
-    from runlane.claim_runs(p_worker, p_lanes, p_limit, p_lease, p_claim_key, false) as c;
+    from runlane.claim_runs(p_worker, p_lanes, p_limit, p_lease, p_claim_key, false, null) as c;
 end;
 $$;
 
@@ -484,7 +623,7 @@ comment on function runlane.claim_runs(text, text[], int, interval, uuid) is
 revoke all on function runlane.claim_runs(text, text[], int, interval, uuid) from public;
 grant execute on function runlane.claim_runs(text, text[], int, interval, uuid) to runlane_worker;
 
--- claim_runs with four arguments: the six-argument claim (above) without a claim key and
+-- claim_runs with four arguments: the seven-argument claim (above) without a claim key and
 -- without the rows of skipped runs: only claimed runs, nothing recorded for a resend.
 create or replace function runlane.claim_runs(
     p_worker text,
@@ -520,7 +659,7 @@ begin
     select
         c.run_id, c.fence, c.attempt, c.lane, c.trigger, c.agent_id, c.org_id, c.thread_id,
         c.prompt, c.model, c.checkpoint, c.iteration_cap, c.late_notice, c.timing
-    from runlane.claim_runs(p_worker, p_lanes, p_limit, p_lease, null, false) as c;
+    from runlane.claim_runs(p_worker, p_lanes, p_limit, p_lease, null, false, null) as c;
 end;
 $$;
 

@@ -152,18 +152,35 @@ begin
         -- it (a second, non-HOT version and its foreign-key checks again).
         v_message_id := nextval('runlane.messages_message_id_seq'::regclass);
         v_run_id := nextval('runlane.runs_run_id_seq'::regclass);
-        with message as (
-            insert into runlane.messages as m (message_id, org_id, agent_id, thread_id, body, run_id)
-            values (v_message_id, v_agent.org_id, v_agent.agent_id, p_thread_id, p_body, v_run_id)
-        )
-        insert into runlane.runs as r (
-            run_id, org_id, agent_id, lane, trigger, state, thread_id, prompt, model,
-            computer_id, source_message_id
-        )
-        values (
-            v_run_id, v_agent.org_id, v_agent.agent_id, 'interactive', 'interactive', 'queued',
-            p_thread_id, v_agent.prompt, v_agent.model, v_agent.computer_id, v_message_id
-        );
+        if to_regclass('runlane.runs_handler_claim_order_idx') is not null then
+            -- (the run carries its agent's handler: claims read by it)
+            with message as (
+                insert into runlane.messages as m (message_id, org_id, agent_id, thread_id, body, run_id)
+                values (v_message_id, v_agent.org_id, v_agent.agent_id, p_thread_id, p_body, v_run_id)
+            )
+            insert into runlane.runs as r (
+                run_id, org_id, agent_id, lane, trigger, state, thread_id, prompt, model,
+                computer_id, source_message_id, handler
+            )
+            values (
+                v_run_id, v_agent.org_id, v_agent.agent_id, 'interactive', 'interactive', 'queued',
+                p_thread_id, v_agent.prompt, v_agent.model, v_agent.computer_id, v_message_id,
+                v_agent.handler
+            );
+        else  -- (a schema before 0021: runs carry no handler)
+            with message as (
+                insert into runlane.messages as m (message_id, org_id, agent_id, thread_id, body, run_id)
+                values (v_message_id, v_agent.org_id, v_agent.agent_id, p_thread_id, p_body, v_run_id)
+            )
+            insert into runlane.runs as r (
+                run_id, org_id, agent_id, lane, trigger, state, thread_id, prompt, model,
+                computer_id, source_message_id
+            )
+            values (
+                v_run_id, v_agent.org_id, v_agent.agent_id, 'interactive', 'interactive', 'queued',
+                p_thread_id, v_agent.prompt, v_agent.model, v_agent.computer_id, v_message_id
+            );
+        end if;
 
         return query select v_message_id, v_run_id, 'created'::text;
     end if;

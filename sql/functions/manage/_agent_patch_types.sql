@@ -19,7 +19,8 @@ as $$
         'computer_id', jsonb_build_array('string', 'null'),
         'schedule', jsonb_build_array('string'),
         'enabled', jsonb_build_array('boolean'),
-        'admin_locked', jsonb_build_array('boolean')
+        'admin_locked', jsonb_build_array('boolean'),
+        'handler', jsonb_build_array('string')
     )
 $$;
 

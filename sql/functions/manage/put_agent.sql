@@ -3,8 +3,9 @@
 -- Guarantees:
 -- * Keys org_id and owner_id (both required to create), model (string or null = no
 --   model), prompt (string), thread_id and computer_id (string or null), schedule
---   (string, '' = manual only), enabled and admin_locked (booleans): the list in
---   runlane._agent_patch_types, which get_agent reads back. An absent key keeps
+--   (string, '' = manual only), enabled and admin_locked (booleans), handler (1-64
+--   characters of a-z 0-9 _ . -: the code that runs it; new agents 'default'): the list
+--   in runlane._agent_patch_types, which get_agent reads back. An absent key keeps
 --   its value; a new agent gets the column defaults. Returns the row as stored, with
 --   schedule in its canonical text and next_run_at as the agents_schedule trigger sets
 --   it (set when a schedule is set or a gate opens, cleared when a gate closes).
@@ -23,6 +24,7 @@
 --   up to the one thing a taken id cannot do: be created. That answers 23505, the same
 --   message whichever organization holds the id and whoever asks, and says nothing else
 --   (not the organization, nor anything of the agent).
+-- * A changed handler moves the agent's queued runs with it, under the agent's row lock.
 -- * Concurrent creations of one id: one inserts, the others patch the row it wrote.
 -- * The row is locked `for no key update`: a call left open in a slow request blocks only
 --   other patches of the same row, never new runs of the agent (their foreign-key checks) nor a claim.
@@ -41,6 +43,17 @@ declare
 begin
     perform runlane._check_id('agent id', p_agent_id);
     perform runlane._check_patch('agent', p_patch, runlane._agent_patch_types());
+    if p_patch ->> 'handler' !~ '^[a-z0-9_.-]{1,64}$' then
+        raise exception 'handler must be 1-64 characters of a-z 0-9 _ . -, got %',
+            runlane._quote_for_error(p_patch ->> 'handler')
+            using errcode = '22023',
+                  hint = 'A worker serves it as runlane worker --agent NAME=module:attr.';
+    end if;
+    if p_patch ? 'handler' and to_regclass('runlane.runs_handler_claim_order_idx') is null then
+        raise exception 'handlers need migration 0021'
+            using errcode = '0A000',
+                  hint = 'Run runlane migrate to the latest version first.';
+    end if;
     foreach v_key in array array['org_id', 'owner_id', 'model', 'thread_id', 'computer_id'] loop
         if jsonb_typeof(p_patch -> v_key) = 'string' then
             perform runlane._check_id(replace(v_key, '_', ' '), p_patch ->> v_key);
@@ -67,8 +80,8 @@ begin
             raise exception 'a new agent needs the keys ''org_id'' and ''owner_id'' (agent % does not exist)',
                 runlane._quote_for_error(p_agent_id)
                 using errcode = '22023',
-                      hint = 'Accepted keys: admin_locked, computer_id, enabled, model, org_id, owner_id, '
-                          || 'prompt, schedule, thread_id.';
+                      hint = 'Accepted keys: admin_locked, computer_id, enabled, handler, model, org_id, '
+                          || 'owner_id, prompt, schedule, thread_id.';
         end if;
         v_row := null;
         v_row.agent_id := p_agent_id;
@@ -136,6 +149,12 @@ begin
         on conflict (agent_id) do nothing
         returning * into v_row;
         if found then
+            if p_patch ? 'handler' then  -- (a new agent has no runs yet)
+                update runlane.agents as a
+                set handler = p_patch ->> 'handler'
+                where a.agent_id = p_agent_id
+                returning * into strict v_row;
+            end if;
             return v_row;
         end if;
         -- GUARD: taken by an agent the caller cannot see (another organization's)
@@ -163,6 +182,18 @@ begin
         schedule = v_row.schedule
     where a.agent_id = p_agent_id
     returning * into strict v_row;
+    if p_patch ? 'handler' then
+        update runlane.agents as a
+        set handler = p_patch ->> 'handler'
+        where a.agent_id = p_agent_id
+        returning * into strict v_row;
+        -- (runs_unfinished_agent_idx; a running run keeps the handler it was claimed for)
+        update runlane.runs as r
+        set handler = v_row.handler
+        where r.agent_id = p_agent_id
+          and r.state = 'queued'
+          and r.handler <> v_row.handler;
+    end if;
     return v_row;
 end;
 $$;

@@ -79,7 +79,7 @@ begin
         e.worker_id,
         coalesce(w.host, substring(e.worker_id from '^(.+)-[0-9]+-[0-9a-f]{6}$')),
         w.lanes,
-        null::text[],
+        w.handlers,
         w.started_at,
         w.heartbeat_at,
         w.stopped_at,

@@ -1,13 +1,15 @@
 -- register_worker: a new-generation worker announces itself in the registry and keeps
 -- its row fresh (call it at start and periodically); p_stopped marks a clean exit.
 --
--- Guarantees: one row per worker id, generation 2, deliveries 'direct'; heartbeat_at is
--- the time of the last call. The contract step reads the registry only for older
+-- Guarantees: one row per worker id, generation 2, deliveries 'direct', the handlers it
+-- serves (p_handlers; null: any handler); heartbeat_at is the time of the last call. The
+-- contract step reads the registry only for older
 -- generations, so this is for operators (`runlane upgrade-status`, `runlane status`).
 create or replace function runlane.register_worker(
     p_worker_id text,
-    p_lanes text[] default '{}',
-    p_stopped boolean default false
+    p_lanes text[],
+    p_stopped boolean,
+    p_handlers text[]
 )
 returns void
 language plpgsql
@@ -25,21 +27,71 @@ begin
         raise exception 'lanes must be interactive and/or background, got %', p_lanes
             using errcode = '22023';
     end if;
+    if p_handlers is not null and (cardinality(p_handlers) not between 1 and 64 or exists (
+        select 1 from unnest(p_handlers) as h (name)
+        where h.name is null or h.name !~ '^[a-z0-9_.-]{1,64}$'
+    )) then
+        raise exception 'handlers must be 1 to 64 names of 1-64 characters of a-z 0-9 _ . -, got %',
+            runlane._quote_for_error(p_handlers::text)
+            using errcode = '22023';
+    end if;
 
-    insert into runlane.workers as w (worker_id, generation, deliveries, lanes, stopped_at)
+    if to_regclass('runlane.runs_handler_claim_order_idx') is null then
+        -- (a schema before 0021: the registry has no handlers, and every run is of 'default')
+        insert into runlane.workers as w (worker_id, generation, deliveries, lanes, stopped_at)
+        values (
+            p_worker_id, 2, 'direct', p_lanes,
+            case when coalesce(p_stopped, false) then now() end
+        )
+        on conflict (worker_id) do update
+        set lanes = excluded.lanes,
+            heartbeat_at = now(),
+            stopped_at = excluded.stopped_at;
+        return;
+    end if;
+    insert into runlane.workers as w (
+        worker_id, generation, deliveries, lanes, stopped_at, handlers
+    )
     values (
         p_worker_id, 2, 'direct', p_lanes,
-        case when coalesce(p_stopped, false) then now() end
+        case when coalesce(p_stopped, false) then now() end,
+        p_handlers
     )
     on conflict (worker_id) do update
     set lanes = excluded.lanes,
+        handlers = excluded.handlers,
         heartbeat_at = now(),
         stopped_at = excluded.stopped_at;
 end;
 $$;
 
+comment on function runlane.register_worker(text, text[], boolean, text[]) is
+'Registers or refreshes a new-generation (direct dispatch) worker and the handlers it serves; '
+'p_stopped marks its clean exit.';
+
+revoke all on function runlane.register_worker(text, text[], boolean, text[]) from public;
+grant execute on function runlane.register_worker(text, text[], boolean, text[]) to runlane_worker;
+
+-- register_worker without handlers: a worker that claims any handler (the shape workers of
+-- earlier versions call).
+create or replace function runlane.register_worker(
+    p_worker_id text,
+    p_lanes text[] default '{}',
+    p_stopped boolean default false
+)
+returns void
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+set lock_timeout = '5s'
+as $$
+begin
+    perform runlane.register_worker(p_worker_id, p_lanes, p_stopped, null);
+end;
+$$;
+
 comment on function runlane.register_worker(text, text[], boolean) is
-'Registers or refreshes a new-generation (direct dispatch) worker; p_stopped marks its clean exit.';
+'Registers or refreshes a worker that serves any handler; p_stopped marks its clean exit.';
 
 revoke all on function runlane.register_worker(text, text[], boolean) from public;
 grant execute on function runlane.register_worker(text, text[], boolean) to runlane_worker;

@@ -1,6 +1,6 @@
 -- With the per-worker bound (runlane.max_per_org), a claim reads an organization's queued
 -- runs no further than the room it has on the worker: a page of 100 for an organization
--- with room for 10 fetches about 10 runs through runs_fair_claim_idx, not the 2 x 100 + 8
+-- with room for 10 fetches about 10 runs through runs_handler_fair_claim_idx, not the 2 x 100 + 8
 -- candidates a page reads without the bound (a worker at its bound in a one-tenant
 -- drain would read that many rows to lock the 40-odd it has room for).
 begin;
@@ -28,7 +28,7 @@ end
 $$;
 
 create temp table before_claim on commit drop as
-select pg_stat_get_xact_tuples_fetched('runlane.runs_fair_claim_idx'::regclass) as entries;
+select pg_stat_get_xact_tuples_fetched('runlane.runs_handler_fair_claim_idx'::regclass) as entries;
 
 select is(
     (
@@ -46,7 +46,7 @@ select is(
 );
 
 select cmp_ok(
-    pg_stat_get_xact_tuples_fetched('runlane.runs_fair_claim_idx'::regclass)
+    pg_stat_get_xact_tuples_fetched('runlane.runs_handler_fair_claim_idx'::regclass)
     - (select b.entries from before_claim as b),
     '<=',
     20::bigint,

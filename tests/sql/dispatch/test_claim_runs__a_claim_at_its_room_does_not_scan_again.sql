@@ -27,7 +27,7 @@ select is(
 );
 
 create temp table before_claim on commit drop as
-select pg_stat_get_xact_numscans('runlane.runs_fair_claim_idx'::regclass) as scans;
+select pg_stat_get_xact_numscans('runlane.runs_handler_fair_claim_idx'::regclass) as scans;
 
 select is(
     (select count(*) from runlane.claim_runs('w1', array['interactive'], 100)),
@@ -36,7 +36,7 @@ select is(
 );
 
 select cmp_ok(
-    pg_stat_get_xact_numscans('runlane.runs_fair_claim_idx'::regclass)
+    pg_stat_get_xact_numscans('runlane.runs_handler_fair_claim_idx'::regclass)
     - (select b.scans from before_claim as b),
     '<=',
     5::bigint,

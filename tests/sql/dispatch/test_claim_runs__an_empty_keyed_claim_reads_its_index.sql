@@ -3,7 +3,7 @@
 -- shows it takes no transaction id). That question is asked on every claim, so it must
 -- stay cheap however the queue grew: with the claim's generic plans made while every run
 -- was queued (a worker's first claim of a drain) and then every run finished, the empty
--- claim reads runs_fair_claim_idx, never the table; and a claim with runs to take asks
+-- claim reads runs_handler_fair_claim_idx, never the table; and a claim with runs to take asks
 -- the index once.
 begin;
 select plan(9);
@@ -16,12 +16,12 @@ begin
 end
 $$;
 
--- The worker's keyed claim of up to 10 chat runs: how many rows it returned.
+-- The worker's keyed claim of up to 10 chat runs of its handler: how many rows it returned.
 create function pg_temp.claimed_with(p_key uuid) returns bigint
 language sql
 as $$
     select count(*) from runlane.claim_runs(
-        'w0', array['interactive'], 10, interval '60 seconds', p_key, false
+        'w0', array['interactive'], 10, interval '60 seconds', p_key, false, array['default']
     )
 $$;
 
@@ -43,7 +43,7 @@ where state in ('queued', 'running');
 create temp table before_empty on commit drop as
 select
     pg_stat_get_xact_numscans('runlane.runs'::regclass) as table_scans,
-    pg_stat_get_xact_numscans('runlane.runs_fair_claim_idx'::regclass) as fair_scans;
+    pg_stat_get_xact_numscans('runlane.runs_handler_fair_claim_idx'::regclass) as fair_scans;
 
 select is(
     pg_temp.claimed_with('00000000-0000-0000-0000-000000000002'),
@@ -59,11 +59,11 @@ select is(
 );
 
 select cmp_ok(
-    pg_stat_get_xact_numscans('runlane.runs_fair_claim_idx'::regclass)
+    pg_stat_get_xact_numscans('runlane.runs_handler_fair_claim_idx'::regclass)
     - (select b.fair_scans from before_empty as b),
     '>',
     0::bigint,
-    'it asked runs_fair_claim_idx'
+    'it asked runs_handler_fair_claim_idx'
 );
 
 select is(
@@ -88,21 +88,21 @@ select is(
 );
 
 -- Three new messages: the empty claim turned the session's backlog flag off, so this
--- claim takes the idle statement (runs_lane_claim_order_idx), and runs_fair_claim_idx is read
+-- claim takes the idle statement (runs_handler_claim_order_idx), and runs_handler_fair_claim_idx is read
 -- by the probe alone, once (pulled up into the receipt's filter, it ran twice).
 do $$ begin perform runlane_test.chat_backlog('a-1', 3, 'u-'); end $$;
 create temp table before_three on commit drop as
-select pg_stat_get_xact_numscans('runlane.runs_fair_claim_idx'::regclass) as fair_scans;
+select pg_stat_get_xact_numscans('runlane.runs_handler_fair_claim_idx'::regclass) as fair_scans;
 select is(
     pg_temp.claimed_with('00000000-0000-0000-0000-000000000003'),
     3::bigint,
     'a claim with runs to take takes them'
 );
 select is(
-    pg_stat_get_xact_numscans('runlane.runs_fair_claim_idx'::regclass)
+    pg_stat_get_xact_numscans('runlane.runs_handler_fair_claim_idx'::regclass)
     - (select b.fair_scans from before_three as b),
     1::bigint,
-    'its probe descended runs_fair_claim_idx once'
+    'its probe descended runs_handler_fair_claim_idx once'
 );
 
 select * from finish();

@@ -47,7 +47,7 @@ end
 $$;
 
 create temp table before_claim on commit drop as
-select pg_stat_get_xact_tuples_fetched('runlane.runs_lane_claim_order_idx'::regclass) as fetched;
+select pg_stat_get_xact_tuples_fetched('runlane.runs_handler_claim_order_idx'::regclass) as fetched;
 
 select is(
     (select array_agg(c.org_id) from runlane.claim_runs('w1', array['background'], 10) as c),
@@ -56,7 +56,7 @@ select is(
 );
 
 select cmp_ok(
-    pg_stat_get_xact_tuples_fetched('runlane.runs_lane_claim_order_idx'::regclass)
+    pg_stat_get_xact_tuples_fetched('runlane.runs_handler_claim_order_idx'::regclass)
     - (select b.fetched from before_claim as b),
     '<=',
     50::bigint,

@@ -2,9 +2,9 @@
 -- gathered while every run was queued (one organization, so the claim takes its
 -- rounds path) and the claim's generic plans made then (a worker's first claim of the
 -- drain; plans are cached for the session), a later claim reads the queued runs
--- through runs_fair_claim_idx, never a walk of runs_pkey that filters out every
+-- through runs_handler_fair_claim_idx, never a walk of runs_pkey that filters out every
 -- finished run (quadratic over a drain). And its fair
--- window reads the oldest queued runs in runs_lane_claim_order_idx order and stops after 4 x
+-- window reads the oldest queued runs in runs_handler_claim_order_idx order and stops after 4 x
 -- the runs it needs: a window that also named the organizations left out ("org_id <>
 -- all(...)", estimated to keep no row under one organization's statistics) would be
 -- planned as a bitmap read of the whole queue and a sort (10-15 ms for a worker's first
@@ -49,7 +49,7 @@ select is(
 -- (runlane.claim_skip_window): the next claim is told to read it again.
 select set_config('runlane.claim_skip_window', 'off', false);
 create temp table before_window on commit drop as
-select pg_stat_get_xact_tuples_returned('runlane.runs_lane_claim_order_idx'::regclass) as entries;
+select pg_stat_get_xact_tuples_returned('runlane.runs_handler_claim_order_idx'::regclass) as entries;
 create temp table window_claimed on commit drop as
 select c.run_id
 from runlane.claim_runs('w0', array['interactive'], 10) as c;
@@ -66,14 +66,14 @@ select is(
     'the window claim takes the next ten oldest runs'
 );
 select cmp_ok(
-    pg_stat_get_xact_tuples_returned('runlane.runs_lane_claim_order_idx'::regclass)
+    pg_stat_get_xact_tuples_returned('runlane.runs_handler_claim_order_idx'::regclass)
     - (select b.entries from before_window as b),
     '>',
     0::bigint,
-    'the window reads runs_lane_claim_order_idx'
+    'the window reads runs_handler_claim_order_idx'
 );
 select cmp_ok(
-    pg_stat_get_xact_tuples_returned('runlane.runs_lane_claim_order_idx'::regclass)
+    pg_stat_get_xact_tuples_returned('runlane.runs_handler_claim_order_idx'::regclass)
     - (select b.entries from before_window as b),
     '<',
     300::bigint,
@@ -91,7 +91,7 @@ where run_id in (
 create temp table before_claim on commit drop as
 select
     pg_stat_get_xact_tuples_returned('runlane.runs_pkey'::regclass) as pkey_entries,
-    pg_stat_get_xact_numscans('runlane.runs_fair_claim_idx'::regclass) as fair_scans;
+    pg_stat_get_xact_numscans('runlane.runs_handler_fair_claim_idx'::regclass) as fair_scans;
 
 create temp table claimed on commit drop as
 select c.run_id
@@ -118,11 +118,11 @@ select cmp_ok(
 );
 
 select cmp_ok(
-    pg_stat_get_xact_numscans('runlane.runs_fair_claim_idx'::regclass)
+    pg_stat_get_xact_numscans('runlane.runs_handler_fair_claim_idx'::regclass)
     - (select b.fair_scans from before_claim as b),
     '>',
     0::bigint,
-    'the queued runs are read through runs_fair_claim_idx'
+    'the queued runs are read through runs_handler_fair_claim_idx'
 );
 
 select * from finish();

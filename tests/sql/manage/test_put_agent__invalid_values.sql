@@ -15,7 +15,7 @@ select throws_ok(
 select throws_ok(
     $$select runlane.put_agent('agent-i', '{"next_run_at": "2030-01-01"}')$$, '22023',
     'unknown key ''next_run_at'' in the agent patch; accepted keys: admin_locked, computer_id, enabled, '
-    || 'model, org_id, owner_id, prompt, schedule, thread_id',
+    || 'handler, model, org_id, owner_id, prompt, schedule, thread_id',
     'next_run_at is not written by callers: an unknown key, naming the accepted ones'
 );
 select throws_ok(

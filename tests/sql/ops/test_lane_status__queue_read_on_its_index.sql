@@ -92,7 +92,7 @@ select cmp_ok(
 
 -- queue_delay_status (the maintenance pass's warning; the dashboard reads lane_overview
 -- since migration 0013) may take either index of queued runs, runs_unfinished_lane_idx or
--- runs_lane_claim_order_idx, as the table's statistics tip it (dead rows that earlier tests in
+-- runs_handler_claim_order_idx, as the table's statistics tip it (dead rows that earlier tests in
 -- the same database left behind did, once): what it must never do is read the table.
 update before_read
 set scans = pg_stat_get_xact_numscans('runlane.runs'::regclass);

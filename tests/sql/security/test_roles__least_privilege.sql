@@ -97,7 +97,7 @@ select is(
 -- the login's organization when it is scoped; so is run_detail (one run with its error);
 -- and so are the dashboard's views (lane_minutes, queue_delay_status, owner_spend,
 -- agent_last_runs, lane_overview, agent_page, runs_page, workers_page, failure_minutes,
--- run_reply).
+-- run_reply, unserved_handlers).
 select set_eq(
     $$
         select p.proname::text
@@ -114,7 +114,7 @@ select set_eq(
         'lane_status', 'org_status', 'agent_schedules', 'timing_summary', 'agent_journal',
         'superseded_through', 'run_detail',
         'lane_minutes', 'queue_delay_status', 'owner_spend', 'agent_last_runs',
-        'lane_overview', 'agent_page',
+        'lane_overview', 'agent_page', 'unserved_handlers',
         'runs_page', 'workers_page', 'failure_minutes', 'run_reply',
         -- a stream follower reads it to poll fast while notifications cannot be trusted
         'notify_queue_usage'
