@@ -108,7 +108,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.purge_gone_workers(interval,integer)": WORKER,
     "runlane.upgrade_status()": WORKER,
     "runlane.register_worker(text,text[],boolean)": WORKER,
-    "runlane.register_worker(text,text[],boolean,text[])": WORKER,  # with its handlers
+    "runlane.register_worker(text,text[],boolean,text[],text,integer)": WORKER,  # handlers, host
     "runlane.lead_maintenance(text,interval)": WORKER,
     "runlane.lead_maintenance_with_holder(text,interval)": WORKER,
     "runlane.resign_maintenance(text)": WORKER,

@@ -4,6 +4,8 @@ written, refreshed and marked stopped; failing to write it never fails the worke
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 
 from worker_helpers import wait_until
 from worker_parts import config
@@ -13,10 +15,13 @@ from runlane.worker.db import Database
 from runlane.worker.registry import Registry
 
 
-def test_a_worker_registers_with_its_lanes_and_is_marked_stopped_at_the_end(db_dsn, conn):
+def test_a_worker_registers_with_its_lanes_host_and_pid_and_is_marked_stopped_at_the_end(
+    db_dsn, conn
+):
     def row():
         return conn.execute(
-            "select lanes, stopped_at is not null from runlane.workers where worker_id = 'w-reg'"
+            "select lanes, stopped_at is not null, host, pid from runlane.workers"
+            " where worker_id = 'w-reg'"
         ).fetchone()
 
     async def scenario() -> tuple[tuple, bool]:
@@ -39,9 +44,10 @@ def test_a_worker_registers_with_its_lanes_and_is_marked_stopped_at_the_end(db_d
             await db.close()
 
     registered, numbered = asyncio.run(scenario())
-    assert registered == (["interactive", "background"], False)
+    here = (socket.gethostname(), os.getpid())  # what the workers page shows
+    assert registered == (["interactive", "background"], False, *here)
     assert numbered is True
-    assert row() == (["interactive", "background"], True)
+    assert row() == (["interactive", "background"], True, *here)
 
 
 def test_a_refused_registration_is_logged_and_never_raised(db_dsn, conn, capsys):

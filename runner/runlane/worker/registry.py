@@ -9,6 +9,8 @@ The refresh also re-asks whether the schema numbers writes until it does.
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 
 import psycopg
 
@@ -19,8 +21,11 @@ from .db import Database
 REGISTER = """
 select runlane.register_worker(p_worker_id => %(worker)s::text, p_lanes => %(lanes)s::text[],
                                p_stopped => %(stopped)s::boolean,
-                               p_handlers => %(handlers)s::text[])
+                               p_handlers => %(handlers)s::text[],
+                               p_host => %(host)s::text, p_pid => %(pid)s::int)
 """
+# the machine's name as the operator knows it, cut to what an id may hold
+HOST = socket.gethostname()[:256] or None
 REGISTRY_INTERVAL = 30.0  # seconds; the contract step treats 2 minutes of silence as gone
 
 
@@ -43,6 +48,8 @@ class Registry:
                     "lanes": self.config.lanes,
                     "stopped": stopped,
                     "handlers": self.config.handlers,
+                    "host": HOST,
+                    "pid": os.getpid(),
                 },
                 fetch="none",
             )

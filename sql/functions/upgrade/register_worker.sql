@@ -2,14 +2,18 @@
 -- its row fresh (call it at start and periodically); p_stopped marks a clean exit.
 --
 -- Guarantees: one row per worker id, generation 2, deliveries 'direct', the handlers it
--- serves (p_handlers; null: any handler); heartbeat_at is the time of the last call. The
+-- serves (p_handlers; null: any handler) and, when given, the host and process it runs
+-- as (what the dashboard's workers page shows); heartbeat_at is the time of the last
+-- call. The
 -- contract step reads the registry only for older
 -- generations, so this is for operators (`runlane upgrade-status`, `runlane status`).
 create or replace function runlane.register_worker(
     p_worker_id text,
     p_lanes text[],
     p_stopped boolean,
-    p_handlers text[]
+    p_handlers text[],
+    p_host text default null,
+    p_pid int default null
 )
 returns void
 language plpgsql
@@ -36,41 +40,57 @@ begin
             using errcode = '22023';
     end if;
 
+    if p_host is not null then
+        perform runlane._check_id('host', p_host);
+    end if;
+    if p_pid is not null and p_pid <= 0 then
+        raise exception 'a process id is positive, got %', p_pid
+            using errcode = '22023';
+    end if;
+
     if to_regclass('runlane.runs_handler_claim_order_idx') is null then
         -- (a schema before 0021: the registry has no handlers, and every run is of 'default')
-        insert into runlane.workers as w (worker_id, generation, deliveries, lanes, stopped_at)
+        insert into runlane.workers as w (
+            worker_id, generation, deliveries, lanes, stopped_at, host, pid
+        )
         values (
             p_worker_id, 2, 'direct', p_lanes,
-            case when coalesce(p_stopped, false) then now() end
+            case when coalesce(p_stopped, false) then now() end,
+            p_host, p_pid
         )
         on conflict (worker_id) do update
         set lanes = excluded.lanes,
+            host = coalesce(excluded.host, w.host),
+            pid = coalesce(excluded.pid, w.pid),
             heartbeat_at = now(),
             stopped_at = excluded.stopped_at;
         return;
     end if;
     insert into runlane.workers as w (
-        worker_id, generation, deliveries, lanes, stopped_at, handlers
+        worker_id, generation, deliveries, lanes, stopped_at, handlers, host, pid
     )
     values (
         p_worker_id, 2, 'direct', p_lanes,
         case when coalesce(p_stopped, false) then now() end,
-        p_handlers
+        p_handlers, p_host, p_pid
     )
     on conflict (worker_id) do update
     set lanes = excluded.lanes,
         handlers = excluded.handlers,
+        host = coalesce(excluded.host, w.host),
+        pid = coalesce(excluded.pid, w.pid),
         heartbeat_at = now(),
         stopped_at = excluded.stopped_at;
 end;
 $$;
 
-comment on function runlane.register_worker(text, text[], boolean, text[]) is
-'Registers or refreshes a new-generation (direct dispatch) worker and the handlers it serves; '
+comment on function runlane.register_worker(text, text[], boolean, text[], text, int) is
+'Registers or refreshes a new-generation (direct dispatch) worker, the handlers it serves and '
+'its host and process; '
 'p_stopped marks its clean exit.';
 
-revoke all on function runlane.register_worker(text, text[], boolean, text[]) from public;
-grant execute on function runlane.register_worker(text, text[], boolean, text[]) to runlane_worker;
+revoke all on function runlane.register_worker(text, text[], boolean, text[], text, int) from public;
+grant execute on function runlane.register_worker(text, text[], boolean, text[], text, int) to runlane_worker;
 
 -- register_worker without handlers: a worker that claims any handler (the shape workers of
 -- earlier versions call).

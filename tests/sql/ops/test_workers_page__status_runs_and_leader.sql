@@ -2,12 +2,13 @@
 -- running and stale runs, whether it leads maintenance and its status (alive, stale,
 -- gone, stopped).
 begin;
-select plan(4);
+select plan(5);
 
 do $$ begin
     perform runlane_test.agent('agent-w', 'org-w');
     perform runlane.register_worker('hostA-4242-abc123', array['interactive']);
     perform runlane.register_worker('quiet', array['background']);
+    perform runlane.register_worker('chat-1', array['interactive'], false, array['chat'], 'box-7', 4242);
     perform runlane.register_worker('done', array['interactive', 'background'], true);
 end $$;
 update runlane.workers set heartbeat_at = now() - interval '5 minutes' where worker_id = 'quiet';
@@ -31,16 +32,22 @@ select results_eq(
     $$select worker_id, host, lanes, running, stale, leads_maintenance, status
       from runlane.workers_page()$$,
     $$values
-        ('done'::text, null::text, array['interactive', 'background'], 0, 0, false, 'stopped'::text),
+        ('chat-1'::text, 'box-7'::text, array['interactive'], 0, 0, false, 'alive'::text),
+        ('done', null, array['interactive', 'background'], 0, 0, false, 'stopped'),
         ('hostA-4242-abc123', 'hostA', array['interactive'], 2, 0, true, 'alive'),
         ('quiet', null, array['background'], 0, 0, false, 'gone'),
         ('unregistered', null, null, 1, 1, false, 'stale')$$,
     'each worker with its runs, the maintenance leader and its status'
 );
 select is(
-    (select count(*)::int from runlane.workers_page() where handlers is not null),
-    0,
-    'handlers: none registered'
+    (select handlers from runlane.workers_page() where worker_id = 'chat-1'),
+    array['chat'],
+    'a worker names the host it registered and the handlers it serves'
+);
+select is(
+    (select count(*)::int from runlane.workers_page() where handlers is null),
+    4,
+    'a worker registered without handlers serves any: its handlers are null'
 );
 select is(
     (
