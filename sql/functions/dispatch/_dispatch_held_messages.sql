@@ -106,7 +106,9 @@ begin
             v_run_id, a.org_id, a.agent_id, 'interactive', 'interactive', 'queued',
             p_thread_id, a.prompt, a.model, a.computer_id, v_earliest.message_id, a.handler
         from runlane.agents as a
-        where a.agent_id = _dispatch_held_messages.p_agent_id;
+        where a.agent_id = _dispatch_held_messages.p_agent_id
+        -- (the agent as a concurrent put_agent that moves its runs leaves it: see submit_message)
+        for key share of a;
     else  -- (a schema before 0021: runs carry no handler)
         with attached as (
             update runlane.messages as m

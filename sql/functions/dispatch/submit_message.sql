@@ -84,6 +84,20 @@ begin
 
     perform runlane._thread_lock(v_agent.agent_id, p_thread_id);
 
+    -- GUARD: the agent as it is now, under the KEY SHARE lock the message's foreign key
+    -- takes anyway. erase_agent (a delete) and put_agent moving the agent's runs to another
+    -- handler (FOR UPDATE) conflict with it: either they committed first, and the message
+    -- finds the agent gone (RL008, not a foreign-key error) or its new handler, or they
+    -- wait for this transaction and then see its run.
+    select a.* into v_agent
+    from runlane.agents as a
+    where a.agent_id = v_agent.agent_id
+    for key share;
+    if not found then
+        raise exception 'unknown agent %', runlane._quote_for_error(p_agent_id)
+            using errcode = 'RL008';
+    end if;
+
     -- GUARD: find the thread's unfinished interactive run (a queued one first).
     -- The queued run's row is locked with SKIP LOCKED first: its usual lockers are
     -- claims, which never wait for this thread lock, while waiting for a row lock with

@@ -24,7 +24,8 @@
 --   up to the one thing a taken id cannot do: be created. That answers 23505, the same
 --   message whichever organization holds the id and whoever asks, and says nothing else
 --   (not the organization, nor anything of the agent).
--- * A changed handler moves the agent's queued runs with it, under the agent's row lock.
+-- * A changed handler moves the agent's queued runs with it, under the agent's row lock
+--   `for update`: no run of the agent is created with the old handler after it commits.
 -- * Concurrent creations of one id: one inserts, the others patch the row it wrote.
 -- * The row is locked `for no key update`: a call left open in a slow request blocks only
 --   other patches of the same row, never new runs of the agent (their foreign-key checks) nor a claim.
@@ -182,7 +183,11 @@ begin
         schedule = v_row.schedule
     where a.agent_id = p_agent_id
     returning * into strict v_row;
-    if p_patch ? 'handler' then
+    if p_patch ? 'handler' and p_patch ->> 'handler' is distinct from v_row.handler then
+        -- FOR UPDATE, the one lock that waits for the KEY SHARE of a message being sent:
+        -- the runs such messages create are committed (and moved below) before this goes
+        -- on, and a message sent from now on waits and reads the new handler.
+        perform 1 from runlane.agents as a where a.agent_id = p_agent_id for update;
         update runlane.agents as a
         set handler = p_patch ->> 'handler'
         where a.agent_id = p_agent_id
