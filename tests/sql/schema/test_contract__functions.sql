@@ -1,6 +1,6 @@
 -- Every function DESIGN.md fixes exists with exactly its name and parameter types.
 begin;
-select plan(47);
+select plan(52);
 
 select has_function('runlane', 'submit_message', array['text', 'text', 'text'], 'submit_message(agent, thread, body)');
 select has_function('runlane', 'publish_run', array['bigint', 'timestamp with time zone'], 'publish_run(run, wake_at)');
@@ -20,6 +20,10 @@ select has_function('runlane', 'claim_runs', array['text', 'text[]', 'integer', 
 select has_function(
     'runlane', 'claim_runs', array['text', 'text[]', 'integer', 'interval', 'uuid', 'boolean'],
     'claim_runs(worker, lanes, limit, lease, claim key, report skipped)'
+);
+select has_function(
+    'runlane', 'claim_runs', array['text', 'text[]', 'integer', 'interval', 'uuid', 'boolean', 'text[]'],
+    'claim_runs(worker, lanes, limit, lease, claim key, report skipped, handlers)'
 );
 select has_function('runlane', 'heartbeat', array['bigint', 'bigint', 'interval'], 'heartbeat(run, fence, lease)');
 select has_function('runlane', 'append_output', array['bigint', 'bigint', 'text', 'text'], 'append_output(run, fence, kind, body)');
@@ -46,6 +50,11 @@ select has_function('runlane', 'put_user', array['text', 'text', 'jsonb'], 'put_
 select has_function('runlane', 'put_agent', array['text', 'jsonb'], 'put_agent(agent, patch)');
 select has_function('runlane', 'get_agent', array['text'], 'get_agent(agent)');
 select has_function('runlane', 'message_status', array['bigint'], 'message_status(message)');
+-- erasure
+select has_function('runlane', 'erase_thread', array['text', 'text'], 'erase_thread(agent, thread)');
+select has_function('runlane', 'erase_agent', array['text'], 'erase_agent(agent)');
+select has_function('runlane', 'erase_user', array['text'], 'erase_user(user)');
+select has_function('runlane', 'erase_org', array['text'], 'erase_org(org)');
 select has_function('runlane', 'parse_schedule', array['text'], 'parse_schedule(schedule)');
 select has_function(
     'runlane', 'next_slot', array['text', 'text', 'timestamp with time zone'],
