@@ -654,6 +654,7 @@ def test_a_scoped_api_login_sees_only_its_organization_in_the_operator_views(con
                 ],
                 "workers": c.execute(
                     "select worker_id, running from runlane.workers_page()"
+                ).fetchall(),
                 # no worker is registered: every handler with queued runs is unserved
                 "unserved": c.execute(
                     "select handler, lane, queued from runlane.unserved_handlers()"
