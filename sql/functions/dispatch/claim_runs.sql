@@ -522,7 +522,7 @@ revoke all on function runlane.claim_runs(text, text[], int, interval, uuid, boo
 grant execute on function runlane.claim_runs(text, text[], int, interval, uuid, boolean, text[]) to runlane_worker;
 
 -- claim_runs without handlers: the seven-argument claim (above) of any handler, its rows
--- without the handler column (the shape workers of earlier versions call).
+-- without the handler column (the shape workers of 0.2 and before call).
 create or replace function runlane.claim_runs(
     p_worker text,
     p_lanes text[],

@@ -3,7 +3,7 @@
 --
 -- Guarantees: one row per (handler, lane) with queued runs where no worker registered in
 -- the last 2 minutes (runlane.workers, not stopped) serves both that lane and that
--- handler; a worker that registered no handlers (an earlier version) serves any.
+-- handler; a worker that registered no handlers (one of 0.2 or before) serves any.
 --   queued              the (handler, lane)'s queued runs (awake or not);
 --   oldest_wait_ms      how long its oldest awake run has waited, from the later of its
 --                       creation and its wake time, or NULL (such runs still count in

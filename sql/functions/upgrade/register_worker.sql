@@ -92,8 +92,8 @@ comment on function runlane.register_worker(text, text[], boolean, text[], text,
 revoke all on function runlane.register_worker(text, text[], boolean, text[], text, int) from public;
 grant execute on function runlane.register_worker(text, text[], boolean, text[], text, int) to runlane_worker;
 
--- register_worker without handlers: a worker that claims any handler (the shape workers of
--- earlier versions call).
+-- register_worker without handlers: a worker that claims any handler (the shape runlane
+-- 0.2 workers call).
 create or replace function runlane.register_worker(
     p_worker_id text,
     p_lanes text[] default '{}',

@@ -1,6 +1,6 @@
 -- unserved_handlers names each (handler, lane) with queued runs that no live worker
 -- serves: a worker serves the handlers it registered in the lanes it registered; one
--- that registered no handlers (an earlier version) serves any; a stopped worker, or one
+-- that registered no handlers (as runlane 0.2 workers do) serves any; a stopped worker, or one
 -- silent for 2 minutes, serves none.
 begin;
 select plan(6);
@@ -42,7 +42,7 @@ select is(
 do $$ begin perform runlane.register_worker('w-old', '{interactive}'); end $$;
 select is(
     (select count(*) from runlane.unserved_handlers()), 0::bigint,
-    'a worker that registered no handlers (an earlier version) serves any'
+    'a worker that registered no handlers (as runlane 0.2 workers do) serves any'
 );
 select is(
     (select w.handlers from runlane.workers as w where w.worker_id = 'w-old'), null::text[],
