@@ -198,7 +198,7 @@ def configure_agents_or_exit(agents: dict[str, Any], options: tuple[str, ...]) -
     configurable = {h: a for h, a in agents.items() if getattr(a, "configure", None)}
     if not configurable:
         raise click.BadParameter(
-            f"no agent served here takes options ({', '.join(sorted(agents))})",
+            f"the agents served here take no options ({', '.join(sorted(agents))})",
             param_hint="--agent-option",
         )
     for handler, agent in configurable.items():

@@ -975,6 +975,8 @@ def _sample_values(conn, api, worker) -> dict[str, object]:
         "p_claim_key": uuid.UUID("00000000-0000-4000-8000-000000000005"),
         "p_report_skipped": True,  # the worker's claim: reports runs a closed gate skipped
         "p_handlers": ["default"],  # the handlers a worker serves (claim, registry)
+        "p_host": "host-null",  # the registry's host and process
+        "p_pid": 4242,
         # management (put_org, put_user, put_agent)
         "p_org_id": "org-null",
         "p_user_id": "user-null",
@@ -1058,6 +1060,7 @@ AGENT_KEYS = [
     "schedule",
     "enabled",
     "admin_locked",
+    "handler",
 ]
 ORG_KEYS = ["timezone", "agent_max_concurrency", "agent_iteration_cap", "agent_weekly_budget"]
 # Numbers JSON can spell and Python's json writes: huge, tiny, negative, fractional.

@@ -306,7 +306,7 @@ def test_a_worker_refuses_an_option_its_agent_does_not_take(db_dsn):
         ("runlane.agents.openai:agent", "first_token_timout=5", "unknown option"),
         ("runlane.agents.openai:agent", "api_key=sk-x", "never given on a command line"),
         ("runlane.agents.openai:agent", "attempts", "NAME=VALUE"),
-        ("runlane.agents.echo:agent", "attempts=2", "takes no options"),
+        ("runlane.agents.echo:agent", "attempts=2", "take no options"),
     ]:
         result = subprocess.run(
             [*args, "--agent", agent, "--agent-option", option],
