@@ -260,6 +260,22 @@ def provider_message(body: bytes) -> str:
 
 
 class OpenAIAgent:
+    # the OPTIONS, set from them in __init__ and configure
+    base_url: str
+    api_key: str | None
+    model: str | None
+    connect_timeout: float
+    first_token_timeout: float
+    token_timeout: float
+    attempts: int
+    retry_max_wait: float
+    price_input: float
+    price_output: float
+    flush_interval: float
+    flush_bytes: int
+    history: int
+    include_usage: bool
+
     def __init__(self, **options: Any):
         unknown = set(options) - set(OPTIONS)
         if unknown:
