@@ -61,6 +61,7 @@ EXPECTED = {
     20: [("runlane.api_scopes", SHARE_UPDATE_EXCLUSIVE), ("runlane.platform_settings", SRE)],
     22: [("runlane.charges", AE)],  # DROP NOT NULL: reads no row
     23: [("runlane.run_events", SHARE)],
+    25: [("runlane.runs", SHARE)],
 }
 
 
