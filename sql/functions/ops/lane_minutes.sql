@@ -17,7 +17,8 @@
 --                      timing_summary measure it); NULL when the minute has no sample.
 -- The window is at least 1 minute and at most 1 day (22023 otherwise, 22004 for a null).
 -- Reads only the runs that can matter (unfinished ones and those finished in the window,
--- both through partial indexes), never history before the window. Counts and
+-- both through partial indexes), never history before the window; each queued run's
+-- index entry once (range counts by creation, migration 0025). Counts and
 -- milliseconds only, no text. A login scoped to an organization (runlane._api_org) counts
 -- that organization's runs only.
 create or replace function runlane.lane_minutes(
@@ -71,7 +72,8 @@ begin
         -- runs_queued_background_idx, migration 0025: one key, no other column), so the
         -- queue is read once, by range; the lanes are written out so that the index's
         -- predicate matches. A scoped login's counts read runs_unfinished_lane_idx, which
-        -- holds org_id.
+        -- holds org_id; its claim classes are named so that creation is a range there
+        -- (lane, state, claim_class, created_at) and not a filter of the lane's queue.
         select 1 as ord, 0 as m, (
             select count(*) from runlane.runs as r
             where r.lane = 'interactive' and r.state = 'queued' and r.created_at <= v_first
