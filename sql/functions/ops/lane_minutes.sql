@@ -17,7 +17,8 @@
 --                      timing_summary measure it); NULL when the minute has no sample.
 -- The window is at least 1 minute and at most 1 day (22023 otherwise, 22004 for a null).
 -- Reads only the runs that can matter (unfinished ones and those finished in the window,
--- both through partial indexes), never history before the window. Counts and
+-- both through partial indexes), never history before the window; each queued run's
+-- index entry once (range counts by creation, migration 0025). Counts and
 -- milliseconds only, no text. A login scoped to an organization (runlane._api_org) counts
 -- that organization's runs only.
 create or replace function runlane.lane_minutes(
@@ -64,57 +65,44 @@ begin
     with lanes (ord, lane) as (
         values (1, 'interactive'), (2, 'background')
     ),
-    unfinished as materialized (
-        -- every unfinished run, counted per lane on an index that holds the lane's
-        -- unfinished runs only (as lane_overview counts them), without a sort or a group
-        select
-            (
-                select count(*) from runlane.runs as r
-                where r.lane = 'interactive' and r.state in ('queued', 'running')
-                  and (v_org is null or r.org_id = v_org)
-            ) as interactive,
-            (
-                select count(*) from runlane.runs as r
-                where r.lane = 'background' and r.state in ('queued', 'running')
-                  and (v_org is null or r.org_id = v_org)
-            ) as background
-    ),
-    window_queue as (
-        -- the queued runs created in each minute of the window: a range of
-        -- runs_unfinished_lane_idx per lane, claim class and minute, counted
-        select l.lane, g.m, sum(w.n) as n
-        from lanes as l
-        cross join (values (0::smallint), (1::smallint)) as c (claim_class)
-        cross join generate_series(1, v_minutes - 1) as g (m)
-        cross join lateral (
-            select count(*) as n from runlane.runs as r
-            where r.lane = l.lane and r.state = 'queued' and r.claim_class = c.claim_class
+    queue as (
+        -- every queued run, counted, never judged: in minute 0 those created at or before
+        -- its end, in each later minute those created in it. Range counts on an index of
+        -- each lane's queued runs by creation (runs_queued_interactive_idx and
+        -- runs_queued_background_idx, migration 0025: one key, no other column), so the
+        -- queue is read once, by range; the lanes are written out so that the index's
+        -- predicate matches. A scoped login's counts read runs_unfinished_lane_idx, which
+        -- holds org_id; its claim classes are named so that creation is a range there
+        -- (lane, state, claim_class, created_at) and not a filter of the lane's queue.
+        select 1 as ord, 0 as m, (
+            select count(*) from runlane.runs as r
+            where r.lane = 'interactive' and r.state = 'queued' and r.created_at <= v_first
+              and (v_org is null or (r.org_id = v_org and r.claim_class in (0, 1)))
+        ) as n
+        union all
+        select 2, 0, (
+            select count(*) from runlane.runs as r
+            where r.lane = 'background' and r.state = 'queued' and r.created_at <= v_first
+              and (v_org is null or (r.org_id = v_org and r.claim_class in (0, 1)))
+        )
+        union all
+        select 1, g.m, (
+            select count(*) from runlane.runs as r
+            where r.lane = 'interactive' and r.state = 'queued'
               and r.created_at > v_first + (g.m - 1) * interval '1 minute'
               and r.created_at <= v_first + g.m * interval '1 minute'
-              and (v_org is null or r.org_id = v_org)
-        ) as w
-        group by l.lane, g.m
-    ),
-    queue as (
-        -- every queued run, counted, never judged: per minute of the window those created
-        -- in it; in minute 0 those created before it (the lane's unfinished runs less the
-        -- running ones, those of the window and those created after p_now)
-        select q.lane, q.m, q.n from window_queue as q
+              and (v_org is null or (r.org_id = v_org and r.claim_class in (0, 1)))
+        )
+        from generate_series(1, v_minutes - 1) as g (m)
         union all
-        select l.lane, 0,
-               case l.lane when 'interactive' then u.interactive else u.background end
-               - (
-                   select count(*) from runlane.runs as r
-                   where r.lane = l.lane and r.state = 'running'
-                     and (v_org is null or r.org_id = v_org)
-               ) - (
-                   select count(*) from runlane.runs as r
-                   where r.lane = l.lane and r.state = 'queued' and r.claim_class in (0, 1)
-                     and r.created_at > p_now
-                     and (v_org is null or r.org_id = v_org)
-               ) - coalesce((select sum(q.n) from window_queue as q where q.lane = l.lane), 0)
-        from lanes as l
-        cross join unfinished as u
+        select 2, g.m, (
+            select count(*) from runlane.runs as r
+            where r.lane = 'background' and r.state = 'queued'
+              and r.created_at > v_first + (g.m - 1) * interval '1 minute'
+              and r.created_at <= v_first + g.m * interval '1 minute'
+              and (v_org is null or (r.org_id = v_org and r.claim_class in (0, 1)))
+        )
+        from generate_series(1, v_minutes - 1) as g (m)
     ),
     judged as (
         -- the runs judged one by one, few however long the queue is: the running ones,
@@ -122,8 +110,10 @@ begin
         -- before: runs_queued_exceptions_idx, migration 0013) and those finished after
         -- the window opened (runs_finished_idx). queued_too marks those the count above
         -- holds as waiting since their creation: taken back out of it, then counted as
-        -- what they are.
-        select r.lane, r.run_id, r.created_at, r.first_started_at,
+        -- what they are. A lane is its ordinal from here on: sorting and grouping by an
+        -- integer costs a third of what the lane's text does.
+        select case r.lane when 'interactive' then 1 else 2 end as ord,
+               r.run_id, r.created_at, r.first_started_at,
                coalesce(r.first_started_at, r.finished_at) as left_at,
                null::timestamptz as first_response_at, null::bigint as source_message_id,
                false as queued_too, false as finished
@@ -131,7 +121,8 @@ begin
         where r.state = 'running'
           and (v_org is null or r.org_id = v_org)
         union all
-        select r.lane, r.run_id, r.created_at, r.first_started_at,
+        select case r.lane when 'interactive' then 1 else 2 end,
+               r.run_id, r.created_at, r.first_started_at,
                coalesce(r.first_started_at, r.finished_at),
                null::timestamptz, null::bigint, true, false
         from runlane.runs as r
@@ -139,7 +130,8 @@ begin
           and (r.wake_at is not null or r.first_started_at is not null or r.finished_at is not null)
           and (v_org is null or r.org_id = v_org)
         union all
-        select r.lane, r.run_id, r.created_at, r.first_started_at,
+        select case r.lane when 'interactive' then 1 else 2 end,
+               r.run_id, r.created_at, r.first_started_at,
                coalesce(r.first_started_at, r.finished_at),
                r.first_response_at, r.source_message_id, false, true
         from runlane.runs as r
@@ -152,7 +144,7 @@ begin
         -- run from the first minute_end at or after its creation up to (not including)
         -- the first at or after it left the queue
         select
-            j.lane,
+            j.ord,
             case
                 when j.created_at <= v_first then 0
                 else ceil(date_part('epoch', j.created_at - v_first) / 60)::int
@@ -166,38 +158,49 @@ begin
         group by 1, 2, 3, 4, 5
     ),
     deltas as (
-        select s.lane, s.m, sum(s.delta)::int as delta
+        select s.ord, s.m, sum(s.delta)::int as delta
         from (
-            select q.lane, q.m, q.n as delta from queue as q
+            select q.ord, q.m, q.n as delta from queue as q
             union all
             -- a queued one the count holds as waiting since its creation: taken out
-            select w.lane, w.m_in, -w.n from waits as w where w.queued_too
+            select w.ord, w.m_in, -w.n from waits as w where w.queued_too
             union all
             -- and counted as what it is: from its creation until it left the queue
-            select w.lane, w.m_in, w.n from waits as w where w.counted
+            select w.ord, w.m_in, w.n from waits as w where w.counted
             union all
-            select w.lane, w.m_out, -w.n from waits as w
+            select w.ord, w.m_out, -w.n from waits as w
             where w.counted and w.m_out < v_minutes
         ) as s
-        group by s.lane, s.m
+        group by s.ord, s.m
     ),
     samples as (
         -- first responses: of finished runs as read, of unfinished ones that have started
         -- (only they can have answered) from the table, one primary-key probe each
-        select x.lane,
+        select x.ord,
                ceil(date_part('epoch', x.first_response_at - v_first) / 60)::int as m,
                -- runlane._ms_between's expression, written out: a call of it (its SET
-               -- clause keeps it from being inlined) per sample cost 12 ms for 6,000
+               -- clause keeps it from being inlined) per sample cost 12 ms for 6,000.
+               -- The origin is the source message's creation, looked up only for a run
+               -- that has one.
                round(
-                   extract(epoch from (x.first_response_at - coalesce(msg.created_at, x.created_at)))
+                   extract(epoch from (x.first_response_at - case
+                       when x.source_message_id is null then x.created_at
+                       else coalesce(
+                           (
+                               select msg.created_at from runlane.messages as msg
+                               where msg.message_id = x.source_message_id
+                           ),
+                           x.created_at
+                       )
+                   end))
                    * 1000
                )::bigint as ms
         from (
-            select j.lane, j.created_at, j.first_response_at, j.source_message_id
+            select j.ord, j.created_at, j.first_response_at, j.source_message_id
             from judged as j
             where j.finished
             union all
-            select j.lane, t.created_at, t.first_response_at, t.source_message_id
+            select j.ord, t.created_at, t.first_response_at, t.source_message_id
             from judged as j
             cross join lateral (
                 select u.created_at, u.first_response_at, u.source_message_id
@@ -207,34 +210,36 @@ begin
             ) as t
             where not j.finished and j.first_started_at is not null
         ) as x
-        left join runlane.messages as msg on msg.message_id = x.source_message_id
         where x.first_response_at > v_first - interval '1 minute'
           and x.first_response_at <= p_now
     ),
     grid as (
         select l.ord, l.lane, g.m
-        from (values (1, 'interactive'), (2, 'background')) as l (ord, lane)
+        from lanes as l
         cross join generate_series(0, v_minutes - 1) as g (m)
     )
     select
         v_first + g.m * interval '1 minute',
         g.lane,
-        (sum(coalesce(d.delta, 0)) over (partition by g.lane order by g.m))::int,
+        (sum(coalesce(d.delta, 0)) over (partition by g.ord order by g.m))::int,
         coalesce(p.n, 0),
         p.p50,
         p.p90,
         p.p99
     from grid as g
     left join (
-        select
-            s.lane, s.m, count(*)::int as n,
-            percentile_disc(0.5) within group (order by s.ms) as p50,
-            percentile_disc(0.9) within group (order by s.ms) as p90,
-            percentile_disc(0.99) within group (order by s.ms) as p99
-        from samples as s
-        group by s.lane, s.m
-    ) as p on p.lane = g.lane and p.m = g.m
-    left join deltas as d on d.lane = g.lane and d.m = g.m
+        -- the three percentiles as one aggregate: each sample's milliseconds are worked
+        -- out once, not once per percentile (5 of 35 ms with 6,000 samples)
+        select a.ord, a.m, a.n, a.ps[1] as p50, a.ps[2] as p90, a.ps[3] as p99
+        from (
+            select
+                s.ord, s.m, count(*)::int as n,
+                percentile_disc(array[0.5, 0.9, 0.99]) within group (order by s.ms) as ps
+            from samples as s
+            group by s.ord, s.m
+        ) as a
+    ) as p on p.ord = g.ord and p.m = g.m
+    left join deltas as d on d.ord = g.ord and d.m = g.m
     order by g.ord, g.m;
 end;
 $$;

@@ -14,8 +14,8 @@
 -- instant. Read-only; counts only, no text. A login scoped to an organization
 -- (runlane._api_org) counts that organization's runs only.
 --
--- Cost: the queue is counted, never grouped or judged run by run: each lane's unfinished
--- runs on an index that holds them only, then short ranges of runs_unfinished_lane_idx
+-- Cost: the queue is counted, never grouped or judged run by run: each lane's queued runs
+-- on an index of them by creation (migration 0025), then short ranges of runs_unfinished_lane_idx
 -- (lane, state, claim_class, created_at): the running runs, the class 1 runs (scheduled,
 -- reaction), those created after the instant or the bound, and the first entry of each
 -- class. Only the queued runs with a wake time (a retry's backoff, a delayed start: few)
@@ -48,7 +48,7 @@ declare
     v_org text := runlane._api_org();  -- a scoped login counts its organization's runs only
     v_bound timestamptz;  -- a run due at or before this instant has waited p_threshold
     v_lane text;
-    v_interactive bigint;  -- unfinished runs of each lane
+    v_interactive bigint;  -- queued runs of each lane
     v_background bigint;
     v_class0 bigint;  -- queued runs of claim class 0 / 1
     v_class1 bigint;
@@ -69,19 +69,19 @@ begin
     perform runlane._check_instant('now', p_now);
     v_bound := p_now - p_threshold;
 
-    -- every unfinished run, counted per lane on an index that holds the lane's unfinished
-    -- runs only, without a sort or a group (the cheapest read of a long queue); the
-    -- background lane's are at most one per agent (runs_one_unfinished_background_run_
-    -- per_agent), the interactive lane's are the long queue
+    -- every queued run, counted per lane on an index that holds the lane's queued runs
+    -- only, by creation and nothing else (runs_queued_interactive_idx and
+    -- runs_queued_background_idx, migration 0025), without a sort or a group: the
+    -- cheapest read of a long queue
     select
         (
             select count(*) from runlane.runs as r
-            where r.lane = 'interactive' and r.state in ('queued', 'running')
+            where r.lane = 'interactive' and r.state = 'queued'
               and (v_org is null or r.org_id = v_org)
         ),
         (
             select count(*) from runlane.runs as r
-            where r.lane = 'background' and r.state in ('queued', 'running')
+            where r.lane = 'background' and r.state = 'queued'
               and (v_org is null or r.org_id = v_org)
         )
     into v_interactive, v_background;
@@ -136,7 +136,7 @@ begin
         into v_class1, v_running, v_late, v_recent0, v_first, v_first0;
         v_first := least(v_first0, v_first);  -- least() skips a null: either class may be empty
         v_class0 := case v_lane when 'interactive' then v_interactive else v_background end
-                    - v_running - v_class1;
+                    - v_class1;
 
         -- judged one by one: the queued runs with a wake time (greatest() and coalesce()
         -- as lane_status and _queue_delay define due and waited)
