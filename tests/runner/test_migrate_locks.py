@@ -63,7 +63,7 @@ EXPECTED = {
     21: [("runlane.agents", AE), ("runlane.runs", AE), ("runlane.workers", AE)],
     22: [("runlane.charges", AE)],  # DROP NOT NULL: reads no row
     23: [("runlane.run_events", SHARE)],
-    25: [("runlane.runs", SHARE)],
+    24: [("runlane.runs", SHARE)],
 }
 
 

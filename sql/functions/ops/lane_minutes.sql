@@ -18,7 +18,7 @@
 -- The window is at least 1 minute and at most 1 day (22023 otherwise, 22004 for a null).
 -- Reads only the runs that can matter (unfinished ones and those finished in the window,
 -- both through partial indexes), never history before the window; each queued run's
--- index entry once (range counts by creation, migration 0025). Counts and
+-- index entry once (range counts by creation, migration 0024). Counts and
 -- milliseconds only, no text. A login scoped to an organization (runlane._api_org) counts
 -- that organization's runs only.
 create or replace function runlane.lane_minutes(
@@ -69,7 +69,7 @@ begin
         -- every queued run, counted, never judged: in minute 0 those created at or before
         -- its end, in each later minute those created in it. Range counts on an index of
         -- each lane's queued runs by creation (runs_queued_interactive_idx and
-        -- runs_queued_background_idx, migration 0025: one key, no other column), so the
+        -- runs_queued_background_idx, migration 0024: one key, no other column), so the
         -- queue is read once, by range; the lanes are written out so that the index's
         -- predicate matches. A scoped login's counts read runs_unfinished_lane_idx, which
         -- holds org_id; its claim classes are named so that creation is a range there

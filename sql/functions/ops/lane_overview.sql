@@ -15,7 +15,7 @@
 -- (runlane._api_org) counts that organization's runs only.
 --
 -- Cost: the queue is counted, never grouped or judged run by run: each lane's queued runs
--- on an index of them by creation (migration 0025), then short ranges of runs_unfinished_lane_idx
+-- on an index of them by creation (migration 0024), then short ranges of runs_unfinished_lane_idx
 -- (lane, state, claim_class, created_at): the running runs, the class 1 runs (scheduled,
 -- reaction), those created after the instant or the bound, and the first entry of each
 -- class. Only the queued runs with a wake time (a retry's backoff, a delayed start: few)
@@ -71,7 +71,7 @@ begin
 
     -- every queued run, counted per lane on an index that holds the lane's queued runs
     -- only, by creation and nothing else (runs_queued_interactive_idx and
-    -- runs_queued_background_idx, migration 0025), without a sort or a group: the
+    -- runs_queued_background_idx, migration 0024), without a sort or a group: the
     -- cheapest read of a long queue
     select
         (

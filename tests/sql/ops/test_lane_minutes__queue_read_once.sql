@@ -1,6 +1,6 @@
 -- lane_minutes reads each queued run's index entry once however long the queue is: the
 -- runs created before the window as one range count per lane, those in it as one range
--- per minute, on each lane's index of queued runs by creation (migration 0025). Counting
+-- per minute, on each lane's index of queued runs by creation (migration 0024). Counting
 -- every unfinished run and then the window's runs again read the window's part of the
 -- queue twice (bench/dashboard_queries.py, 100,000 queued runs). The counts stay exact.
 begin;

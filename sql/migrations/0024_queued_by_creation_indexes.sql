@@ -1,4 +1,4 @@
--- 0025 — each lane's queued runs by creation, one key and nothing else: lane_minutes
+-- 0024 — each lane's queued runs by creation, one key and nothing else: lane_minutes
 -- counts the queue of each minute of its window as ranges of creation times, and an
 -- index-only scan's cost per entry follows the width of the entry and the number of
 -- keys checked on it (runs_unfinished_lane_idx, with four keys and five more columns,
