@@ -105,39 +105,75 @@ begin
         from generate_series(1, v_minutes - 1) as g (m)
     ),
     judged as (
-        -- the runs judged one by one, few however long the queue is: the running ones,
-        -- the queued ones that are not simply waiting in line (a wake time, or started
-        -- before: runs_queued_exceptions_idx, migration 0013) and those finished after
-        -- the window opened (runs_finished_idx). queued_too marks those the count above
-        -- holds as waiting since their creation: taken back out of it, then counted as
-        -- what they are. A lane is its ordinal from here on: sorting and grouping by an
-        -- integer costs a third of what the lane's text does.
+        -- the unfinished runs judged one by one, few however long the queue is: the
+        -- running ones and the queued ones that are not simply waiting in line (a wake
+        -- time, or started before: runs_queued_exceptions_idx, migration 0013).
+        -- queued_too marks those the count above holds as waiting since their creation:
+        -- taken back out of it, then counted as what they are. A lane is its ordinal from
+        -- here on: sorting and grouping by an integer costs a third of what the lane's
+        -- text does.
         select case r.lane when 'interactive' then 1 else 2 end as ord,
-               r.run_id, r.created_at, r.first_started_at,
-               coalesce(r.first_started_at, r.finished_at) as left_at,
-               null::timestamptz as first_response_at, null::bigint as source_message_id,
-               false as queued_too, false as finished
+               r.created_at, coalesce(r.first_started_at, r.finished_at) as left_at,
+               r.first_response_at, r.source_message_id, false as queued_too
         from runlane.runs as r
         where r.state = 'running'
           and (v_org is null or r.org_id = v_org)
         union all
         select case r.lane when 'interactive' then 1 else 2 end,
-               r.run_id, r.created_at, r.first_started_at,
-               coalesce(r.first_started_at, r.finished_at),
-               null::timestamptz, null::bigint, true, false
+               r.created_at, coalesce(r.first_started_at, r.finished_at),
+               r.first_response_at, r.source_message_id, true
         from runlane.runs as r
         where r.state = 'queued'
           and (r.wake_at is not null or r.first_started_at is not null or r.finished_at is not null)
           and (v_org is null or r.org_id = v_org)
-        union all
-        select case r.lane when 'interactive' then 1 else 2 end,
-               r.run_id, r.created_at, r.first_started_at,
-               coalesce(r.first_started_at, r.finished_at),
-               r.first_response_at, r.source_message_id, false, true
-        from runlane.runs as r
-        where r.finished_at > v_first - interval '1 minute'
-          and r.state not in ('queued', 'running')
-          and (v_org is null or r.org_id = v_org)
+    ),
+    done as (
+        -- the runs finished after the window opened (runs_finished_idx), the bulk of what
+        -- is judged: each read once and reduced at once to the minutes it touches, its
+        -- wait (m_in up to m_out) and its first response (m_resp, ms; NULL outside the
+        -- window), so that what follows groups integers
+        select d.ord,
+               case
+                   when d.created_at <= v_first then 0
+                   else ceil(date_part('epoch', d.created_at - v_first) / 60)::int
+               end as m_in,
+               ceil(date_part('epoch', d.left_at - v_first) / 60)::int as m_out,
+               d.created_at <= p_now and d.left_at > v_first as counted,
+               case
+                   when d.first_response_at > v_first - interval '1 minute'
+                    and d.first_response_at <= p_now
+                   then ceil(date_part('epoch', d.first_response_at - v_first) / 60)::int
+               end as m_resp,
+               case
+                   when d.first_response_at > v_first - interval '1 minute'
+                    and d.first_response_at <= p_now
+                   -- runlane._ms_between's expression, written out: a call of it (its SET
+                   -- clause keeps it from being inlined) per sample cost 12 ms for
+                   -- 6,000. The origin is the source message's creation, looked up only
+                   -- for a run that has one.
+                   then round(
+                       extract(epoch from (d.first_response_at - case
+                           when d.source_message_id is null then d.created_at
+                           else coalesce(
+                               (
+                                   select msg.created_at from runlane.messages as msg
+                                   where msg.message_id = d.source_message_id
+                               ),
+                               d.created_at
+                           )
+                       end))
+                       * 1000
+                   )::bigint
+               end as ms
+        from (
+            select case r.lane when 'interactive' then 1 else 2 end as ord,
+                   r.created_at, coalesce(r.first_started_at, r.finished_at) as left_at,
+                   r.first_response_at, r.source_message_id
+            from runlane.runs as r
+            where r.finished_at > v_first - interval '1 minute'
+              and r.state not in ('queued', 'running')
+              and (v_org is null or r.org_id = v_org)
+        ) as d
     ),
     waits as (
         -- the judged runs as (lane, first, end) groups: the minutes a run was counted in
@@ -156,6 +192,13 @@ begin
         from judged as j
         where j.created_at <= p_now
         group by 1, 2, 3, 4, 5
+        union all
+        -- a finished run counted and gone within one minute adds and takes away in the
+        -- same minute: only those whose wait spans a minute's end are grouped
+        select o.ord, o.m_in, o.m_out, false, true, count(*)::int
+        from done as o
+        where o.counted and o.m_in < o.m_out
+        group by 1, 2, 3
     ),
     deltas as (
         select s.ord, s.m, sum(s.delta)::int as delta
@@ -174,44 +217,30 @@ begin
         group by s.ord, s.m
     ),
     samples as (
-        -- first responses: of finished runs as read, of unfinished ones that have started
-        -- (only they can have answered) from the table, one primary-key probe each
-        select x.ord,
-               ceil(date_part('epoch', x.first_response_at - v_first) / 60)::int as m,
-               -- runlane._ms_between's expression, written out: a call of it (its SET
-               -- clause keeps it from being inlined) per sample cost 12 ms for 6,000.
-               -- The origin is the source message's creation, looked up only for a run
-               -- that has one.
+        -- first responses: of finished runs as reduced above, of the judged unfinished
+        -- ones (a running run, or a queued one that started before) as read
+        select o.ord, o.m_resp as m, o.ms
+        from done as o
+        where o.m_resp is not null
+        union all
+        select j.ord,
+               ceil(date_part('epoch', j.first_response_at - v_first) / 60)::int,
                round(
-                   extract(epoch from (x.first_response_at - case
-                       when x.source_message_id is null then x.created_at
+                   extract(epoch from (j.first_response_at - case
+                       when j.source_message_id is null then j.created_at
                        else coalesce(
                            (
                                select msg.created_at from runlane.messages as msg
-                               where msg.message_id = x.source_message_id
+                               where msg.message_id = j.source_message_id
                            ),
-                           x.created_at
+                           j.created_at
                        )
                    end))
                    * 1000
-               )::bigint as ms
-        from (
-            select j.ord, j.created_at, j.first_response_at, j.source_message_id
-            from judged as j
-            where j.finished
-            union all
-            select j.ord, t.created_at, t.first_response_at, t.source_message_id
-            from judged as j
-            cross join lateral (
-                select u.created_at, u.first_response_at, u.source_message_id
-                from runlane.runs as u
-                where u.run_id = j.run_id
-                limit 1
-            ) as t
-            where not j.finished and j.first_started_at is not null
-        ) as x
-        where x.first_response_at > v_first - interval '1 minute'
-          and x.first_response_at <= p_now
+               )::bigint
+        from judged as j
+        where j.first_response_at > v_first - interval '1 minute'
+          and j.first_response_at <= p_now
     ),
     grid as (
         select l.ord, l.lane, g.m
