@@ -15,15 +15,20 @@
 --   p50_ms, p90_ms, p99_ms  percentile_disc of their run.first_response_ms (origin = the
 --                      source message's creation, else the run's, as run_timing and
 --                      timing_summary measure it); NULL when the minute has no sample.
+-- p_queued, when given, is each lane's queued runs, every one (interactive, background:
+-- lane_overview's queued), read in the same snapshot: minute 0 is then worked out from
+-- it instead of counting the queue before the window (the overview counts it once, not
+-- twice); 22023 unless two non-negative counts.
 -- The window is at least 1 minute and at most 1 day (22023 otherwise, 22004 for a null).
 -- Reads only the runs that can matter (unfinished ones and those finished in the window,
 -- both through partial indexes), never history before the window; each queued run's
--- index entry once (range counts by creation, migration 0024). Counts and
+-- index entry at most once (range counts by creation, migration 0024). Counts and
 -- milliseconds only, no text. A login scoped to an organization (runlane._api_org) counts
 -- that organization's runs only.
 create or replace function runlane.lane_minutes(
     p_since interval default '1 hour',
-    p_now timestamptz default now()
+    p_now timestamptz default now(),
+    p_queued int[] default null
 ) returns table (
     minute_end timestamptz,
     lane text,
@@ -58,6 +63,15 @@ begin
         raise exception 'the window must be between 1 minute and 1 day, got %', p_since
             using errcode = '22023';
     end if;
+    if p_queued is not null and (
+        coalesce(array_length(p_queued, 1), 0) <> 2 or array_ndims(p_queued) <> 1
+        or array_lower(p_queued, 1) <> 1
+        or array_position(p_queued, null) is not null or 0 > any (p_queued)
+    ) then
+        raise exception 'p_queued must hold two counts (interactive, background), got %', p_queued
+            using errcode = '22023',
+                  hint = 'Pass lane_overview''s queued column, read in the same snapshot, or NULL.';
+    end if;
     v_minutes := ceil(extract(epoch from p_since) / 60)::int;
     v_first := p_now - (v_minutes - 1) * interval '1 minute';
 
@@ -65,34 +79,21 @@ begin
     with lanes (ord, lane) as (
         values (1, 'interactive'), (2, 'background')
     ),
-    queue as (
-        -- every queued run, counted, never judged: in minute 0 those created at or before
-        -- its end, in each later minute those created in it. Range counts on an index of
-        -- each lane's queued runs by creation (runs_queued_interactive_idx and
+    counted as (
+        -- the queued runs created in each later minute of the window. Range counts on an
+        -- index of each lane's queued runs by creation (runs_queued_interactive_idx and
         -- runs_queued_background_idx, migration 0024: one key, no other column), so the
         -- queue is read once, by range; the lanes are written out so that the index's
         -- predicate matches. A scoped login's counts read runs_unfinished_lane_idx, which
         -- holds org_id; its claim classes are named so that creation is a range there
         -- (lane, state, claim_class, created_at) and not a filter of the lane's queue.
-        select 1 as ord, 0 as m, (
-            select count(*) from runlane.runs as r
-            where r.lane = 'interactive' and r.state = 'queued' and r.created_at <= v_first
-              and (v_org is null or (r.org_id = v_org and r.claim_class in (0, 1)))
-        ) as n
-        union all
-        select 2, 0, (
-            select count(*) from runlane.runs as r
-            where r.lane = 'background' and r.state = 'queued' and r.created_at <= v_first
-              and (v_org is null or (r.org_id = v_org and r.claim_class in (0, 1)))
-        )
-        union all
-        select 1, g.m, (
+        select 1 as ord, g.m, (
             select count(*) from runlane.runs as r
             where r.lane = 'interactive' and r.state = 'queued'
               and r.created_at > v_first + (g.m - 1) * interval '1 minute'
               and r.created_at <= v_first + g.m * interval '1 minute'
               and (v_org is null or (r.org_id = v_org and r.claim_class in (0, 1)))
-        )
+        ) as n
         from generate_series(1, v_minutes - 1) as g (m)
         union all
         select 2, g.m, (
@@ -103,6 +104,44 @@ begin
               and (v_org is null or (r.org_id = v_org and r.claim_class in (0, 1)))
         )
         from generate_series(1, v_minutes - 1) as g (m)
+    ),
+    queue as (
+        -- every queued run, counted, never judged: in each later minute those created in
+        -- it, in minute 0 those created at or before its end. Given the lane's queued
+        -- runs (p_queued), minute 0 is that total less the later minutes' counts and the
+        -- runs created after p_now (a short range), and the queue before the window is
+        -- not read again; else it is one more range count.
+        select c.ord, c.m, c.n from counted as c
+        union all
+        select 1, 0, case
+            when p_queued is null then (
+                select count(*) from runlane.runs as r
+                where r.lane = 'interactive' and r.state = 'queued' and r.created_at <= v_first
+                  and (v_org is null or (r.org_id = v_org and r.claim_class in (0, 1)))
+            )
+            else p_queued[1] - (
+                select coalesce(sum(c.n), 0) from counted as c where c.ord = 1
+            ) - (
+                select count(*) from runlane.runs as r
+                where r.lane = 'interactive' and r.state = 'queued' and r.created_at > p_now
+                  and (v_org is null or (r.org_id = v_org and r.claim_class in (0, 1)))
+            )
+        end
+        union all
+        select 2, 0, case
+            when p_queued is null then (
+                select count(*) from runlane.runs as r
+                where r.lane = 'background' and r.state = 'queued' and r.created_at <= v_first
+                  and (v_org is null or (r.org_id = v_org and r.claim_class in (0, 1)))
+            )
+            else p_queued[2] - (
+                select coalesce(sum(c.n), 0) from counted as c where c.ord = 2
+            ) - (
+                select count(*) from runlane.runs as r
+                where r.lane = 'background' and r.state = 'queued' and r.created_at > p_now
+                  and (v_org is null or (r.org_id = v_org and r.claim_class in (0, 1)))
+            )
+        end
     ),
     judged as (
         -- the unfinished runs judged one by one, few however long the queue is: the
@@ -273,9 +312,9 @@ begin
 end;
 $$;
 
-comment on function runlane.lane_minutes(interval, timestamptz) is
+comment on function runlane.lane_minutes(interval, timestamptz, int[]) is
 'Per lane and minute of the window ending at p_now: runs waiting for their first start at the '
 'minute''s end, and first responses in the minute (count, p50, p90, p99 ms).';
 
-revoke all on function runlane.lane_minutes(interval, timestamptz) from public;
-grant execute on function runlane.lane_minutes(interval, timestamptz) to runlane_worker, runlane_api;
+revoke all on function runlane.lane_minutes(interval, timestamptz, int[]) from public;
+grant execute on function runlane.lane_minutes(interval, timestamptz, int[]) to runlane_worker, runlane_api;
