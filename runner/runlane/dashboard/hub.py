@@ -4,17 +4,18 @@ The hub holds the only listener (channels runlane_runs and runlane_outputs) and 
 periodic reads: while at least one browser watches the overview it reads lane_overview
 (lane_status and queue_delay_status in one read of the queue) at most once per `tick`
 (1 s) and at once after a run hint, and lane_minutes and failure_minutes at most once per
-`minutes_every` (then with lane_overview, in one snapshot, so that lane_minutes takes its
-queued counts and the queue is counted once); while browsers watch runs it reads their
-run_status in one statement per tick, and at once after a finish hint for a watched run
-(a claim sends none: a start is seen within a tick). However many browsers watch, the
-database sees one listener and these few reads, and never more than a fifth of the time
-(a round is followed by four times its own duration of rest: with a very long queue,
-updates slow down instead of the reads piling up). Each watcher waits on a version
-number that the hub raises when what it shows may have changed; an output hint ({"stream": token}) raises the
-version of the run whose stream token it names. Payloads are untrusted hints
-(runlane.hints): an unreadable or forged one is counted and ignored, and a forged one at
-most makes a watcher page once more (outputs_since shows only what is there).
+`minutes_every` (then with lane_overview, in one snapshot, so that lane_minutes takes
+its queued counts and the queue is counted once); while browsers watch runs it reads
+their run_status in one statement per tick, and at once after a finish hint for a
+watched run (a claim sends none: a start is seen within a tick). However many browsers
+watch, the database sees one listener and these few reads, and never more than a fifth
+of the time (a round is followed by four times its own duration of rest: with a very
+long queue, updates slow down instead of the reads piling up). Each watcher waits on a
+version number that the hub raises when what it shows may have changed; an output hint
+({"stream": token}) raises the version of the run whose stream token it names. Payloads
+are untrusted hints (runlane.hints): an unreadable or forged one is counted and ignored,
+and a forged one at most makes a watcher page once more (outputs_since shows only what
+is there).
 """
 
 from __future__ import annotations
