@@ -193,8 +193,10 @@ begin
                case
                    when d.first_response_at > v_first - interval '1 minute'
                     and d.first_response_at <= p_now
-                   then ceil(date_part('epoch', d.first_response_at - v_first) / 60)::int
-               end as m_resp,
+                   then date_bin(
+                       '1 minute', d.first_response_at - interval '1 microsecond', v_first
+                   ) + interval '1 minute'
+               end as e_resp,
                case
                    when d.first_response_at > v_first - interval '1 minute'
                     and d.first_response_at <= p_now
@@ -266,14 +268,15 @@ begin
     samples as (
         -- first responses: of finished runs as reduced above, of the judged unfinished
         -- ones (a running run, or a queued one that started before) as read
-        select o.ord, o.m_resp as m,
+        select o.ord, o.e_resp as e,
                -- milliseconds rounded half away from zero, as round() of a numeric
                case when o.us >= 0 then (o.us + 500) / 1000 else (o.us - 500) / 1000 end as ms
         from done as o
-        where o.m_resp is not null
+        where o.e_resp is not null
         union all
         select j.ord,
-               ceil(date_part('epoch', j.first_response_at - v_first) / 60)::int,
+               date_bin('1 minute', j.first_response_at - interval '1 microsecond', v_first)
+               + interval '1 minute',
                round(
                    extract(epoch from (j.first_response_at - case
                        when j.source_message_id is null then j.created_at
@@ -292,12 +295,12 @@ begin
           and j.first_response_at <= p_now
     ),
     grid as (
-        select l.ord, l.lane, g.m
+        select l.ord, l.lane, g.m, v_first + g.m * interval '1 minute' as e
         from lanes as l
         cross join generate_series(0, v_minutes - 1) as g (m)
     )
     select
-        v_first + g.m * interval '1 minute',
+        g.e,
         g.lane,
         (sum(coalesce(d.delta, 0)) over (partition by g.ord order by g.m))::int,
         coalesce(p.n, 0),
@@ -308,15 +311,15 @@ begin
     left join (
         -- the three percentiles as one aggregate: each sample's milliseconds are worked
         -- out once, not once per percentile (5 of 35 ms with 6,000 samples)
-        select a.ord, a.m, a.n, a.ps[1] as p50, a.ps[2] as p90, a.ps[3] as p99
+        select a.ord, a.e, a.n, a.ps[1] as p50, a.ps[2] as p90, a.ps[3] as p99
         from (
             select
-                s.ord, s.m, count(*)::int as n,
+                s.ord, s.e, count(*)::int as n,
                 percentile_disc(array[0.5, 0.9, 0.99]) within group (order by s.ms) as ps
             from samples as s
-            group by s.ord, s.m
+            group by s.ord, s.e
         ) as a
-    ) as p on p.ord = g.ord and p.m = g.m
+    ) as p on p.ord = g.ord and p.e = g.e
     left join deltas as d on d.ord = g.ord and d.m = g.m
     order by g.ord, g.m;
 end;
