@@ -129,7 +129,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.org_status()": BOTH,
     "runlane.timing_summary(interval,text,timestamp with time zone)": BOTH,
     # the dashboard's charts and queue-delay warning, scoped the same way
-    "runlane.lane_minutes(interval,timestamp with time zone)": BOTH,
+    "runlane.lane_minutes(interval,timestamp with time zone,integer[])": BOTH,
     "runlane.queue_delay_status(interval,timestamp with time zone)": BOTH,
     "runlane.owner_spend(timestamp with time zone)": BOTH,
     "runlane.agent_last_runs()": BOTH,

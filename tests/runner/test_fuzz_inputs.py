@@ -959,6 +959,7 @@ def _sample_values(conn, api, worker) -> dict[str, object]:
         "p_worker_id": "null-worker",
         "p_stopped": False,
         "p_since": timedelta(hours=1),
+        "p_queued": [1, 0],  # lane_minutes: lane_overview's queued counts
         "p_ttl": timedelta(seconds=15),  # lead_maintenance
         # the batched worker calls (run_messages_many, finish_runs)
         "p_run_ids": [run_id],

@@ -64,6 +64,7 @@ EXPECTED = {
     22: [("runlane.charges", AE)],  # DROP NOT NULL: reads no row
     23: [("runlane.run_events", SHARE)],
     24: [("runlane.runs", SHARE)],
+    25: [],  # DROP FUNCTION: no table
 }
 
 

@@ -254,9 +254,7 @@ def create_app(
 
     async def overview(request: Request) -> Response:
         try:
-            snapshot = await hub.read_overview()
-            minutes = await hub.read_minutes()
-            failures = await hub.read_failures()
+            snapshot, minutes, failures = await hub.read_all()
             unserved = await hub.rows(queries.UNSERVED)
         except psycopg.Error as exc:
             return refused(request, exc)

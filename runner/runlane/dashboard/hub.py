@@ -4,17 +4,18 @@ The hub holds the only listener (channels runlane_runs and runlane_outputs) and 
 periodic reads: while at least one browser watches the overview it reads lane_overview
 (lane_status and queue_delay_status in one read of the queue) at most once per `tick`
 (1 s) and at once after a run hint, and lane_minutes and failure_minutes at most once per
-`minutes_every`; while browsers watch runs it reads their run_status in one statement per
-tick, and at once after a finish hint for a watched run (a claim sends none: a start is
-seen within a tick). However many
-browsers watch, the database sees one
-listener and these few reads, and never more than a fifth of the time (a round is followed
-by four times its own duration of rest: with a very long queue, updates slow down instead
-of the reads piling up). Each watcher waits on a version number that the hub raises
-when what it shows may have changed; an output hint ({"stream": token}) raises the
-version of the run whose stream token it names. Payloads are untrusted hints
-(runlane.hints): an unreadable or forged one is counted and ignored, and a forged one at
-most makes a watcher page once more (outputs_since shows only what is there).
+`minutes_every` (then with lane_overview, in one snapshot, so that lane_minutes takes
+its queued counts and the queue is counted once); while browsers watch runs it reads
+their run_status in one statement per tick, and at once after a finish hint for a
+watched run (a claim sends none: a start is seen within a tick). However many browsers
+watch, the database sees one listener and these few reads, and never more than a fifth
+of the time (a round is followed by four times its own duration of rest: with a very
+long queue, updates slow down instead of the reads piling up). Each watcher waits on a
+version number that the hub raises when what it shows may have changed; an output hint
+({"stream": token}) raises the version of the run whose stream token it names. Payloads
+are untrusted hints (runlane.hints): an unreadable or forged one is counted and ignored,
+and a forged one at most makes a watcher page once more (outputs_since shows only what
+is there).
 """
 
 from __future__ import annotations
@@ -112,11 +113,25 @@ class Hub:
             await self.rows(queries.OVERVIEW, {"threshold": self.threshold}), self.threshold
         )
 
-    async def read_minutes(self) -> list[dict[str, Any]]:
-        return await self.rows(queries.MINUTES, {"since": timedelta(hours=1)})
-
-    async def read_failures(self) -> list[dict[str, Any]]:
-        return await self.rows(queries.FAILURES, {"since": timedelta(hours=1)})
+    async def read_all(self) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+        """The overview, lane_minutes and failure_minutes in one snapshot (a read-only
+        repeatable-read transaction): lane_minutes takes lane_overview's queued counts
+        instead of counting the queue again, which holds only within one snapshot."""
+        since = timedelta(hours=1)
+        async with self.pool.connection() as conn, conn.transaction():
+            await conn.execute("set transaction isolation level repeatable read, read only")
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(queries.OVERVIEW, {"threshold": self.threshold})
+            lanes = await cur.fetchall()
+            queued = {r["lane"]: r["queued"] for r in lanes}
+            await cur.execute(
+                queries.MINUTES,
+                {"since": since, "queued": [queued["interactive"], queued["background"]]},
+            )
+            minutes = await cur.fetchall()
+            await cur.execute(queries.FAILURES, {"since": since})
+            failures = await cur.fetchall()
+        return overview_of(lanes, self.threshold), minutes, failures
 
     # -- watching -----------------------------------------------------------------------
     @contextlib.asynccontextmanager
@@ -216,16 +231,17 @@ class Hub:
         """One round of the periodic reads, only for what someone watches."""
         loop = asyncio.get_running_loop()
         if self.overview.watchers:
-            snapshot = await self.read_overview()
-            changed = snapshot != self.snapshot
             if loop.time() - self._minutes_at >= self.minutes_every:
                 self._minutes_at = loop.time()
-                minutes = await self.read_minutes()
-                failures = await self.read_failures()
+                snapshot, minutes, failures = await self.read_all()
+                changed = snapshot != self.snapshot
                 if minutes != self.minutes or failures != self.failures:
                     self.minutes, self.failures = minutes, failures
                     self.minutes_version += 1
                     changed = True
+            else:
+                snapshot = await self.read_overview()
+                changed = snapshot != self.snapshot
             self.snapshot = snapshot  # after the minutes: a first event carries both
             if changed:
                 self.overview.bump()

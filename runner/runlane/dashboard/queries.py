@@ -6,7 +6,12 @@ from __future__ import annotations
 # lane_status and queue_delay_status in one read of the queue (the overview and the hub's
 # live round): each lane's counts and its part of the queue-delay warning.
 OVERVIEW = "select * from runlane.lane_overview(p_threshold => %(threshold)s::interval)"
-MINUTES = "select * from runlane.lane_minutes(p_since => %(since)s::interval)"
+# The charts; `queued` is lane_overview's queued column read in the same snapshot (or
+# None): the queue before the window is then not counted a second time.
+MINUTES = (
+    "select * from runlane.lane_minutes(p_since => %(since)s::interval, "
+    "p_queued => %(queued)s::int[])"
+)
 # Handlers with queued runs that no live worker serves (the overview's warning).
 UNSERVED = "select * from runlane.unserved_handlers()"
 ORGS = "select * from runlane.org_status()"

@@ -2,8 +2,9 @@
 -- index of queued runs) go through runs_unfinished_lane_idx, the partial index on unfinished runs that holds
 -- every column they read, not through the table: with 100,000 queued runs each visited
 -- every queued run's table page (bench/dashboard_queries.py: the overview took 164 ms).
--- lane_minutes reads from the table only the unfinished runs that have started (the
--- only ones that can have answered), one primary-key probe each. The counts stay exact.
+-- lane_minutes reads from the table, of the unfinished runs, only those it judges one by
+-- one (running, or queued after a start: the only ones that can have answered), never
+-- by a primary-key probe per run. The counts stay exact.
 begin;
 select plan(8);
 

@@ -81,7 +81,8 @@ select has_function(
 select has_function('runlane', 'run_detail', array['bigint'], 'run_detail(run)');
 -- the dashboard's charts and queue-delay warning
 select has_function(
-    'runlane', 'lane_minutes', array['interval', 'timestamp with time zone'], 'lane_minutes(since, now)'
+    'runlane', 'lane_minutes', array['interval', 'timestamp with time zone', 'integer[]'],
+    'lane_minutes(since, now, queued)'
 );
 select has_function(
     'runlane', 'queue_delay_status', array['interval', 'timestamp with time zone'],
