@@ -44,6 +44,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from psycopg.conninfo import make_conninfo
@@ -189,6 +190,12 @@ def writer_process(dsn: str, mode: str, streams: list[int], tokens: int, start: 
 # -- measurement ------------------------------------------------------------------------------
 
 
+def scalar(conn: psycopg.Connection, query: str, params: tuple = ()) -> Any:
+    row = conn.execute(query, params).fetchone()
+    assert row is not None
+    return row[0]
+
+
 def counters(conn: psycopg.Connection) -> dict:
     conn.execute("select pg_stat_clear_snapshot()")
     row = conn.execute(
@@ -200,17 +207,18 @@ def counters(conn: psycopg.Connection) -> dict:
                 from pg_stat_all_tables where schemaname not in ('pg_catalog', 'pg_toast'))
         """
     ).fetchone()
+    assert row is not None
     return {"commits": row[0], "lsn": row[1], "xids": row[2], "rows": int(row[3])}
 
 
 def wal_bytes(conn: psycopg.Connection, a: str, b: str) -> int:
-    return int(conn.execute("select pg_wal_lsn_diff(%s, %s)", (b, a)).fetchone()[0])
+    return int(scalar(conn, "select pg_wal_lsn_diff(%s, %s)", (b, a)))
 
 
 def wait_readers_ready(conn: psycopg.Connection, n: int, timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
     query = "select count(*) from pg_stat_activity where application_name = %s and state = 'idle'"
-    while conn.execute(query, (APP,)).fetchone()[0] < n:
+    while scalar(conn, query, (APP,)) < n:
         if time.monotonic() > deadline:
             raise RuntimeError(f"readers not connected after {timeout} s")
         time.sleep(0.2)
@@ -507,7 +515,7 @@ def main(argv=None) -> list[str]:
                 rounds.append(floor_round(pg, ctx, "batched", s, args.seconds))
         info = _common.machine()
         with _common.admin(pg) as conn:
-            info["postgres"] = conn.execute("show server_version").fetchone()[0]
+            info["postgres"] = scalar(conn, "show server_version")
     finally:
         pg.destroy()
     info["settings"] = settings
