@@ -23,7 +23,8 @@ and per run, commits (pg_stat_database.xact_commit, the readers' read-only ones
 included) and writing commits (transaction ids taken), WAL bytes and rows written
 (inserted + updated + deleted) per run, worker (writer) CPU and reader CPU. Capacity:
 the largest S measured whose reader p99 stays under 250 ms with every token received (a
-floor over it is not run at a larger S).
+floor over it is not run at a larger S; null: under the smallest S measured; a ratio
+with a null side is null).
 Results: bench/results/stream.json.
 
     python -m bench stream [--quick] [--streams 50,200,500,1000] [--seconds 10]
