@@ -78,6 +78,14 @@ with i as (
 )
 select count(pg_notify('f' || s, '')) from (select distinct stream as s from i) as d
 """
+# The statements that ran most often during a runlane round: calls, ms, query.
+TOP_STATEMENTS = """
+select calls, round(total_exec_time::numeric, 1), regexp_replace(left(query, 160), '\\s+', ' ', 'g')
+from pg_stat_statements
+where dbid = (select oid from pg_database where datname = current_database())
+order by calls desc
+limit 8
+"""
 
 
 # -- readers (child processes) ---------------------------------------------------------------
@@ -369,6 +377,7 @@ def runlane_round(pg: LocalCluster, ctx, s: int, seconds: float) -> dict:
             rdsn = make_conninfo(dsn, application_name=APP)
             readers, outs = start_readers(ctx, rdsn, "runlane", ids, tokens, tmp)
             wait_readers_ready(conn, 2 * s)
+            conn.execute("select pg_stat_statements_reset()")
             before, cpu0 = counters(conn), server_cpu_seconds(pg)
             wcpu0 = sum(w.cpu_seconds() for w in workers)
             started = time.monotonic()
@@ -379,6 +388,7 @@ def runlane_round(pg: LocalCluster, ctx, s: int, seconds: float) -> dict:
             after, cpu1 = counters(conn), server_cpu_seconds(pg)
             wcpu1 = sum(w.cpu_seconds() for w in workers)
             wal = wal_bytes(conn, before["lsn"], after["lsn"])
+            top = [list(r) for r in conn.execute(TOP_STATEMENTS).fetchall()]
     finally:
         for w in workers:
             w.stop()
@@ -402,7 +412,7 @@ def runlane_round(pg: LocalCluster, ctx, s: int, seconds: float) -> dict:
         "reader_cpu_s": reader_cpu,
         "wall_s": wall,
     }
-    return figures("runlane", s, tokens, ms, received, cost)
+    return {**figures("runlane", s, tokens, ms, received, cost), "top_statements": top}
 
 
 def floor_round(pg: LocalCluster, ctx, mode: str, s: int, seconds: float) -> dict:
@@ -507,6 +517,7 @@ def main(argv=None) -> list[str]:
         dsn = _common.migrated_database(pg, TEMPLATE)
         with psycopg.connect(dsn, autocommit=True) as conn:
             _common.seed_agents(conn, agents=AGENTS, orgs=1)
+            conn.execute("create extension if not exists pg_stat_statements")
         print(
             f"token -> reader latency, {args.seconds:g} s streams, S = {args.streams}:", flush=True
         )
