@@ -16,13 +16,16 @@ end-of-stream rule of the README ("Ending a stream"), the same for every languag
    gets another output. The run ended well only when the state is succeeded.
 4. Otherwise wait for a notification whose payload carries the run's stream token
    (`runlane.stream_token`, never the run id; every output and the run's finish send
-   one), or `poll` seconds (notifications are hints), and go to 2. While the server's
-   NOTIFY queue is at least UNTRUSTED_FROM full (`runlane.notify_queue_usage()`, read
-   at most once every QUEUE_CHECK seconds; from 0.5 runlane sends no notification at
-   all) the wait is at most FAST_POLL seconds: outputs arrive by paging alone.
-5. Whenever run_status's attempt changes, read `runlane.superseded_through`: outputs
-   with output_id <= it are the partial output of an attempt that did not finish and
-   that a later attempt, starting over without a checkpoint, replaced.
+   one), or `poll` seconds (notifications are hints). On an output hint page again
+   (step 2 without the status: an output hint never ends a stream); on the end hint
+   (`"end": true`) or after `poll` seconds, go to 2. While the server's NOTIFY queue is
+   at least UNTRUSTED_FROM full (`runlane.notify_queue_usage()`, read at most once every
+   QUEUE_CHECK seconds; from 0.5 runlane sends no notification at all) the wait is at
+   most FAST_POLL seconds: outputs arrive by paging alone.
+5. Whenever the attempt changes (in run_status, or in an output row), read
+   `runlane.superseded_through`: outputs with output_id <= it are the partial output of
+   an attempt that did not finish and that a later attempt, starting over without a
+   checkpoint, replaced.
 
 Each output is yielded once (only ids above the last one yielded). A consumer that stops
 early and calls it again with its last output_id sees neither a gap nor a repeat, across
@@ -36,12 +39,16 @@ last "end" (state, reason, attempt, last_output_id, superseded_through) once the
 has ended; `runlane follow` prints these.
 
 It needs only what `runlane_api` may execute (stream_token, outputs_since, run_status,
-superseded_through, notify_queue_usage) and two connections: one that only listens, so
-no notification is lost while the other pages.
+superseded_through, notify_queue_usage) and a connection of its own that pages. The
+LISTEN connection is shared: every stream() of one event loop on one dsn listens through
+one connection (`_Listener`), which hands each hint to the streams its token names.
+PostgreSQL wakes every listening connection of the database on every notifying commit,
+so one listener per reader would make the cost of a commit grow with the readers.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import AsyncGenerator
@@ -90,14 +97,6 @@ def ended(status: dict[str, Any], last_seen: int) -> bool:
     )
 
 
-def _for_stream(payload: str, token: str | None) -> bool:
-    """Whether a `runlane_outputs` payload names this run's stream (its token from
-    runlane.stream_token). Payloads are untrusted hints (runlane.hints): an unreadable or
-    forged one is counted and ignored, never raised (the `poll` interval pages anyway).
-    Before migration 0007 there is no token: every hint pages."""
-    return token is None or hints.stream_of(payload) == token
-
-
 async def _queue_untrusted(reader: psycopg.AsyncConnection[dict[str, Any]]) -> bool:
     """Whether the NOTIFY queue is at least UNTRUSTED_FROM full; False when it cannot be
     read (a schema or a login without notify_queue_usage: notifications are then waited
@@ -111,6 +110,108 @@ async def _queue_untrusted(reader: psycopg.AsyncConnection[dict[str, Any]]) -> b
             raise
         return False
     return row is not None and row["usage"] is not None and row["usage"] >= UNTRUSTED_FROM
+
+
+class _Listener:
+    """One LISTEN connection on `runlane_outputs` for every stream() of one event loop on
+    one dsn. Each stream subscribes with its token and gets an asyncio.Event per hint
+    (set on an output hint; `end` marks the end hint). When the connection breaks, every
+    subscriber wakes and raises its error, and the next stream() opens a fresh one."""
+
+    _open: dict[tuple[int, str], _Listener] = {}
+
+    def __init__(self, dsn: str):
+        self.dsn = dsn
+        self.subscribers: dict[str | None, set[_Subscription]] = {}
+        self.conn: psycopg.AsyncConnection[Any] | None = None
+        self.task: asyncio.Task | None = None
+        self.ready: asyncio.Future[None] | None = None
+        self.error: BaseException | None = None
+
+    @classmethod
+    async def subscribe(cls, dsn: str, token: str | None) -> _Subscription:
+        key = (id(asyncio.get_running_loop()), dsn)
+        listener = cls._open.get(key)
+        if listener is None or listener.error is not None:
+            listener = cls._open[key] = cls(dsn)
+            listener.ready = asyncio.get_running_loop().create_future()
+            listener.task = asyncio.ensure_future(listener._listen(key))
+        assert listener.ready is not None
+        sub = _Subscription(listener, token)
+        listener.subscribers.setdefault(token, set()).add(sub)
+        try:
+            await asyncio.shield(listener.ready)  # LISTEN is in effect from here on
+        except BaseException:
+            sub.close()
+            raise
+        return sub
+
+    async def _listen(self, key: tuple[int, str]) -> None:
+        assert self.ready is not None
+        try:
+            self.conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
+            await self.conn.execute("LISTEN runlane_outputs")
+            self.ready.set_result(None)
+            async for note in self.conn.notifies():
+                token = hints.stream_of(note.payload)
+                end = token is not None and hints.ends_stream(note.payload)
+                for sub in (*self.subscribers.get(token, ()), *self.subscribers.get(None, ())):
+                    sub.wake(end)
+        except BaseException as exc:  # noqa: BLE001 - every subscriber raises it
+            self.error = exc if isinstance(exc, Exception) else ConnectionError("closed")
+            if not self.ready.done():
+                self.ready.set_exception(self.error)
+            for subs in self.subscribers.values():
+                for sub in subs:
+                    sub.wake(True)
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            if self._open.get(key) is self:
+                del self._open[key]
+            if self.conn is not None:
+                with contextlib.suppress(psycopg.Error):
+                    await self.conn.close()
+
+    def unsubscribe(self, sub: _Subscription) -> None:
+        subs = self.subscribers.get(sub.token)
+        if subs is not None:
+            subs.discard(sub)
+            if not subs:
+                del self.subscribers[sub.token]
+        if not self.subscribers and self.task is not None and not self.task.done():
+            self.task.cancel()  # the last stream left: close the connection
+            if self._open.get((id(asyncio.get_running_loop()), self.dsn)) is self:
+                self.error = ConnectionError("closed")
+
+
+class _Subscription:
+    """One stream's hints: `wait` returns "output", "end" or "timeout"."""
+
+    def __init__(self, listener: _Listener, token: str | None):
+        self.listener = listener
+        self.token = token
+        self.event = asyncio.Event()
+        self.end = False
+
+    def wake(self, end: bool) -> None:
+        self.end = self.end or end
+        self.event.set()
+
+    async def wait(self, timeout: float) -> str:
+        if not self.event.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.event.wait(), timeout)
+        if self.listener.error is not None:
+            raise self.listener.error
+        if not self.event.is_set():
+            return "timeout"
+        self.event.clear()
+        end, self.end = self.end, False
+        return "end" if end else "output"
+
+    def close(self) -> None:
+        self.listener.unsubscribe(self)
 
 
 async def stream(
@@ -127,23 +228,23 @@ async def stream(
     "superseded" and "end" events. Raises psycopg errors as they are (RL008 for an
     unknown run)."""
     last = int(after)
-    listener = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+    reader = await psycopg.AsyncConnection.connect(dsn, autocommit=True, row_factory=dict_row)
     try:
-        reader = await psycopg.AsyncConnection.connect(dsn, autocommit=True, row_factory=dict_row)
+
+        async def one(query: str) -> dict[str, Any]:
+            cur = await reader.execute(query, {"run_id": run_id})
+            return one_row(await cur.fetchone())
+
+        token = (await one(TOKEN))["token"]
+        hints_of_run = await _Listener.subscribe(dsn, token)
         try:
-            await listener.execute("LISTEN runlane_outputs")
-
-            async def one(query: str) -> dict[str, Any]:
-                cur = await reader.execute(query, {"run_id": run_id})
-                return one_row(await cur.fetchone())
-
-            token = (await one(TOKEN))["token"]
             checked_attempt: int | None = None
             checked_at: float | None = None  # when the NOTIFY queue was last read
             untrusted = False  # it was at least UNTRUSTED_FROM full then
             reported = 0  # the superseded_through already announced
             pending: int | None = None
             attempts: set[int] = set()  # of yielded outputs not yet announced superseded
+            with_status = True  # this pass reads run_status first (not after an output hint)
 
             def superseded(through: int) -> dict[str, Any]:
                 nonlocal reported, attempts
@@ -156,13 +257,19 @@ async def stream(
                     "attempts": sorted(gone),
                 }
 
+            async def attempt_changed(attempt: int) -> None:
+                nonlocal checked_attempt, pending
+                checked_attempt = attempt
+                through = (await one(SUPERSEDED))["through"]
+                if through > reported:
+                    pending = through
+
+            status: dict[str, Any] | None = None
             while True:
-                status = await one(STATUS)
-                if events and status["attempt"] != checked_attempt:
-                    checked_attempt = status["attempt"]
-                    through = (await one(SUPERSEDED))["through"]
-                    if through > reported:
-                        pending = through
+                if with_status:
+                    status = await one(STATUS)
+                    if events and status["attempt"] != checked_attempt:
+                        await attempt_changed(status["attempt"])
                 while True:
                     rows = await (
                         await reader.execute(
@@ -172,6 +279,8 @@ async def stream(
                     for row in rows:
                         if row["output_id"] <= last:
                             continue
+                        if events and row["attempt"] != checked_attempt:
+                            await attempt_changed(row["attempt"])  # a retry began
                         if pending is not None and row["output_id"] > pending:
                             yield superseded(pending)
                             pending = None
@@ -186,7 +295,7 @@ async def stream(
                 if pending is not None:  # every output up to it was yielded above
                     yield superseded(pending)
                     pending = None
-                if ended(status, last):
+                if with_status and status is not None and ended(status, last):
                     if events:
                         yield {
                             "event": "end",
@@ -204,12 +313,9 @@ async def stream(
                     untrusted = await _queue_untrusted(reader)
                 # Wait for a hint about this run (or the poll interval), then page again.
                 wait = min(poll, FAST_POLL) if untrusted else poll
-                async for note in listener.notifies(timeout=wait):
-                    if _for_stream(note.payload, token):
-                        break
+                with_status = await hints_of_run.wait(wait) != "output"
         finally:
-            with contextlib.suppress(psycopg.Error):
-                await reader.close()
+            hints_of_run.close()
     finally:
         with contextlib.suppress(psycopg.Error):
-            await listener.close()
+            await reader.close()
