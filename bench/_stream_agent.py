@@ -1,8 +1,8 @@
 """A chat agent for `python -m bench stream`: its one step streams a reply of 4-byte
 tokens, one every RUNLANE_BENCH_STREAM_GAP seconds (0.05) for RUNLANE_BENCH_STREAM_SECONDS
 (10), through the OpenAI agent's own path (runlane.agents.openai.Coalescer over ctx.emit at
-its default flush_interval 0.1 s and flush_bytes 2048: the first token alone, then what is
-pending when due; the last piece rides on the finish), then finishes succeeded.
+its default flush settings: each token to ctx.emit, which the worker batches per
+--output-window; the last piece rides on the finish), then finishes succeeded.
 
 A token's body is its index, zero-padded to 4 digits: the reply stays 4 bytes a token. Its
 emit time is when the model would have sent it (the step's start + index x gap, wall
@@ -19,7 +19,7 @@ import os
 import time
 
 from runlane.agents import RunContext, StepResult, done
-from runlane.agents.openai import Coalescer
+from runlane.agents.openai import OPTIONS, Coalescer
 
 _DIR = os.environ.get("RUNLANE_BENCH_STREAM_DIR", "")
 _SECONDS = float(os.environ.get("RUNLANE_BENCH_STREAM_SECONDS", "10"))
@@ -28,7 +28,11 @@ _GAP = float(os.environ.get("RUNLANE_BENCH_STREAM_GAP", "0.05"))
 
 async def agent(ctx: RunContext) -> StepResult:
     tokens = round(_SECONDS / _GAP)
-    coalescer = Coalescer(lambda text: ctx.emit("text", text), 0.1, 2048)
+    coalescer = Coalescer(
+        lambda text: ctx.emit("text", text),
+        OPTIONS["flush_interval"][2],
+        OPTIONS["flush_bytes"][2],
+    )
     t0, start = time.time(), time.monotonic()
     i = 0
     while i < tokens:

@@ -265,17 +265,22 @@ def join_readers(procs, outs, timeout: float) -> tuple[list, float]:
     return streams, cpu
 
 
-def latencies(streams: list, emit_at) -> tuple[list[float], int]:
-    ms, received = [], 0
+def latencies(streams: list, emit_at) -> tuple[list[float], int, list[float]]:
+    """Every token's emit -> receipt in ms, the tokens received, and the first tokens'."""
+    ms, received, firsts = [], 0, []
     for key, got in streams:
         for first, n, at in got:
             for k in range(first, first + n):
                 ms.append((at - emit_at(key, k)) * 1000)
+                if k == 0:
+                    firsts.append(ms[-1])
             received += n
-    return ms, received
+    return ms, received, firsts
 
 
-def figures(system: str, s: int, tokens: int, ms: list[float], received: int, cost: dict) -> dict:
+def figures(
+    system: str, s: int, tokens: int, ms: list[float], received: int, cost: dict, firsts: list
+) -> dict:
     total = s * tokens
     r = {
         "system": system,
@@ -285,6 +290,8 @@ def figures(system: str, s: int, tokens: int, ms: list[float], received: int, co
         "reader_p50_ms": round(_common.percentile(ms, 0.5), 1),
         "reader_p99_ms": round(_common.percentile(ms, 0.99), 1),
         "reader_max_ms": round(max(ms), 1) if ms else None,
+        "first_token_p50_ms": round(_common.percentile(firsts, 0.5), 1) if firsts else None,
+        "first_token_p99_ms": round(_common.percentile(firsts, 0.99), 1) if firsts else None,
         "db_cpu_s": round(cost["db_cpu_s"], 2),
         "db_cpu_us_per_token": round(cost["db_cpu_s"] / total * 1e6, 1),
         "db_cpu_ms_per_run": round(cost["db_cpu_s"] / s * 1000, 2),
@@ -376,7 +383,7 @@ def runlane_round(pg: LocalCluster, ctx, s: int, seconds: float) -> dict:
             ]
             rdsn = make_conninfo(dsn, application_name=APP)
             readers, outs = start_readers(ctx, rdsn, "runlane", ids, tokens, tmp)
-            wait_readers_ready(conn, 2 * s)
+            wait_readers_ready(conn, s + len(readers))  # a pager each, a listener a process
             conn.execute("select pg_stat_statements_reset()")
             before, cpu0 = counters(conn), server_cpu_seconds(pg)
             wcpu0 = sum(w.cpu_seconds() for w in workers)
@@ -400,7 +407,7 @@ def runlane_round(pg: LocalCluster, ctx, s: int, seconds: float) -> dict:
         for line in f.read_text().splitlines():
             run_id, t0, gap, _ = line.split()
             emits[int(run_id)] = (float(t0), float(gap))
-    ms, received = latencies(streams, lambda k, i: emits[k][0] + i * emits[k][1])
+    ms, received, firsts = latencies(streams, lambda k, i: emits[k][0] + i * emits[k][1])
     _common.drop_database(pg, name)
     cost = {
         "db_cpu_s": cpu1 - cpu0,
@@ -412,7 +419,7 @@ def runlane_round(pg: LocalCluster, ctx, s: int, seconds: float) -> dict:
         "reader_cpu_s": reader_cpu,
         "wall_s": wall,
     }
-    return {**figures("runlane", s, tokens, ms, received, cost), "top_statements": top}
+    return {**figures("runlane", s, tokens, ms, received, cost, firsts), "top_statements": top}
 
 
 def floor_round(pg: LocalCluster, ctx, mode: str, s: int, seconds: float) -> dict:
@@ -453,7 +460,7 @@ def floor_round(pg: LocalCluster, ctx, mode: str, s: int, seconds: float) -> dic
         for p in [*readers, *writers]:
             if p.is_alive():
                 p.kill()
-    ms, received = latencies(streams, lambda k, i: _due(start, k, i))
+    ms, received, firsts = latencies(streams, lambda k, i: _due(start, k, i))
     _common.drop_database(pg, name)
     cost = {
         "db_cpu_s": cpu1 - cpu0,
@@ -465,7 +472,7 @@ def floor_round(pg: LocalCluster, ctx, mode: str, s: int, seconds: float) -> dic
         "reader_cpu_s": reader_cpu,
         "wall_s": wall,
     }
-    return figures(mode, s, tokens, ms, received, cost)
+    return figures(mode, s, tokens, ms, received, cost, firsts)
 
 
 def _proc_cpu(pid: int | None) -> float:

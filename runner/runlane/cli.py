@@ -355,6 +355,15 @@ def migrate_cmd(dsn: str, to: int | None, lock_timeout: float) -> None:
     help="Database connections per lane for run work (not a run cap).",
 )
 @click.option(
+    "--output-window",
+    type=click.FloatRange(0, 1),
+    default=0.05,
+    show_default=True,
+    help="Seconds the outputs agents emit wait to go to the database together: one "
+    "commit per lane for all runs' outputs of a window. An attempt's first visible "
+    "output goes at once. Longer: fewer commits, later tokens; 0: no wait.",
+)
+@click.option(
     "--max-per-org",
     type=click.IntRange(0, 1_000_000),
     default=200,
@@ -470,6 +479,7 @@ def worker_cmd(
     scan_only: bool,
     claim_batch: int,
     pool_size: int,
+    output_window: float,
     max_per_org: int,
     max_per_org_strict: bool,
     maintenance: bool,
@@ -534,6 +544,7 @@ def worker_cmd(
         scan_only=scan_only,
         claim_batch=claim_batch,
         pool_size=pool_size,
+        output_window=output_window,
         max_per_org=max_per_org,
         max_per_org_strict=max_per_org_strict,
         maintenance=maintenance_config if maintenance else None,

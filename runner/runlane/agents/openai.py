@@ -18,7 +18,7 @@ visible to every local user), or the constructor's keyword argument of the same 
     retry_max_wait       20 s: the longest Retry-After waited for
     price_input          0 per 1,000 input (prompt) tokens
     price_output         0 per 1,000 output (completion) tokens
-    flush_interval       0.1 s between writes of a reply
+    flush_interval       0.05 s between writes of a reply
     flush_bytes          2048 pending bytes that force a write sooner
     history              20 earlier runs of the thread sent along (0: none)
     include_usage        1 (0: no stream_options, for servers that refuse it)
@@ -38,12 +38,15 @@ the HTTP status (0: no connection), the request's number and the wait;
 attempts_spent, retry_after_too_long, first_token_timeout, token_timeout, malformed,
 truncated, broken).
 
-Streaming: the first visible token is written at once, alone (its commit stamps the run's
-first response, so first-response time stays the model's), later tokens are coalesced
-into one output row at most every flush_interval seconds or as soon as flush_bytes are
-pending, whichever comes first; the reply's last piece rides on the step's result (one
-commit with the finish or the checkpoint). A reply of N tokens is thus a handful of rows,
-not N.
+Streaming: the first visible token goes to ctx.emit at once, alone (the worker writes
+an attempt's first visible output at once: its commit stamps the run's first response,
+so first-response time stays the model's); later tokens are coalesced into one output
+at most every flush_interval seconds or as soon as flush_bytes are pending, whichever
+comes first, and the worker commits the outputs of every reply it streams together,
+once per `--output-window` (0.05 s). A token reaches readers within about
+flush_interval + output_window; a reply of N tokens is a handful of rows, not N. The
+reply's last piece rides on the step's result (one commit with the finish or the
+checkpoint).
 
 Cost: the request asks for `usage` (stream_options.include_usage); when the provider
 sends it, prompt_tokens x price_input / 1000 + completion_tokens x price_output / 1000
@@ -131,7 +134,7 @@ OPTIONS: dict[str, tuple[str, Callable[[str], Any], Any, Callable[[Any], bool]]]
     "retry_max_wait": ("RUNLANE_OPENAI_RETRY_MAX_WAIT", float, 20.0, lambda v: 0 <= v <= 600),
     "price_input": ("RUNLANE_OPENAI_PRICE_INPUT", float, 0.0, lambda v: 0 <= v < float("inf")),
     "price_output": ("RUNLANE_OPENAI_PRICE_OUTPUT", float, 0.0, lambda v: 0 <= v < float("inf")),
-    "flush_interval": ("RUNLANE_OPENAI_FLUSH_INTERVAL", float, 0.1, lambda v: 0 <= v <= 60),
+    "flush_interval": ("RUNLANE_OPENAI_FLUSH_INTERVAL", float, 0.05, lambda v: 0 <= v <= 60),
     "flush_bytes": ("RUNLANE_OPENAI_FLUSH_BYTES", int, 2048, lambda v: v >= 1),
     "history": ("RUNLANE_OPENAI_HISTORY", int, 20, lambda v: 0 <= v <= 1000),
     "include_usage": ("RUNLANE_OPENAI_INCLUDE_USAGE", _flag, True, lambda v: True),

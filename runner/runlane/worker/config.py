@@ -82,6 +82,11 @@ class WorkerConfig:
     finish_batch: int = field(
         default_factory=lambda: int(os.environ.get("RUNLANE_WORKER_FINISH_BATCH", "100"))
     )
+    # Outputs emitted (ctx.emit) within output_window seconds go to the database together:
+    # one append_outputs call, one commit, per lane for every run's pending outputs
+    # (worker/output_batcher.py). An attempt's first visible output goes at once. 0: no
+    # wait; each call carries what was emitted while the last one was on the wire.
+    output_window: float = 0.05
 
     def __post_init__(self) -> None:
         if not self.agents:
@@ -100,6 +105,8 @@ class WorkerConfig:
             self.claim_batch_max = 10 * self.claim_batch
         self.claim_batch_max = max(self.claim_batch_max, self.claim_batch)
         self.finish_batch = max(1, min(self.finish_batch, 100))
+        if not 0 <= self.output_window <= 1:
+            raise ValueError("output_window must be 0 to 1 seconds")
         if self.fast_scan_interval <= 0:
             raise ValueError("fast_scan_interval must be above 0 seconds")
         if self.scan_only:

@@ -58,6 +58,7 @@ from ..admission import Admission, load_probe
 from ..agents import Message
 from .config import WorkerConfig
 from .db import Database, configure_connection, is_connection_error, pg_array
+from .output_batcher import OutputBatcher
 from .run_handle import RunHandle
 from .scan_mode import ScanMode
 from .supervisor import OrgBound
@@ -173,8 +174,10 @@ class LaneDispatcher:
         spawn: Callable[[Any], asyncio.Task],
         bound: OrgBound | None = None,
         mode: ScanMode | None = None,
+        outputs: OutputBatcher | None = None,
     ):
         self.lane = lane
+        self.outputs = outputs  # the worker's output batches (None: each emit alone)
         self.mode = mode  # the worker's scan mode: fast while notifications fail
         self.bound = bound or OrgBound(0)  # the worker's runs in flight per organization
         self.config = config
@@ -258,7 +261,7 @@ class LaneDispatcher:
             runs = []
             for row in rows:
                 if row.get("skipped_reason") is None:
-                    runs.append(RunHandle(row, self.db, self.timing))
+                    runs.append(RunHandle(row, self.db, self.timing, self.outputs))
                 elif row["attempt"]:  # it ran before: the gate closed it canceled
                     self._spawn(self._log_gated_finish(row))
                 else:  # a gate closed between queue and claim: ended skipped, not claimed

@@ -277,6 +277,8 @@ class Finisher:
     async def retry(self, run: RunHandle, exc: Exception) -> None:
         with contextlib.suppress(Exception):  # the failed step's charges, before the failure
             await run.settle_charges()
+        with contextlib.suppress(Exception):  # what it emitted stays, as without a batch
+            await run.send_outputs()
         if run.lost:
             return
         delay = timedelta(seconds=min(2**run.attempt, 60))
@@ -319,6 +321,8 @@ class Finisher:
     async def release(self, run: RunHandle) -> None:
         with contextlib.suppress(Exception):  # the interrupted step's charges stay charged
             await run.settle_charges()
+        with contextlib.suppress(Exception):  # and what it emitted stays written
+            await run.send_outputs()
         if run.lost:
             return
         numbers = run.next_seq()
@@ -348,6 +352,8 @@ class Finisher:
         owns the run, and refuses (RL001) every other. Its agent is stopped already.
         A run given up for its write numbers is left to its lease: a finish would be
         refused for its number too."""
+        async with run.write_lock:  # a batch on the wire carries numbers before ours
+            run.drop_outputs()
         if run.lost_why == "write_numbering":
             log.get().warning(
                 "run.lease_lost",

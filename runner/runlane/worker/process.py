@@ -31,6 +31,7 @@ from .dispatcher import LaneDispatcher, admission_for
 from .finisher import Finisher
 from .listen_probe import ListenUnavailable, prove_listen
 from .listener import Listener
+from .output_batcher import OutputBatcher
 from .registry import Registry
 from .run_handle import RunHandle
 from .scan_mode import HOLDERS, USAGE, ScanMode
@@ -57,6 +58,7 @@ class Worker:
             config, self.database, self.finisher, self.timing, self._spawn, self.notify
         )
         self.scan_mode = ScanMode(config, self.notify)
+        self.outputs = OutputBatcher(self.database, config.lanes, config.output_window, self._spawn)
         self.dispatchers = {
             lane: LaneDispatcher(
                 lane,
@@ -68,6 +70,7 @@ class Worker:
                 self._spawn,
                 self.supervisor.bound,
                 self.scan_mode,
+                self.outputs,
             )
             for lane in config.lanes
         }

@@ -13,6 +13,13 @@ Guarantees:
 - a write refused for its number (22023 on column write_seq: the attempt's numbering and
   the database's no longer agree) gives the run up like a lost lease (`lose`, why
   `write_numbering`): its agent stops, nothing more is written, and its lease decides;
+- `emit` queues the output on the run and returns: the worker's OutputBatcher sends the
+  outputs of all its runs together, one commit per window (output_batcher.py), and the
+  attempt's first visible output at once; each output is one row, as when written
+  alone. A refusal of queued outputs is raised by the next emit or the step's end; an
+  unknown kind or a body that is no text is refused by emit itself. Every other numbered
+  write of the run first sends what is queued (a step's end with a checkpoint and the
+  finish take it along);
 - a step's outputs and checkpoint go as ONE statement (one round trip, one commit);
 - the run's messages are read once per attempt (from the claimed page's batch read when
   it has them), and steering taken adds to that copy;
@@ -29,8 +36,13 @@ from typing import Any
 
 import psycopg
 
-from ..agents import UNCHANGED, LeaseLost, Message, StepResult, Turn
+from ..agents import HIDDEN_KINDS, UNCHANGED, VISIBLE_KINDS, LeaseLost, Message, StepResult, Turn
 from .db import Database, is_resendable
+from .output_batcher import OutputBatcher, send_outputs
+
+OUTPUT_KINDS = VISIBLE_KINDS | HIDDEN_KINDS
+# An agent that emits faster than its batches commit waits once this much is queued.
+QUEUED_BYTES = 1 << 20
 
 APPEND_OUTPUT = """
 select runlane.append_output(
@@ -117,8 +129,16 @@ def outputs_params(outputs: tuple[tuple[str, str], ...]) -> dict[str, list[str]]
 class RunHandle:
     """One claimed run: the context its agent sees, and the fence every write carries."""
 
-    def __init__(self, row: dict[str, Any], database: Database, timing: Callable[..., None]):
+    def __init__(
+        self,
+        row: dict[str, Any],
+        database: Database,
+        timing: Callable[..., None],
+        outputs: OutputBatcher | None = None,
+    ):
         self._db = database
+        # None: each emit is its own append_output call (embedded tests, old schemas)
+        self._batcher = outputs
         self._timing = timing
         self.run_id: int = row["run_id"]
         self.fence: int = row["fence"]
@@ -161,8 +181,14 @@ class RunHandle:
         # Database.call resends it, so the database applies a write whose reply was lost once.
         # The agent's numbered writes go one at a time, in number order (_call).
         self._seq = 0
-        self._write_lock = asyncio.Lock()
+        self.write_lock = asyncio.Lock()
         self._first_response_logged = False
+        # Outputs emitted and not yet sent (OutputBatcher), their size, whether a visible
+        # one was queued this attempt, and a refusal of queued outputs not yet raised.
+        self._queued: list[tuple[str, str]] = []
+        self._queued_bytes = 0
+        self._visible_queued = False
+        self._refusal: Exception | None = None
 
     @property
     def _key(self) -> dict[str, Any]:
@@ -203,16 +229,30 @@ class RunHandle:
             task.cancel()
 
     async def _call(
-        self, sql: str, params: dict[str, Any], fetch: str = "one", seqs: int = 0
+        self,
+        sql: str,
+        params: dict[str, Any],
+        fetch: str = "one",
+        seqs: int = 0,
+        outputs: tuple[tuple[str, str], ...] | None = None,
     ) -> Any:
         """One statement for this run. `seqs` > 0: a numbered write of that many calls; its
         numbers are taken and the statement sent under the run's write lock, so numbered
         writes reach the database in number order even when an agent writes concurrently
-        (a number below one already applied would be taken for a resend and dropped)."""
+        (a number below one already applied would be taken for a resend and dropped).
+        Queued outputs go first: as `outputs` of the statement itself when it writes
+        outputs (kinds, bodies; one number each), else in a call of their own."""
         if self.lost:
             raise LeaseLost(f"run {self.run_id} is owned by another worker now")
         if seqs:
-            async with self._write_lock:
+            async with self.write_lock:
+                if outputs is not None:
+                    outputs = (*self.take_outputs(), *outputs)
+                    params = {**params, **outputs_params(outputs)}
+                    seqs += len(outputs)
+                else:
+                    await self._send_queued()
+                    self._raise_refusal()
                 numbers = self.next_seq(seqs)
                 try:
                     return await self._call(sql, {**params, **numbers}, fetch)
@@ -235,10 +275,94 @@ class RunHandle:
                 raise LeaseLost(f"run {self.run_id}: a write was refused for its number") from None
             raise
 
+    # -- queued outputs (OutputBatcher) ------------------------------------------------
+    def take_outputs(self) -> list[tuple[str, str]]:
+        """The queued outputs, in emit order (one row each); the queue is empty afterwards."""
+        outputs, self._queued = self._queued, []
+        self._queued_bytes = 0
+        return outputs
+
+    def drop_outputs(self) -> None:
+        self._queued = []
+        self._queued_bytes = 0
+
+    async def _send_queued(self) -> None:
+        """Sends the queued outputs now, alone (the caller holds the write lock)."""
+        outputs = self.take_outputs()
+        if outputs:
+            first = self.next_seq(len(outputs))["seq"]
+            assert first is not None
+            await send_outputs(self._db, self.lane, [(self, outputs, first)])
+
+    async def send_outputs(self) -> None:
+        """Waits until every output emitted so far is written; raises a refusal of them."""
+        if self._batcher is None or self.lost:
+            return
+        async with self.write_lock:
+            await self._send_queued()
+        self._raise_refusal()
+
+    async def end_outputs(
+        self, outputs: tuple[tuple[str, str], ...]
+    ) -> tuple[tuple[str, str], ...]:
+        """The attempt's last outputs: what is still queued, then `outputs` (the finish
+        writes them). Waits for a batch on the wire; raises a refusal of queued outputs."""
+        if self._batcher is None:
+            return outputs
+        async with self.write_lock:
+            queued = tuple(self.take_outputs())
+        self._raise_refusal()
+        return (*queued, *outputs)
+
+    def _raise_refusal(self) -> None:
+        refusal, self._refusal = self._refusal, None
+        if refusal is not None:
+            raise refusal
+
+    def outputs_failed(self, numbers: dict[str, int | None], exc: psycopg.Error) -> None:
+        """A call carrying queued outputs failed as a whole (after its resends)."""
+        self.give_back(numbers, exc)
+        self._refusal = self._refusal or exc
+
+    def outputs_answered(self, numbers: dict[str, int | None], row: dict[str, Any] | None) -> None:
+        """append_outputs' answer for this run: applied (or a resend answered as applied),
+        or refused: a refusal that loses the run stops it, any other is kept for the next
+        emit or step end to raise."""
+        if row is None:
+            self._refusal = self._refusal or LookupError(
+                f"append_outputs gave no answer for run {self.run_id}"
+            )
+            return
+        if row["outcome"] != "refused":
+            self._log_first_response(row["first_response"])
+            return
+        self.unused(numbers)
+        if row["sqlstate"] == "RL001":
+            self.lose("fenced_out")
+        elif row["sqlstate"] == "22023" and row["column_name"] == "write_seq":
+            self.lose("write_numbering")
+        else:
+            error = psycopg.errors.lookup(row["sqlstate"]) if row["sqlstate"] else None
+            self._refusal = self._refusal or (error or psycopg.DatabaseError)(row["message"])
+
     # -- the agent's context ---------------------------------------------------------
     async def emit(self, kind: str, body: str) -> None:
-        row = await self._call(APPEND_OUTPUT, {"kind": kind, "body": body}, seqs=1)
-        self._log_first_response(row and row["timing"])
+        if self.lost:
+            raise LeaseLost(f"run {self.run_id} is owned by another worker now")
+        if self._batcher is None or not self._db.write_seqs:
+            row = await self._call(APPEND_OUTPUT, {"kind": kind, "body": body}, seqs=1)
+            self._log_first_response(row and row["timing"])
+            return
+        self._raise_refusal()
+        if kind not in OUTPUT_KINDS or not isinstance(body, str):
+            raise ValueError(f"an output needs a known kind and a text body, not {kind!r}")
+        self._queued.append((kind, body))
+        self._queued_bytes += len(body)
+        first_visible = kind in VISIBLE_KINDS and not self._visible_queued
+        self._visible_queued = self._visible_queued or first_visible
+        self._batcher.queued(self, first_visible)
+        if self._queued_bytes >= QUEUED_BYTES:
+            await self.send_outputs()
 
     async def save_checkpoint(self, data: Any) -> None:
         wrapped = {"iteration": self.iteration + 1, "cost": self.cost, "state": data}
@@ -279,7 +403,9 @@ class RunHandle:
         return [Turn(r["run_id"], r["role"], r["body"], r["created_at"]) for r in rows]
 
     async def end_step(self, result: StepResult) -> None:
-        """A step that continues: its outputs and checkpoint in one statement."""
+        """A step that continues: its outputs and checkpoint in one statement (with the
+        outputs still queued first), or, with no checkpoint, its outputs queued."""
+        self._raise_refusal()
         if result.checkpoint is UNCHANGED:
             for kind, body in result.outputs:
                 await self.emit(kind, body)
@@ -288,8 +414,9 @@ class RunHandle:
         wrapped = {"iteration": self.iteration, "cost": self.cost, "state": result.checkpoint}
         row = await self._call(
             CHECKPOINT_WITH_OUTPUTS,
-            {**outputs_params(result.outputs), "checkpoint": json.dumps(wrapped)},
-            seqs=len(result.outputs) + 1,
+            {"checkpoint": json.dumps(wrapped)},
+            seqs=1,
+            outputs=tuple(result.outputs),
         )
         self.checkpoint = result.checkpoint
         self._log_first_response(row and row["first_response"])

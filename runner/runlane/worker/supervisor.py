@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -201,6 +202,16 @@ class Supervisor:
         except LeaseLost:
             return
         except Exception as exc:  # noqa: BLE001 - an agent failure fails the attempt
+            if not run.lost:
+                await self.finisher.retry(run, exc)
+            return
+        if run.lost:
+            return
+        try:  # the outputs still queued go with the finish, first
+            result = replace(result, outputs=await run.end_outputs(tuple(result.outputs)))
+        except LeaseLost:
+            return
+        except Exception as exc:  # noqa: BLE001 - a refused output fails the attempt
             if not run.lost:
                 await self.finisher.retry(run, exc)
             return
