@@ -30,14 +30,7 @@ begin
         raise exception 'limit must be between 1 and 10000, got %', p_limit
             using errcode = '22023';
     end if;
-    if not exists (
-        select 1 from runlane.runs as r
-        where r.run_id = outputs_since.p_run_id and (v_scope is null or r.org_id = v_scope)
-    ) then
-        raise exception 'unknown run %', p_run_id
-            using errcode = 'RL008';
-    end if;
-
+    -- One statement when there is output: the run's scope is checked in the same read.
     return query
     select o.*
     from runlane.run_outputs as o
@@ -45,8 +38,22 @@ begin
         o.run_id = outputs_since.p_run_id
         and o.output_id > outputs_since.p_after_output_id
         and o.kind in ('text', 'final', 'message_tool', 'card')
+        and exists (
+            select 1 from runlane.runs as r
+            where r.run_id = outputs_since.p_run_id and (v_scope is null or r.org_id = v_scope)
+        )
     order by o.output_id
     limit p_limit;
+
+    -- No row: nothing new, or a run this login may not read (unknown or another
+    -- organization's, told apart by nothing).
+    if not found and not exists (
+        select 1 from runlane.runs as r
+        where r.run_id = outputs_since.p_run_id and (v_scope is null or r.org_id = v_scope)
+    ) then
+        raise exception 'unknown run %', p_run_id
+            using errcode = 'RL008';
+    end if;
 end;
 $$;
 
