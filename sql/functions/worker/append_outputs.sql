@@ -220,9 +220,9 @@ begin
     -- its last number, and the first response its first visible output stamps.
     if 'apply' = any(v_codes) then
         with applying as (
-            select a.run_id, a.fence, a.applied, a.last, a.stamp, l.attempts as attempt
-            from unnest(v_ids, v_codes, v_fences, v_applied, v_lasts, v_stamps)
-                as a (run_id, code, fence, applied, last, stamp)
+            select a.run_id, a.position, a.fence, a.applied, a.last, a.stamp, l.attempts as attempt
+            from unnest(v_ids, v_codes, v_fences, v_applied, v_lasts, v_stamps) with ordinality
+                as a (run_id, code, fence, applied, last, stamp, position)
             inner join unnest(v_locked) as l on l.run_id = a.run_id
             where a.code = 'apply'
         ),
@@ -242,9 +242,9 @@ begin
                 first_response_at = coalesce(r.first_response_at, case when a.stamp then clock_timestamp() end)
             from applying as a
             where r.run_id = a.run_id
-            returning r.run_id
+            returning r.run_id, a.position
         )
-        select array_agg(d.run_id) into v_written
+        select array_agg(d.run_id order by d.position) into v_written
         from recorded as d;
 
         begin
