@@ -17,8 +17,10 @@
 --   - 'applied': its new outputs are written (elements whose numbers were applied
 --     already are skipped), its last number recorded (runs.write_fence, write_seq);
 --   - 'resent': every number was applied already under that fence (a lost reply):
---     nothing written, even once the run has finished; first_response is
---     runlane._resent_first_response's row when an element is visible, else null;
+--     nothing written, even once the run has finished;
+--   first_response is the run.first_response row when its new outputs stamp it, else,
+--   when an element applied already is visible, runlane._resent_first_response's row
+--   (the lost reply may have carried it), else null;
 --   - 'refused': nothing of the run written; sqlstate, column_name and message are the
 --     error, in this order: no run id (RL008); a null fence or number (22004); a first
 --     number below 1 (22023); fences that differ or numbers not consecutive (22023,
@@ -61,7 +63,7 @@ declare
     v_lasts bigint[];  -- its last number in the call
     v_applied bigint[];  -- the last number the run applied under that fence (0 for none)
     v_stamps boolean[];  -- whether its new outputs stamp the first response
-    v_visibles boolean[];  -- whether any of its elements is visible
+    v_visibles boolean[];  -- whether any of its elements applied already is visible
     v_computers text[];  -- the computer of a bound run that reached the computer check
     v_holding bigint[];  -- the bound runs that hold their computer
     v_written bigint[];  -- the runs whose outputs were written
@@ -116,7 +118,7 @@ begin
             coalesce(s.early, s.late) as code,
             g.bad_at as at,
             r.first_response_at is null and true = any(g.visibles[k.new_k:g.n]) as stamp,
-            true = any(g.visibles) as visible,
+            true = any(g.visibles[1:k.new_k - 1]) as visible,  -- an element applied already is visible
             case when s.early is null then r.computer_id end as computer_id  -- its lease is checked next
         from (
             select
@@ -267,7 +269,8 @@ begin
         case c.code when 'apply' then 'applied' when 'resent' then 'resent' else 'refused' end,
         case
             when c.code = 'apply' and c.stamp then runlane._timing_row(c.run_id, 'run.first_response')
-            when c.code = 'resent' and c.visible then runlane._resent_first_response(r, c.fence)
+            -- (a lost reply may have carried it: as append_output answers a resent element)
+            when c.code in ('apply', 'resent') and c.visible then runlane._resent_first_response(r, c.fence)
         end,
         case c.code
             when 'apply' then null

@@ -3,7 +3,7 @@
 -- its run.first_response row again, the others null. A resend is answered even once the
 -- run has finished. A refused run of the first call is refused again.
 begin;
-select plan(8);
+select plan(11);
 
 do $$
 begin
@@ -100,6 +100,35 @@ select is(
     (select count(*)::int from runlane.run_outputs where run_id = (select r3 from k)),
     0,
     'the stopped run got nothing'
+);
+
+-- a batch resent with a new element added: the applied ones are skipped, the new applied
+select results_eq(
+    format(
+        $$select o.outcome, o.first_response ->> 'event' from runlane.append_outputs(
+            array[%1$s, %1$s]::bigint[], array[1, 1]::bigint[], array[1, 2]::bigint[],
+            array['progress', 'text'], array['working', 'more']) as o$$,
+        (select r2 from k)
+    ),
+    $$values ('applied'::text, 'run.first_response'::text)$$,
+    'a partly applied run is applied (its new visible output stamps the first response)'
+);
+select results_eq(
+    format(
+        $$select o.outcome, o.first_response from runlane.append_outputs(
+            array[%1$s, %1$s]::bigint[], array[1, 1]::bigint[], array[2, 3]::bigint[],
+            array['text', 'progress'], array['more', 'still working']) as o$$,
+        (select r2 from k)
+    ),
+    format(
+        $$select 'applied'::text, runlane._timing_row(%s, 'run.first_response')$$, (select r2 from k)
+    ),
+    'a partly applied run whose applied element is visible gets the run.first_response row again'
+);
+select results_eq(
+    format('select body from runlane.run_outputs where run_id = %s order by output_id', (select r2 from k)),
+    $$values ('working'::text), ('more'), ('still working')$$,
+    'each number is written once'
 );
 
 select * from finish();
