@@ -18,9 +18,6 @@
 --     already are skipped), its last number recorded (runs.write_fence, write_seq);
 --   - 'resent': every number was applied already under that fence (a lost reply):
 --     nothing written, even once the run has finished;
---   first_response is the run.first_response row when its new outputs stamp it, else,
---   when an element applied already is visible, runlane._resent_first_response's row
---   (the lost reply may have carried it), else null;
 --   - 'refused': nothing of the run written; sqlstate, column_name and message are the
 --     error, in this order: no run id (RL008); a null fence or number (22004); a first
 --     number below 1 (22023); fences that differ or numbers not consecutive (22023,
@@ -29,6 +26,14 @@
 --     1 MB (runlane._check_body) or an unknown kind, then for the first element not yet
 --     applied RL008 unknown run, RL001 fenced out, not running or off its computer,
 --     22023 (column write_seq) a number that skips ahead, RL001 stopped (cancel_run).
+--     The error is reported, not raised (no subtransaction per run), with the message
+--     the raising helper writes (test_append_outputs__refusals_as_append_output.sql
+--     compares them).
+--   first_response is the run.first_response row when its new outputs stamp it, else,
+--   when an element applied already is visible, runlane._resent_first_response's row
+--   (the lost reply may have carried it), else null.
+-- * The whole call fails only for its arrays, a lock wait over lock_timeout (55P03) or a
+--   deadlock (40P01); nothing is written then, and it may be resent as it was.
 -- * Output ids increase in number order within a run, and runs are locked in run_id order
 --   (two calls never deadlock on each other's runs), then their computer leases in
 --   computer order.
