@@ -4,7 +4,7 @@
 -- same way; elements already applied are skipped and the rest applied; nothing of a
 -- refused run is written.
 begin;
-select plan(11);
+select plan(14);
 
 -- (sqlstate, column, message) of a statement's error, null when it succeeds
 create function pg_temp.error_of(p_sql text)
@@ -111,6 +111,26 @@ select is(
     (select write_seq from runlane.runs where run_id = (select run_id from k)),
     4::bigint,
     'the run records 4 as its last applied write'
+);
+
+-- extreme numbers are refused for their run, never an overflow that fails the call
+select is(
+    (pg_temp.refusal(
+        array[(select run_id from k), (select run_id from k)],
+        array[1, 1]::bigint[], array[9223372036854775807, -9223372036854775808]::bigint[]
+    ))[1:3],
+    array['refused', '22023', 'write_seq'],
+    'numbers at both ends of bigint are refused as not consecutive'
+);
+select is(
+    (pg_temp.refusal(array[(select run_id from k)], array[1]::bigint[], array[-9223372036854775808]::bigint[]))[1:2],
+    array['refused', '22023'],
+    'the lowest bigint is out of range'
+);
+select is(
+    (pg_temp.refusal(array[(select run_id from k)], array[1]::bigint[], array[9223372036854775807]::bigint[]))[1:3],
+    array['refused', '22023', 'write_seq'],
+    'the highest skips ahead'
 );
 
 select * from finish();
