@@ -85,6 +85,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     ),
     "runlane.finish_runs(bigint[],bigint[],text[],text[],numeric[],integer[],text[],text[],"
     "bigint[])": WORKER,
+    "runlane.append_outputs(bigint[],bigint[],bigint[],text[],text[])": WORKER,
     # the same writes with a write sequence number: a resend of an applied write is a no-op
     "runlane.append_output(bigint,bigint,text,text,bigint)": WORKER,
     "runlane.save_checkpoint(bigint,bigint,jsonb,bigint)": WORKER,

@@ -970,6 +970,8 @@ def _sample_values(conn, api, worker) -> dict[str, object]:
         "p_output_counts": [1],
         "p_output_kinds": ["text"],
         "p_output_bodies": ["hi"],
+        "p_kinds": ["text"],  # append_outputs
+        "p_bodies": ["hi"],
         # the resend-safe forms (write sequence numbers, claim keys)
         "p_seq": 5,
         "p_seqs": [5],

@@ -171,6 +171,28 @@ def append_output(conn):
     )
 
 
+def append_outputs_batch(conn):
+    runs = [chat(conn, "agent-n", thread) for thread in ("t1", "t2")]
+    fences = [one(conn, "select runlane_test.claimed(%s)", run_id) for run_id in runs]
+
+    def act():
+        rows = conn.execute(
+            "select outcome from runlane.append_outputs("
+            "%s::bigint[], %s::bigint[], %s::bigint[], %s::text[], %s::text[])",
+            (runs + runs, fences + fences, [1, 1, 2, 2], ["text"] * 4, ["a", "b", "c", "d"]),
+        ).fetchall()
+        assert rows == [("applied",), ("applied",)]
+
+    def expected():
+        # one per run, however many outputs it got
+        return [
+            ("runlane_outputs", {"stream": one(conn, "select runlane.stream_token(%s)", r)})
+            for r in runs
+        ]
+
+    return act, Expect(expected)
+
+
 SCENARIOS = [
     publish,
     release,
@@ -180,6 +202,7 @@ SCENARIOS = [
     finish_handing_held_messages_on,
     finish_runs_batch,
     append_output,
+    append_outputs_batch,
 ]
 
 

@@ -1,6 +1,6 @@
 -- Every function DESIGN.md fixes exists with exactly its name and parameter types.
 begin;
-select plan(52);
+select plan(53);
 
 select has_function('runlane', 'submit_message', array['text', 'text', 'text'], 'submit_message(agent, thread, body)');
 select has_function('runlane', 'publish_run', array['bigint', 'timestamp with time zone'], 'publish_run(run, wake_at)');
@@ -27,6 +27,10 @@ select has_function(
 );
 select has_function('runlane', 'heartbeat', array['bigint', 'bigint', 'interval'], 'heartbeat(run, fence, lease)');
 select has_function('runlane', 'append_output', array['bigint', 'bigint', 'text', 'text'], 'append_output(run, fence, kind, body)');
+select has_function(
+    'runlane', 'append_outputs', array['bigint[]', 'bigint[]', 'bigint[]', 'text[]', 'text[]'],
+    'append_outputs(runs, fences, write numbers, kinds, bodies)'
+);
 select has_function('runlane', 'outputs_since', array['bigint', 'bigint', 'integer'], 'outputs_since(run, after, limit)');
 select has_function('runlane', 'save_checkpoint', array['bigint', 'bigint', 'jsonb'], 'save_checkpoint(run, fence, checkpoint)');
 select has_function('runlane', 'take_steering', array['bigint', 'bigint'], 'take_steering(run, fence)');

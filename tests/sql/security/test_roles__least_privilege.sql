@@ -130,7 +130,8 @@ select is(
             p.pronamespace = 'runlane'::regnamespace
             and has_function_privilege('runlane_api', p.oid, 'execute')
             and p.proname in (
-                'claim_runs', 'heartbeat', 'append_output', 'save_checkpoint', 'take_steering', 'run_messages',
+                'claim_runs', 'heartbeat', 'append_output', 'append_outputs', 'save_checkpoint', 'take_steering',
+                'run_messages',
                 'finish_run', 'release_run', 'retry_run', 'tick', 'reap_stale', 'cancel_redundant_timer_runs',
                 'queue_delay', 'drain_legacy_deliveries', 'upgrade_status'
             )
