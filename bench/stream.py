@@ -83,8 +83,8 @@ TOP_STATEMENTS = """
 select calls, round(total_exec_time::numeric, 1), regexp_replace(left(query, 160), '\\s+', ' ', 'g')
 from pg_stat_statements
 where dbid = (select oid from pg_database where datname = current_database())
-order by calls desc
-limit 8
+order by total_exec_time desc
+limit 10
 """
 
 
@@ -98,7 +98,8 @@ async def _follow_runlane(dsn: str, run_id: int) -> tuple[int, list[tuple[int, i
     async for output in stream(dsn, run_id):
         at = time.time()
         body = output["body"] or ""
-        got.append((chars // 4, len(body) // 4, at))
+        # created_at: the start of the batch that wrote it (its transaction's time)
+        got.append((chars // 4, len(body) // 4, at, output["created_at"].timestamp()))
         chars += len(body)
     return run_id, got
 
@@ -265,17 +266,20 @@ def join_readers(procs, outs, timeout: float) -> tuple[list, float]:
     return streams, cpu
 
 
-def latencies(streams: list, emit_at) -> tuple[list[float], int, list[float]]:
-    """Every token's emit -> receipt in ms, the tokens received, and the first tokens'."""
-    ms, received, firsts = [], 0, []
+def latencies(streams: list, emit_at) -> tuple[list[float], int, list[float], list[float]]:
+    """Every token's emit -> receipt in ms, the tokens received, the first tokens', and
+    (runlane: rows carry their batch's start) each token's emit -> its batch's start."""
+    ms, received, firsts, queued = [], 0, [], []
     for key, got in streams:
-        for first, n, at in got:
+        for first, n, at, *batch in got:
             for k in range(first, first + n):
                 ms.append((at - emit_at(key, k)) * 1000)
                 if k == 0:
                     firsts.append(ms[-1])
+                if batch:
+                    queued.append((batch[0] - emit_at(key, k)) * 1000)
             received += n
-    return ms, received, firsts
+    return ms, received, firsts, queued
 
 
 def figures(
@@ -407,7 +411,7 @@ def runlane_round(pg: LocalCluster, ctx, s: int, seconds: float) -> dict:
         for line in f.read_text().splitlines():
             run_id, t0, gap, _ = line.split()
             emits[int(run_id)] = (float(t0), float(gap))
-    ms, received, firsts = latencies(streams, lambda k, i: emits[k][0] + i * emits[k][1])
+    ms, received, firsts, queued = latencies(streams, lambda k, i: emits[k][0] + i * emits[k][1])
     _common.drop_database(pg, name)
     cost = {
         "db_cpu_s": cpu1 - cpu0,
@@ -419,7 +423,17 @@ def runlane_round(pg: LocalCluster, ctx, s: int, seconds: float) -> dict:
         "reader_cpu_s": reader_cpu,
         "wall_s": wall,
     }
-    return {**figures("runlane", s, tokens, ms, received, cost, firsts), "top_statements": top}
+    row = figures("runlane", s, tokens, ms, received, cost, firsts)
+    row["to_batch_start_p50_ms"] = round(_common.percentile(queued, 0.5), 1)
+    row["to_batch_start_p99_ms"] = round(_common.percentile(queued, 0.99), 1)
+    print(
+        f"           first token p50/p99 {row['first_token_p50_ms']}/"
+        f"{row['first_token_p99_ms']} ms;"
+        f" emit -> its batch's start p50/p99 {row['to_batch_start_p50_ms']}/"
+        f"{row['to_batch_start_p99_ms']} ms",
+        flush=True,
+    )
+    return {**row, "top_statements": top}
 
 
 def floor_round(pg: LocalCluster, ctx, mode: str, s: int, seconds: float) -> dict:
@@ -460,7 +474,7 @@ def floor_round(pg: LocalCluster, ctx, mode: str, s: int, seconds: float) -> dic
         for p in [*readers, *writers]:
             if p.is_alive():
                 p.kill()
-    ms, received, firsts = latencies(streams, lambda k, i: _due(start, k, i))
+    ms, received, firsts, _ = latencies(streams, lambda k, i: _due(start, k, i))
     _common.drop_database(pg, name)
     cost = {
         "db_cpu_s": cpu1 - cpu0,
