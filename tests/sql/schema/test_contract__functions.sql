@@ -1,6 +1,6 @@
 -- Every function DESIGN.md fixes exists with exactly its name and parameter types.
 begin;
-select plan(52);
+select plan(53);
 
 select has_function('runlane', 'submit_message', array['text', 'text', 'text'], 'submit_message(agent, thread, body)');
 select has_function('runlane', 'publish_run', array['bigint', 'timestamp with time zone'], 'publish_run(run, wake_at)');
@@ -15,6 +15,10 @@ select has_function(
     'submit_message(agent, thread, body, idempotency key)'
 );
 select has_function('runlane', 'run_now', array['text', 'text'], 'run_now(agent, idempotency key)');
+select has_function(
+    'runlane', 'send_message', array['text', 'text', 'text', 'text'],
+    'send_message(agent, thread, body, idempotency key)'
+);
 select has_function('runlane', 'claim_runs', array['text', 'text[]', 'integer', 'interval'], 'claim_runs(worker, lanes, limit, lease)');
 -- the worker's claim: keyed, reporting the runs skipped because a gate closed
 select has_function(
