@@ -316,54 +316,76 @@ def _accept_runlane(conn: psycopg.Connection, mode: str, args: list[tuple[str, s
                 c.fetchone()
 
 
-async def _accept_pgqueuer(dsn: str, messages: int) -> None:
+ACCEPT_CHUNK = 500  # messages per mode per turn (a multiple of PIPELINE_PAGE)
+
+
+async def _pgq_queries(dsn: str) -> tuple[asyncpg.Connection, Queries]:
     conn = await asyncpg.connect(dsn)
-    try:
-        queries = Queries(AsyncpgDriver(conn))
-        for i in range(messages):
-            await queries.enqueue("noop", str(i).encode())
-    finally:
-        await conn.close()
+    return conn, Queries(AsyncpgDriver(conn))
 
 
-def _accept_once(pg: LocalCluster, mode: str, messages: int) -> dict:
-    name = f"bench_durable_accept_{mode}"
-    pgq = mode == "pgqueuer"
-    dsn = _common.create_database(pg, name, template=None if pgq else TEMPLATE)
+async def _accept_pgqueuer(queries: Queries, first: int, n: int) -> None:
+    for i in range(first, first + n):
+        await queries.enqueue("noop", str(i).encode())
+
+
+def _accept_round(pg: LocalCluster, messages: int, turn: int) -> dict:
+    """One round: every mode gets its own database and connection, then the modes take
+    turns, ACCEPT_CHUNK messages each, the order rotating, until each sent `messages`:
+    a shift of this shared machine's load falls on all of them alike. Per mode: client
+    time and PostgreSQL CPU summed over its turns."""
+    loop = asyncio.new_event_loop()
+    dsns, conns, pgq = {}, {}, None
+    spent = {m: [0.0, 0.0] for m in ACCEPT_MODES}  # seconds, server CPU seconds
     try:
-        if pgq:
-            asyncio.run(_pgq_install(dsn))
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            args = [(f"agent{i % AGENTS + 1}", f"e-{uuid.uuid4().hex}") for i in range(messages)]
-            cpu = server_cpu_seconds(pg)
-            started = time.perf_counter()
-            if pgq:
-                asyncio.run(_accept_pgqueuer(dsn, messages))
+        for mode in ACCEPT_MODES:
+            name = f"bench_durable_accept_{mode}"
+            dsns[mode] = _common.create_database(
+                pg, name, template=None if mode == "pgqueuer" else TEMPLATE
+            )
+            if mode == "pgqueuer":
+                asyncio.run(_pgq_install(dsns[mode]))
+                pgq = loop.run_until_complete(_pgq_queries(dsns[mode]))
             else:
-                _accept_runlane(conn, mode, args)
-            seconds = time.perf_counter() - started
-            time.sleep(0.5)  # a backend that just exited is counted once reaped
-            used = server_cpu_seconds(pg) - cpu
+                conns[mode] = psycopg.connect(dsns[mode], autocommit=True)
+        args = [(f"agent{i % AGENTS + 1}", f"e-{uuid.uuid4().hex}") for i in range(messages)]
+        for t, k in enumerate(range(0, messages, ACCEPT_CHUNK)):
+            chunk = args[k : k + ACCEPT_CHUNK]
+            shift = (turn + t) % len(ACCEPT_MODES)
+            for mode in ACCEPT_MODES[shift:] + ACCEPT_MODES[:shift]:
+                cpu = server_cpu_seconds(pg)
+                started = time.perf_counter()
+                if mode == "pgqueuer":
+                    loop.run_until_complete(_accept_pgqueuer(pgq[1], k, len(chunk)))
+                else:
+                    _accept_runlane(conns[mode], mode, chunk)
+                spent[mode][0] += time.perf_counter() - started
+                spent[mode][1] += server_cpu_seconds(pg) - cpu
     finally:
-        _common.drop_database(pg, name)
+        for c in conns.values():
+            c.close()
+        if pgq:
+            loop.run_until_complete(pgq[0].close())
+        loop.close()
+        for mode in dsns:
+            _common.drop_database(pg, f"bench_durable_accept_{mode}")
     return {
-        "messages_per_s": round(messages / seconds, 1),
-        "client_ms_per_message": round(seconds * 1000 / messages, 3),
-        "pg_cpu_ms_per_message": round(used * 1000 / messages, 3),
+        mode: {
+            "messages_per_s": round(messages / seconds, 1),
+            "client_ms_per_message": round(seconds * 1000 / messages, 3),
+            "pg_cpu_ms_per_message": round(cpu * 1000 / messages, 3),
+        }
+        for mode, (seconds, cpu) in spent.items()
     }
 
 
 def client_enqueue(pg: LocalCluster, messages: int, repeats: int) -> dict:
     """What a client pays per chat message (per job for PgQueuer), sent one call at a time,
-    in ACCEPT_MODES. `repeats` rounds, the modes in a rotated order each round; each
-    mode's figure is the median over rounds, and accept_ratio is the median of the
-    rounds' send / pgqueuer messages/s (both from the same round)."""
+    in ACCEPT_MODES, `repeats` rounds (_accept_round). Each mode's figure is the median
+    over rounds, and accept_ratio the median of the rounds' send / pgqueuer messages/s."""
     rounds = []
     for r in range(max(repeats, 1)):
-        order = ACCEPT_MODES[r % len(ACCEPT_MODES) :] + ACCEPT_MODES[: r % len(ACCEPT_MODES)]
-        one = {"load_average": load_average()}
-        for mode in order:
-            one[mode] = _accept_once(pg, mode, messages)
+        one = {"load_average": load_average(), **_accept_round(pg, messages, r)}
         one["send_vs_pgqueuer"] = round(
             one["send"]["messages_per_s"] / one["pgqueuer"]["messages_per_s"], 3
         )
@@ -384,6 +406,7 @@ def client_enqueue(pg: LocalCluster, messages: int, repeats: int) -> dict:
     return {
         "messages": messages,
         "page": PIPELINE_PAGE,
+        "chunk": ACCEPT_CHUNK,
         "rounds": rounds,
         **medians,
         "accept_ratio": round(statistics.median(o["send_vs_pgqueuer"] for o in rounds), 3),
