@@ -22,9 +22,11 @@ pg_stat_statements loaded (track = all: nested statements too) and track_functio
   of each system back to back, the order alternating; the table shows each system's
   medians and the median of the pairs' jobs/s ratios (this shared machine moves between
   a fast and a slow state within minutes: one pair alone says little).
-* client enqueue: a client's cost per chat message when each message is its own
-  submit_message commit and then its own publish_run commit, sent one by one or pipelined
-  (psycopg pipeline mode: a page's submits in one pipeline, then their publishes).
+* client enqueue: messages/s, client time and PostgreSQL CPU per chat message a client
+  accepts one call at a time: submit_message then publish_run (two commits), the same
+  pipelined in pages, send_message (one round trip, one commit), send_message pipelined;
+  against PgQueuer's Queries.enqueue, one job per call. --enqueue-repeat rounds, the modes
+  rotated; accept_ratio_pgqueuer is the median of the rounds' send_message / PgQueuer.
 * top statements of runlane's drain (4 workers) by total_exec_time, nested statements
   included, and the PL/pgSQL functions by self time (pg_stat_user_functions).
 * idle wake latency, one worker each, one job every --gap: publish -> the handler's start,
@@ -49,10 +51,12 @@ pg_stat_statements loaded (track = all: nested statements too) and track_functio
   the third for a claim that also keeps its rules.
 
 Goals: runlane >= 1.0x PgQueuer's jobs/s at 2 and 4 workers; runlane's idle
-p50 <= 1.25x the floor's and p99 <= 1.5x. The load average is printed with the figures:
+p50 <= 1.25x the floor's and p99 <= 1.5x; send_message one by one >= 1.0x PgQueuer's
+one-by-one enqueue. The load average is printed with the figures:
 on a shared machine compare only figures taken back to back.
 
     python -m bench.durable_compare [--quick] [--runs N] [--workers 2,4] [--drains 5]
+        [--enqueue N] [--enqueue-repeat 3] [--enqueue-only]
 """
 
 from __future__ import annotations
@@ -274,47 +278,139 @@ def submit_batch(conn: psycopg.Connection, n: int) -> list[int]:
 
 SUBMIT = "select run_id from runlane.submit_message(%s, %s, 'bench')"
 PUBLISH = "select runlane.publish_run(%s)"
+SEND = "select run_id from runlane.send_message(%s, %s, 'bench')"
 PIPELINE_PAGE = 50
+# The ways a client accepts chat messages, each message its own call:
+#   two_commits     submit_message, then publish_run, each its own commit (two round trips)
+#   pipelined       psycopg pipeline mode, pages of PIPELINE_PAGE: the page's submits, then
+#                   their publishes (a pipeline's statements commit together at its Sync:
+#                   two commits per page; a message's publication needs its submit's answer,
+#                   so one message alone cannot be pipelined)
+#   send            send_message: one round trip, one commit
+#   send_pipelined  send_message in pipeline pages (one commit per page)
+#   pgqueuer        PgQueuer's Queries.enqueue, one job per call (asyncpg, one commit each)
+ACCEPT_MODES = ("two_commits", "pipelined", "send", "send_pipelined", "pgqueuer")
 
 
-def client_enqueue(pg: LocalCluster, messages: int) -> dict:
-    """What a client pays per chat message, each message its own submit_message commit and
-    then its own publish_run commit (the documented contract), sent one by one (two round
-    trips per message) or pipelined (psycopg pipeline mode, pages of PIPELINE_PAGE: the
-    page's submits in one pipeline, then their publishes in another)."""
-    found = {}
-    for mode in ("one_by_one", "pipelined"):
-        name = f"bench_durable_enqueue_{mode}"
-        dsn = _common.create_database(pg, name, template=TEMPLATE)
-        try:
-            with psycopg.connect(dsn, autocommit=True) as conn:
-                args = [
-                    (f"agent{i % AGENTS + 1}", f"e-{uuid.uuid4().hex}") for i in range(messages)
-                ]
+def _accept_runlane(conn: psycopg.Connection, mode: str, args: list[tuple[str, str]]) -> None:
+    if mode == "two_commits":
+        for agent, thread in args:
+            run_id = conn.execute(SUBMIT, (agent, thread)).fetchone()[0]
+            conn.execute(PUBLISH, (run_id,))
+    elif mode == "pipelined":
+        for k in range(0, len(args), PIPELINE_PAGE):
+            with conn.pipeline():
+                curs = [conn.execute(SUBMIT, a) for a in args[k : k + PIPELINE_PAGE]]
+            ids = [c.fetchone()[0] for c in curs]
+            with conn.pipeline():
+                for run_id in ids:
+                    conn.execute(PUBLISH, (run_id,))
+    elif mode == "send":
+        for agent, thread in args:
+            conn.execute(SEND, (agent, thread)).fetchone()
+    else:  # send_pipelined
+        for k in range(0, len(args), PIPELINE_PAGE):
+            with conn.pipeline():
+                curs = [conn.execute(SEND, a) for a in args[k : k + PIPELINE_PAGE]]
+            for c in curs:
+                c.fetchone()
+
+
+ACCEPT_CHUNK = 500  # messages per mode per turn (a multiple of PIPELINE_PAGE)
+
+
+async def _pgq_queries(dsn: str) -> tuple[asyncpg.Connection, Queries]:
+    conn = await asyncpg.connect(dsn)
+    return conn, Queries(AsyncpgDriver(conn))
+
+
+async def _accept_pgqueuer(queries: Queries, first: int, n: int) -> None:
+    for i in range(first, first + n):
+        await queries.enqueue("noop", str(i).encode())
+
+
+def _accept_round(pg: LocalCluster, messages: int, turn: int) -> dict:
+    """One round: every mode gets its own database and connection, then the modes take
+    turns, ACCEPT_CHUNK messages each, the order rotating, until each sent `messages`:
+    a shift of this shared machine's load falls on all of them alike. Per mode: client
+    time and PostgreSQL CPU summed over its turns."""
+    loop = asyncio.new_event_loop()
+    dsns, conns, pgq = {}, {}, None
+    spent = {m: [0.0, 0.0] for m in ACCEPT_MODES}  # seconds, server CPU seconds
+    try:
+        for mode in ACCEPT_MODES:
+            name = f"bench_durable_accept_{mode}"
+            dsns[mode] = _common.create_database(
+                pg, name, template=None if mode == "pgqueuer" else TEMPLATE
+            )
+            if mode == "pgqueuer":
+                asyncio.run(_pgq_install(dsns[mode]))
+                pgq = loop.run_until_complete(_pgq_queries(dsns[mode]))
+            else:
+                conns[mode] = psycopg.connect(dsns[mode], autocommit=True)
+        args = [(f"agent{i % AGENTS + 1}", f"e-{uuid.uuid4().hex}") for i in range(messages)]
+        for t, k in enumerate(range(0, messages, ACCEPT_CHUNK)):
+            chunk = args[k : k + ACCEPT_CHUNK]
+            shift = (turn + t) % len(ACCEPT_MODES)
+            for mode in ACCEPT_MODES[shift:] + ACCEPT_MODES[:shift]:
                 cpu = server_cpu_seconds(pg)
                 started = time.perf_counter()
-                if mode == "one_by_one":
-                    for agent, thread in args:
-                        run_id = conn.execute(SUBMIT, (agent, thread)).fetchone()[0]
-                        conn.execute(PUBLISH, (run_id,))
+                if mode == "pgqueuer":
+                    loop.run_until_complete(_accept_pgqueuer(pgq[1], k, len(chunk)))
                 else:
-                    for k in range(0, messages, PIPELINE_PAGE):
-                        with conn.pipeline():
-                            curs = [conn.execute(SUBMIT, a) for a in args[k : k + PIPELINE_PAGE]]
-                        ids = [c.fetchone()[0] for c in curs]
-                        with conn.pipeline():
-                            for run_id in ids:
-                                conn.execute(PUBLISH, (run_id,))
-                seconds = time.perf_counter() - started
-                time.sleep(0.5)  # a backend that just exited is counted once reaped
-                used = server_cpu_seconds(pg) - cpu
-            found[mode] = {
-                "client_ms_per_message": round(seconds * 1000 / messages, 3),
-                "pg_cpu_ms_per_message": round(used * 1000 / messages, 3),
-            }
-        finally:
-            _common.drop_database(pg, name)
-    return {"messages": messages, "page": PIPELINE_PAGE, **found}
+                    _accept_runlane(conns[mode], mode, chunk)
+                spent[mode][0] += time.perf_counter() - started
+                spent[mode][1] += server_cpu_seconds(pg) - cpu
+    finally:
+        for c in conns.values():
+            c.close()
+        if pgq:
+            loop.run_until_complete(pgq[0].close())
+        loop.close()
+        for mode in dsns:
+            _common.drop_database(pg, f"bench_durable_accept_{mode}")
+    return {
+        mode: {
+            "messages_per_s": round(messages / seconds, 1),
+            "client_ms_per_message": round(seconds * 1000 / messages, 3),
+            "pg_cpu_ms_per_message": round(cpu * 1000 / messages, 3),
+        }
+        for mode, (seconds, cpu) in spent.items()
+    }
+
+
+def client_enqueue(pg: LocalCluster, messages: int, repeats: int) -> dict:
+    """What a client pays per chat message (per job for PgQueuer), sent one call at a time,
+    in ACCEPT_MODES, `repeats` rounds (_accept_round). Each mode's figure is the median
+    over rounds, and accept_ratio the median of the rounds' send / pgqueuer messages/s."""
+    rounds = []
+    for r in range(max(repeats, 1)):
+        one = {"load_average": load_average(), **_accept_round(pg, messages, r)}
+        one["send_vs_pgqueuer"] = round(
+            one["send"]["messages_per_s"] / one["pgqueuer"]["messages_per_s"], 3
+        )
+        rounds.append(one)
+        print(
+            f"  accept round {r + 1} (load {one['load_average']}): "
+            + ", ".join(f"{m} {one[m]['messages_per_s']:.0f}/s" for m in ACCEPT_MODES)
+            + f"; send / PgQueuer {one['send_vs_pgqueuer']:.2f}x",
+            flush=True,
+        )
+    medians = {
+        mode: {
+            k: round(statistics.median(o[mode][k] for o in rounds), 3)
+            for k in ("messages_per_s", "client_ms_per_message", "pg_cpu_ms_per_message")
+        }
+        for mode in ACCEPT_MODES
+    }
+    return {
+        "messages": messages,
+        "page": PIPELINE_PAGE,
+        "chunk": ACCEPT_CHUNK,
+        "rounds": rounds,
+        **medians,
+        "accept_ratio": round(statistics.median(o["send_vs_pgqueuer"] for o in rounds), 3),
+    }
 
 
 def reset_stats(conn: psycopg.Connection) -> None:
@@ -721,8 +817,13 @@ def parse(argv):
     ap.add_argument(
         "--enqueue",
         type=int,
-        help="messages a client submits and publishes one by one, then pipelined "
-        "(1,000; quick 200)",
+        help="messages (jobs) a client accepts in each way, per round (20,000; quick 2,000)",
+    )
+    ap.add_argument(
+        "--enqueue-repeat", type=int, default=3, help="client enqueue rounds, the ways rotated"
+    )
+    ap.add_argument(
+        "--enqueue-only", action="store_true", help="client enqueue only: no drain, no latency"
     )
     ap.add_argument("--repeat", type=int, help="latency rounds, the six in turn (3; quick 1)")
     ap.add_argument(
@@ -740,7 +841,7 @@ def parse(argv):
     args = ap.parse_args(argv)
     args.runs = args.runs or (2000 if args.quick else 20000)
     args.idle = args.idle or (100 if args.quick else 300)
-    args.enqueue = args.enqueue or (200 if args.quick else 1000)
+    args.enqueue = args.enqueue or (2000 if args.quick else 20000)
     args.workers = [int(w) for w in str(args.workers).split(",") if w]
     args.repeat = args.repeat or (1 if args.quick else 3)
     args.drains = args.drains or (1 if args.quick else 5)
@@ -767,7 +868,7 @@ def main(argv=None) -> list[str]:
         # Pairs, the order alternating: this machine moves between a fast and a slow state
         # within minutes (one system's drain read 30-40 % apart an hour later), so a
         # single pair's ratio says little; the summary takes the median of the pairs'.
-        for pair in range(max(args.drains, 1)):
+        for pair in range(0 if args.enqueue_only else max(args.drains, 1)):
             for w in args.workers:
                 profile = pair == 0 and w == max(args.workers)
                 if pair % 2 == 0:
@@ -786,17 +887,9 @@ def main(argv=None) -> list[str]:
                     f"{ours['jobs_per_s'] / theirs['jobs_per_s']:.2f}x",
                     flush=True,
                 )
-        summary = drain_summary(drains, args.workers)
-        enqueue = client_enqueue(pg, args.enqueue)
-        print(
-            f"  client enqueue, {args.enqueue} messages (submit commit, then publish "
-            f"commit): one by one {enqueue['one_by_one']['client_ms_per_message']:.3f} ms"
-            f"/message ({enqueue['one_by_one']['pg_cpu_ms_per_message']:.3f} ms PG CPU), "
-            f"pipelined {enqueue['pipelined']['client_ms_per_message']:.3f} ms "
-            f"({enqueue['pipelined']['pg_cpu_ms_per_message']:.3f} ms)",
-            flush=True,
-        )
-        if not args.no_latency:
+        summary = drain_summary(drains, args.workers) if drains else []
+        enqueue = client_enqueue(pg, args.enqueue, args.enqueue_repeat)
+        if not (args.no_latency or args.enqueue_only):
             # Rounds, the six in turn each round: one round's ratio moves with the load of
             # the moment (the floor's own p50 ranged 0.3-6.5 ms between runs here), so the
             # goals are judged on the median of the per-round ratios. The goals are against
@@ -874,10 +967,12 @@ def main(argv=None) -> list[str]:
             "drain_summary": summary,
             "latency": latency,
             "client_enqueue": enqueue,
+            "accept_ratio_pgqueuer": enqueue["accept_ratio"],
             "goals": {
                 "jobs_per_s_ratio_min": RATE_GOAL,
                 "p50_vs_floor_max": P50_GOAL,
                 "p99_vs_floor_max": P99_GOAL,
+                "accept_ratio_pgqueuer_min": RATE_GOAL,
             },
         },
     )
@@ -940,6 +1035,19 @@ def main(argv=None) -> list[str]:
                 f"{m['runlane_vs_' + floor + '_p50']:.2f}x, p99 "
                 f"{m['runlane_vs_' + floor + '_p99']:.2f}x"
             )
+    lines.append(
+        f"  client accepting chat messages one call at a time, {args.enqueue} per way, "
+        f"medians of {len(enqueue['rounds'])} round(s): "
+        + ", ".join(
+            f"{m} {enqueue[m]['messages_per_s']:.0f}/s "
+            f"({enqueue[m]['pg_cpu_ms_per_message']:.3f} ms PG CPU)"
+            for m in ACCEPT_MODES
+        )
+    )
+    lines.append(
+        f"  send_message vs PgQueuer enqueue, median of the rounds: "
+        f"{enqueue['accept_ratio']:.2f}x (goal >= {RATE_GOAL}x)"
+    )
     profiled = [d for d in drains if d["system"] == "runlane" and d["top_statements"]]
     if profiled:
         d = profiled[0]

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // runlane from Node.js with the `pg` package: send a chat message and stream its reply.
 //
-//   node follow.js DSN AGENT_ID THREAD_ID MESSAGE    submit a message, then follow its run
+//   node follow.js DSN AGENT_ID THREAD_ID MESSAGE    send a message, then follow its run
 //                                                    (held: the run that answers it)
 //   node follow.js DSN --run RUN_ID [--after ID]     follow an existing run
 //
@@ -161,15 +161,14 @@ async function main(argv) {
     } else {
       const [agentId, threadId, body] = rest;
       const sent = await one(client,
-        'select message_id, run_id, disposition from runlane.submit_message($1, $2, $3)',
+        'select message_id, run_id, disposition from runlane.send_message($1, $2, $3)',
         [agentId, threadId, body]);
       print({ event: 'submitted', ...sent });
       if (sent.run_id === null) {
         runId = await answeredBy(client, sent.message_id);
         print({ event: 'answered_by', message_id: sent.message_id, run_id: runId });
       } else {
-        await client.query('select runlane.publish_run($1)', [sent.run_id]);
-        runId = sent.run_id;
+        runId = sent.run_id; // send_message announced a created run with its commit
       }
     }
     return await follow(client, hints, runId, after);

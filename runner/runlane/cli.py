@@ -688,19 +688,17 @@ def submit_cmd(
     dsn: str, agent_id: str, thread_id: str, text: str, idempotency_key: str | None, as_json: bool
 ) -> None:
     """Send TEXT to AGENT in THREAD (a chat message)."""
-    keyed = ", p_idempotency_key => %s::text" if idempotency_key is not None else ""
     try:
+        # send_message: the message and its run's notification in one commit.
         with psycopg.connect(dsn, autocommit=True) as conn:
             message_id, run_id, disposition = one(
                 conn.execute(
-                    "select message_id, run_id, disposition from runlane.submit_message("
-                    f"p_agent_id => %s::text, p_thread_id => %s::text, p_body => %s::text{keyed})",
-                    (agent_id, thread_id, text)
-                    + ((idempotency_key,) if idempotency_key is not None else ()),
+                    "select message_id, run_id, disposition from runlane.send_message("
+                    "p_agent_id => %s::text, p_thread_id => %s::text, p_body => %s::text, "
+                    "p_idempotency_key => %s::text)",
+                    (agent_id, thread_id, text, idempotency_key),
                 ).fetchone()
             )
-            if disposition == "created":
-                _publish(conn, run_id)
     except psycopg.Error as exc:
         fail(exc, API, dsn)
     if as_json:

@@ -1,12 +1,15 @@
 """`runlane submit` against a real database: --idempotency-key reaches the keyed
 submit_message (a retry returns the first answer and creates nothing), --json prints the
-returned row, and a blank message is refused with the database's 22023."""
+returned row, a blank message is refused with the database's 22023, and the created run
+is announced on runlane_runs (send_message: one commit)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+
+import psycopg
 
 
 def _submit(dsn: str, *args: str) -> subprocess.CompletedProcess:
@@ -53,3 +56,14 @@ def test_a_blank_message_is_refused_with_22023(conn, db_dsn):
         assert out.stderr.startswith("22023: a message needs a body (p_body)"), out.stderr
         assert "Traceback" not in out.stderr
     assert conn.execute("select count(*) from runlane.messages").fetchone()[0] == 0
+
+
+def test_a_submit_announces_its_run(conn, db_dsn):
+    conn.execute("select runlane_test.agent('agent-n', 'org-n')")
+    with psycopg.connect(db_dsn, autocommit=True) as listener:
+        listener.execute("listen runlane_runs")
+        sent = _submit(db_dsn, "agent-n", "thread-1", "hello", "--json")
+        assert sent.returncode == 0, sent.stderr
+        run_id = json.loads(sent.stdout)["run_id"]
+        notes = [json.loads(n.payload) for n in listener.notifies(timeout=2, stop_after=1)]
+    assert notes == [{"run_id": run_id, "lane": "interactive"}]

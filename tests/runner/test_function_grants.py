@@ -27,6 +27,8 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.run_now(text)": API,
     # the idempotency-key forms (a retry returns the first answer)
     "runlane.submit_message(text,text,text,text)": API,
+    # submit_message and its run's notification in one commit (keyed when given a key)
+    "runlane.send_message(text,text,text,text)": API,
     "runlane.run_now(text,text)": API,
     "runlane.publish_run(bigint,timestamp with time zone)": BOTH,
     "runlane.create_run(text,text,text,timestamp with time zone)": BOTH,

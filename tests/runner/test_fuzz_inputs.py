@@ -1031,6 +1031,8 @@ def test_a_null_in_any_argument_of_any_public_function_is_refused_clearly_or_har
             outcomes[(name, nulled)] = outcome.sqlstate or "ok"
     assert outcomes[("submit_message", "p_body")] == "22004"
     assert outcomes[("submit_message", "p_idempotency_key")] == "22004"
+    assert outcomes[("send_message", "p_body")] == "22004"
+    assert outcomes[("send_message", "p_idempotency_key")] == "ok"  # no key: the unkeyed form
     assert outcomes[("run_now", "p_idempotency_key")] == "22004"
     assert outcomes[("claim_runs", "p_limit")] == "22023"
     assert outcomes[("run_detail", None)] == "ok"

@@ -15,6 +15,10 @@ select has_function(
     'submit_message(agent, thread, body, idempotency key)'
 );
 select has_function('runlane', 'run_now', array['text', 'text'], 'run_now(agent, idempotency key)');
+select has_function(
+    'runlane', 'send_message', array['text', 'text', 'text', 'text'],
+    'send_message(agent, thread, body, idempotency key)'
+);
 select has_function('runlane', 'claim_runs', array['text', 'text[]', 'integer', 'interval'], 'claim_runs(worker, lanes, limit, lease)');
 -- the worker's claim: keyed, reporting the runs skipped because a gate closed
 select has_function(

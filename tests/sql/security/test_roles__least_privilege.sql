@@ -106,7 +106,7 @@ select set_eq(
           and has_function_privilege('runlane_api', p.oid, 'execute')
     $$,
     array[
-        'submit_message', 'publish_run', 'create_run', 'run_now', 'outputs_since', 'run_timing',
+        'submit_message', 'send_message', 'publish_run', 'create_run', 'run_now', 'outputs_since', 'run_timing',
         'parse_schedule', 'next_slot', 'weekly_spend', 'stream_token', 'cancel_run', 'run_status',
         'put_org', 'put_user', 'put_agent',
         'erase_thread', 'erase_agent', 'erase_user', 'erase_org',
@@ -148,7 +148,7 @@ select is(
             p.pronamespace = 'runlane'::regnamespace
             and has_function_privilege('runlane_worker', p.oid, 'execute')
             and p.proname in (
-                'submit_message', 'run_now', 'cancel_run', 'put_org', 'put_user', 'put_agent',
+                'submit_message', 'send_message', 'run_now', 'cancel_run', 'put_org', 'put_user', 'put_agent',
                 'outputs_since', 'run_detail', 'run_reply',
                 'erase_thread', 'erase_agent', 'erase_user', 'erase_org'
             )
