@@ -357,7 +357,7 @@ def migrate_cmd(dsn: str, to: int | None, lock_timeout: float) -> None:
 @click.option(
     "--output-window",
     type=click.FloatRange(0, 1),
-    default=0.05,
+    default=0.02,
     show_default=True,
     help="Seconds the outputs agents emit wait to go to the database together: one "
     "commit per lane for all runs' outputs of a window. An attempt's first visible "

@@ -105,14 +105,20 @@ def run_id_of(payload: str | bytes) -> int | None:
 def stream_of(payload: str | bytes) -> str | None:
     """The stream token a `runlane_outputs` payload names ({"stream": "<32 hex digits>"},
     runlane.stream_token), or None when it is unreadable (counted)."""
+    return stream_hint(payload)[0]
+
+
+def stream_hint(payload: str | bytes) -> tuple[str | None, bool]:
+    """The stream token a `runlane_outputs` payload names (None when it is unreadable,
+    counted) and whether it is the stream's end hint (ends_stream), from one parse."""
     value = _object(OUTPUTS, payload)
     if value is None:
-        return None
+        return None, False
     token = value.get("stream")
     if not isinstance(token, str) or len(token) != 32:
         ignored(OUTPUTS, "bad_stream")
-        return None
-    return token
+        return None, False
+    return token, value.get("end") is True
 
 
 def ends_stream(payload: str | bytes) -> bool:

@@ -20,8 +20,9 @@ end-of-stream rule of the README ("Ending a stream"), the same for every languag
    (step 2 without the status: an output hint never ends a stream); on the end hint
    (`"end": true`) or after `poll` seconds, go to 2. While the server's NOTIFY queue is
    at least UNTRUSTED_FROM full (`runlane.notify_queue_usage()`, read at most once every
-   QUEUE_CHECK seconds; from 0.5 runlane sends no notification at all) the wait is at
-   most FAST_POLL seconds: outputs arrive by paging alone.
+   QUEUE_CHECK seconds by the streams sharing a listener; from 0.5 runlane sends no
+   notification at all) the wait is at most FAST_POLL seconds: outputs arrive by paging
+   alone.
 5. Whenever the attempt changes (in run_status, or in an output row), read
    `runlane.superseded_through`: outputs with output_id <= it are the partial output of
    an attempt that did not finish and that a later attempt, starting over without a
@@ -127,6 +128,10 @@ class _Listener:
         self.task: asyncio.Task | None = None
         self.ready: asyncio.Future[None] | None = None
         self.error: BaseException | None = None
+        # The NOTIFY queue as its streams last read it (runlane.notify_queue_usage): when,
+        # and whether it was at least UNTRUSTED_FROM full.
+        self.checked_at: float | None = None
+        self.untrusted = False
 
     @classmethod
     async def subscribe(cls, dsn: str, token: str | None) -> _Subscription:
@@ -153,8 +158,7 @@ class _Listener:
             await self.conn.execute("LISTEN runlane_outputs")
             self.ready.set_result(None)
             async for note in self.conn.notifies():
-                token = hints.stream_of(note.payload)
-                end = token is not None and hints.ends_stream(note.payload)
+                token, end = hints.stream_hint(note.payload)
                 for sub in (*self.subscribers.get(token, ()), *self.subscribers.get(None, ())):
                     sub.wake(end)
         except BaseException as exc:  # noqa: BLE001 - every subscriber raises it
@@ -201,7 +205,8 @@ class _Subscription:
     async def wait(self, timeout: float) -> str:
         if not self.event.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.event.wait(), timeout)
+                async with asyncio.timeout(timeout):  # (no task per wait, unlike wait_for)
+                    await self.event.wait()
         if self.listener.error is not None:
             raise self.listener.error
         if not self.event.is_set():
@@ -239,8 +244,6 @@ async def stream(
         hints_of_run = await _Listener.subscribe(dsn, token)
         try:
             checked_attempt: int | None = None
-            checked_at: float | None = None  # when the NOTIFY queue was last read
-            untrusted = False  # it was at least UNTRUSTED_FROM full then
             reported = 0  # the superseded_through already announced
             pending: int | None = None
             attempts: set[int] = set()  # of yielded outputs not yet announced superseded
@@ -308,9 +311,11 @@ async def stream(
                         }
                     return
                 now = time.monotonic()
-                if checked_at is None or now - checked_at >= QUEUE_CHECK:
-                    checked_at = now
-                    untrusted = await _queue_untrusted(reader)
+                shared = hints_of_run.listener  # one reading of the queue for its streams
+                if shared.checked_at is None or now - shared.checked_at >= QUEUE_CHECK:
+                    shared.checked_at = now
+                    shared.untrusted = await _queue_untrusted(reader)
+                untrusted = shared.untrusted
                 # Wait for a hint about this run (or the poll interval), then page again.
                 wait = min(poll, FAST_POLL) if untrusted else poll
                 with_status = await hints_of_run.wait(wait) != "output"

@@ -43,7 +43,7 @@ an attempt's first visible output at once: its commit stamps the run's first res
 so first-response time stays the model's); later tokens are coalesced into one output
 at most every flush_interval seconds or as soon as flush_bytes are pending, whichever
 comes first, and the worker commits the outputs of every reply it streams together,
-once per `--output-window` (0.05 s). A token reaches readers within about
+once per `--output-window` (0.02 s). A token reaches readers within about
 flush_interval + output_window; a reply of N tokens is a handful of rows, not N. The
 reply's last piece rides on the step's result (one commit with the finish or the
 checkpoint).

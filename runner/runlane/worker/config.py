@@ -86,7 +86,7 @@ class WorkerConfig:
     # one append_outputs call, one commit, per lane for every run's pending outputs
     # (worker/output_batcher.py). An attempt's first visible output goes at once. 0: no
     # wait; each call carries what was emitted while the last one was on the wire.
-    output_window: float = 0.05
+    output_window: float = 0.02
 
     def __post_init__(self) -> None:
         if not self.agents:
