@@ -16,8 +16,8 @@ end-of-stream rule of the README ("Ending a stream"), the same for every languag
    gets another output. The run ended well only when the state is succeeded.
 4. Otherwise wait for a notification whose payload carries the run's stream token
    (`runlane.stream_token`, never the run id; every output and the run's finish send
-   one), or `poll` seconds (notifications are hints). On an output hint page again
-   (step 2 without the status: an output hint never ends a stream); on the end hint
+   one), or `poll` seconds (notifications are hints). On an output hint read what is
+   new (step 2 without the status: an output hint never ends a stream); on the end hint
    (`"end": true`) or after `poll` seconds, go to 2. While the server's NOTIFY queue is
    at least UNTRUSTED_FROM full (`runlane.notify_queue_usage()`, read at most once every
    QUEUE_CHECK seconds by the streams sharing a listener; from 0.5 runlane sends no
@@ -39,12 +39,15 @@ outputs this iterator yielded), yielded right after the last superseded output, 
 last "end" (state, reason, attempt, last_output_id, superseded_through) once the stream
 has ended; `runlane follow` prints these.
 
-It needs only what `runlane_api` may execute (stream_token, outputs_since, run_status,
-superseded_through, notify_queue_usage) and a connection of its own that pages. The
-LISTEN connection is shared: every stream() of one event loop on one dsn listens through
-one connection (`_Listener`), which hands each hint to the streams its token names.
-PostgreSQL wakes every listening connection of the database on every notifying commit,
-so one listener per reader would make the cost of a commit grow with the readers.
+It needs only what `runlane_api` may execute (stream_token, outputs_since,
+outputs_since_many, run_status, superseded_through, notify_queue_usage) and a connection
+of its own that pages. The LISTEN connection is shared: every stream() of one event loop
+on one dsn listens through one connection (`_Listener`), since PostgreSQL wakes every
+listening connection of the database on every notifying commit. The listener also reads
+for its streams: the hints of one commit name every stream it wrote to, and one
+`outputs_since_many` call (on a second connection of its own) reads the new outputs of
+all of them; a stream pages alone when that read failed or filled its limit, and on an
+older schema or a login without the function.
 """
 
 from __future__ import annotations
@@ -75,6 +78,14 @@ from runlane.run_status(p_run_id => %(run_id)s::bigint) as s
 SUPERSEDED = "select runlane.superseded_through(p_run_id => %(run_id)s::bigint) as through"
 TOKEN = "select runlane.stream_token(p_run_id => %(run_id)s::bigint) as token"
 USAGE = "select runlane.notify_queue_usage() as usage"
+MANY = """
+select o.output_id, o.run_id, o.attempt, o.kind, o.body, o.created_at
+from runlane.outputs_since_many(
+    p_run_ids => %(ids)s::bigint[], p_after_output_ids => %(afters)s::bigint[],
+    p_limit => %(limit)s::int
+) as o
+"""
+MANY_LIMIT = 500  # rows per stream per read; a stream with more pages on its own
 
 # While notifications cannot be counted on (the NOTIFY queue at least UNTRUSTED_FROM full,
 # the workers' warning level), a follower pages every FAST_POLL seconds; the queue is read
@@ -132,6 +143,12 @@ class _Listener:
         # and whether it was at least UNTRUSTED_FROM full.
         self.checked_at: float | None = None
         self.untrusted = False
+        # Streams a hint named since the last read, read together (outputs_since_many) on
+        # a connection of the listener's own; False once the schema or the login cannot.
+        self.due: dict[_Subscription, bool] = {}
+        self.reading: asyncio.Task | None = None
+        self.reader: psycopg.AsyncConnection[dict[str, Any]] | None = None
+        self.batch_reads = True
 
     @classmethod
     async def subscribe(cls, dsn: str, token: str | None) -> _Subscription:
@@ -160,7 +177,12 @@ class _Listener:
             async for note in self.conn.notifies():
                 token, end = hints.stream_hint(note.payload)
                 for sub in (*self.subscribers.get(token, ()), *self.subscribers.get(None, ())):
-                    sub.wake(end)
+                    if not self.batch_reads or sub.run_id is None:
+                        sub.wake(end)
+                        continue
+                    self.due[sub] = self.due.get(sub, False) or end
+                    if self.reading is None:
+                        self.reading = asyncio.ensure_future(self._read_due())
         except BaseException as exc:  # noqa: BLE001 - every subscriber raises it
             self.error = exc if isinstance(exc, Exception) else ConnectionError("closed")
             if not self.ready.done():
@@ -173,9 +195,53 @@ class _Listener:
         finally:
             if self._open.get(key) is self:
                 del self._open[key]
-            if self.conn is not None:
-                with contextlib.suppress(psycopg.Error):
-                    await self.conn.close()
+            if self.reading is not None:
+                self.reading.cancel()
+            for conn in (self.conn, self.reader):
+                if conn is not None:
+                    with contextlib.suppress(psycopg.Error):
+                        await conn.close()
+
+    async def _read_due(self) -> None:
+        """Reads the new outputs of every stream a hint named, in one call per burst of
+        hints (the hints that arrive while a read is on the wire make the next), and
+        hands each stream its rows; a stream whose read failed or filled the limit pages
+        on its own."""
+        await asyncio.sleep(0)  # the rest of this burst's hints first
+        try:
+            while self.due:
+                due, self.due = self.due, {}
+                rows: dict[int, list[dict[str, Any]]] | None = None
+                try:
+                    rows = await self._read_many(list(due))
+                except psycopg.Error as exc:
+                    if exc.sqlstate in ("42883", "42501"):  # an older schema, or not granted
+                        self.batch_reads = False
+                    if self.reader is not None and (self.reader.broken or self.reader.closed):
+                        self.reader = None
+                for sub, end in due.items():
+                    got = None if rows is None else rows.get(sub.run_id or 0, [])
+                    sub.wake(end, got, got is not None and len(got) >= MANY_LIMIT)
+        finally:
+            self.reading = None
+
+    async def _read_many(self, subs: list[_Subscription]) -> dict[int, list[dict[str, Any]]]:
+        if self.reader is None:
+            self.reader = await psycopg.AsyncConnection.connect(
+                self.dsn, autocommit=True, row_factory=dict_row
+            )
+        cur = await self.reader.execute(
+            MANY,
+            {
+                "ids": [sub.run_id for sub in subs],
+                "afters": [sub.last for sub in subs],
+                "limit": MANY_LIMIT,
+            },
+        )
+        rows: dict[int, list[dict[str, Any]]] = {}
+        for row in await cur.fetchall():
+            rows.setdefault(row["run_id"], []).append(row)
+        return rows
 
     def unsubscribe(self, sub: _Subscription) -> None:
         subs = self.subscribers.get(sub.token)
@@ -190,16 +256,24 @@ class _Listener:
 
 
 class _Subscription:
-    """One stream's hints: `wait` returns "output", "end" or "timeout"."""
+    """One stream's hints: `wait` returns "output", "end" or "timeout"; after "output",
+    `rows` holds what the listener read for it (None: page on your own), `full` whether
+    that read stopped at its limit. `run_id` and `last` (the last output id yielded) are
+    what the listener's reads ask for."""
 
     def __init__(self, listener: _Listener, token: str | None):
         self.listener = listener
         self.token = token
         self.event = asyncio.Event()
         self.end = False
+        self.run_id: int | None = None
+        self.last = 0
+        self.rows: list[dict[str, Any]] | None = None
+        self.full = False
 
-    def wake(self, end: bool) -> None:
+    def wake(self, end: bool, rows: list[dict[str, Any]] | None = None, full: bool = False) -> None:
         self.end = self.end or end
+        self.rows, self.full = rows, full
         self.event.set()
 
     async def wait(self, timeout: float) -> str:
@@ -214,6 +288,10 @@ class _Subscription:
         self.event.clear()
         end, self.end = self.end, False
         return "end" if end else "output"
+
+    def take_rows(self) -> tuple[list[dict[str, Any]] | None, bool]:
+        rows, full, self.rows, self.full = self.rows, self.full, None, False
+        return rows, full
 
     def close(self) -> None:
         self.listener.unsubscribe(self)
@@ -242,6 +320,7 @@ async def stream(
 
         token = (await one(TOKEN))["token"]
         hints_of_run = await _Listener.subscribe(dsn, token)
+        hints_of_run.run_id, hints_of_run.last = run_id, last
         try:
             checked_attempt: int | None = None
             reported = 0  # the superseded_through already announced
@@ -273,12 +352,19 @@ async def stream(
                     status = await one(STATUS)
                     if events and status["attempt"] != checked_attempt:
                         await attempt_changed(status["attempt"])
+                # After an output hint the listener has usually read this stream's rows
+                # already, with those of every stream the same commit announced.
+                read, read_full = hints_of_run.take_rows()
                 while True:
-                    rows = await (
-                        await reader.execute(
-                            PAGE, {"run_id": run_id, "after": last, "limit": page_size}
-                        )
-                    ).fetchall()
+                    if read is not None and not with_status:
+                        rows, full, read = read, read_full, None
+                    else:
+                        rows = await (
+                            await reader.execute(
+                                PAGE, {"run_id": run_id, "after": last, "limit": page_size}
+                            )
+                        ).fetchall()
+                        full = len(rows) >= page_size
                     for row in rows:
                         if row["output_id"] <= last:
                             continue
@@ -287,13 +373,13 @@ async def stream(
                         if pending is not None and row["output_id"] > pending:
                             yield superseded(pending)
                             pending = None
-                        last = row["output_id"]
+                        last = hints_of_run.last = row["output_id"]
                         if events:
                             attempts.add(row["attempt"])
                             yield {"event": "output", **row}
                         else:
                             yield row
-                    if len(rows) < page_size:
+                    if not full:
                         break
                 if pending is not None:  # every output up to it was yielded above
                     yield superseded(pending)

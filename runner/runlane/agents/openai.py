@@ -18,7 +18,7 @@ visible to every local user), or the constructor's keyword argument of the same 
     retry_max_wait       20 s: the longest Retry-After waited for
     price_input          0 per 1,000 input (prompt) tokens
     price_output         0 per 1,000 output (completion) tokens
-    flush_interval       0.05 s between writes of a reply
+    flush_interval       0.02 s between writes of a reply
     flush_bytes          2048 pending bytes that force a write sooner
     history              20 earlier runs of the thread sent along (0: none)
     include_usage        1 (0: no stream_options, for servers that refuse it)
@@ -134,7 +134,7 @@ OPTIONS: dict[str, tuple[str, Callable[[str], Any], Any, Callable[[Any], bool]]]
     "retry_max_wait": ("RUNLANE_OPENAI_RETRY_MAX_WAIT", float, 20.0, lambda v: 0 <= v <= 600),
     "price_input": ("RUNLANE_OPENAI_PRICE_INPUT", float, 0.0, lambda v: 0 <= v < float("inf")),
     "price_output": ("RUNLANE_OPENAI_PRICE_OUTPUT", float, 0.0, lambda v: 0 <= v < float("inf")),
-    "flush_interval": ("RUNLANE_OPENAI_FLUSH_INTERVAL", float, 0.05, lambda v: 0 <= v <= 60),
+    "flush_interval": ("RUNLANE_OPENAI_FLUSH_INTERVAL", float, 0.02, lambda v: 0 <= v <= 60),
     "flush_bytes": ("RUNLANE_OPENAI_FLUSH_BYTES", int, 2048, lambda v: v >= 1),
     "history": ("RUNLANE_OPENAI_HISTORY", int, 20, lambda v: 0 <= v <= 1000),
     "include_usage": ("RUNLANE_OPENAI_INCLUDE_USAGE", _flag, True, lambda v: True),
