@@ -28,7 +28,7 @@ with a null side is null).
 Results: bench/results/stream.json.
 
     python -m bench stream [--quick] [--streams 50,200,500,1000] [--seconds 10]
-                           [--skip-floors]
+                           [--skip-floors] [--output-window SECONDS]
 
 --quick: S = 50 and 200, 5 s. Never a test: it asserts nothing about time.
 """
@@ -326,7 +326,7 @@ def _line(r: dict) -> str:
 # -- one measurement per system and S -------------------------------------------------------------
 
 
-def stream_worker(dsn: str, out_dir: str, seconds: float) -> Proc:
+def stream_worker(dsn: str, out_dir: str, seconds: float, window: float | None) -> Proc:
     return Proc(
         [
             sys.executable,
@@ -342,6 +342,7 @@ def stream_worker(dsn: str, out_dir: str, seconds: float) -> Proc:
             "--no-maintenance",
             "--worker-id",
             f"bench-{uuid.uuid4().hex[:8]}",
+            *(["--output-window", str(window)] if window is not None else []),
         ],
         {
             "RUNLANE_BENCH_STREAM_DIR": out_dir,
@@ -361,12 +362,14 @@ def wait_listening(procs: list[Proc], timeout: float = 60) -> None:
         time.sleep(0.1)
 
 
-def runlane_round(pg: LocalCluster, ctx, s: int, seconds: float) -> dict:
+def runlane_round(
+    pg: LocalCluster, ctx, s: int, seconds: float, window: float | None = None
+) -> dict:
     name = f"bench_stream_runlane_{s}"
     dsn = _common.create_database(pg, name, template=TEMPLATE)
     tokens = round(seconds / GAP)
     tmp = Path(tempfile.mkdtemp(prefix="bench-stream-"))
-    workers = [stream_worker(dsn, str(tmp), seconds) for _ in range(WORKERS)]
+    workers = [stream_worker(dsn, str(tmp), seconds, window) for _ in range(WORKERS)]
     readers: list = []
     try:
         wait_listening(workers)
@@ -519,6 +522,9 @@ def parse(argv):
     ap.add_argument("--seconds", type=float, default=10.0, help="seconds each stream lasts (10)")
     ap.add_argument("--quick", action="store_true", help="S = 50 and 200, 5 s")
     ap.add_argument("--skip-floors", action="store_true", help="runlane only")
+    ap.add_argument(
+        "--output-window", type=float, default=None, help="the workers' --output-window"
+    )
     args = ap.parse_args(argv)
     if args.quick:
         args.streams, args.seconds = "50,200", 5.0
@@ -543,7 +549,7 @@ def main(argv=None) -> list[str]:
             f"token -> reader latency, {args.seconds:g} s streams, S = {args.streams}:", flush=True
         )
         for s in args.streams:
-            rounds.append(runlane_round(pg, ctx, s, args.seconds))
+            rounds.append(runlane_round(pg, ctx, s, args.seconds, args.output_window))
             for mode in () if args.skip_floors else ("naive", "batched"):
                 # a floor over the bound at a smaller S is over it at this one: not run
                 if not any(r["system"] == mode and not r["within_capacity"] for r in rounds):
