@@ -356,7 +356,7 @@ def migrate_cmd(dsn: str, to: int | None, lock_timeout: float) -> None:
 )
 @click.option(
     "--output-window",
-    type=click.FloatRange(0, 1),
+    type=click.FloatRange(0, 10),
     default=0.02,
     show_default=True,
     help="Seconds the outputs agents emit wait to go to the database together: one "

@@ -10,7 +10,6 @@ import asyncio
 from contextlib import aclosing
 
 import psycopg
-import pytest
 from emit_agent import token
 from reply_dropping_proxy import ReplyDroppingProxy
 from worker_helpers import (

@@ -105,8 +105,8 @@ class WorkerConfig:
             self.claim_batch_max = 10 * self.claim_batch
         self.claim_batch_max = max(self.claim_batch_max, self.claim_batch)
         self.finish_batch = max(1, min(self.finish_batch, 100))
-        if not 0 <= self.output_window <= 1:
-            raise ValueError("output_window must be 0 to 1 seconds")
+        if not 0 <= self.output_window <= 10:
+            raise ValueError("output_window must be 0 to 10 seconds")
         if self.fast_scan_interval <= 0:
             raise ValueError("fast_scan_interval must be above 0 seconds")
         if self.scan_only:
