@@ -45,6 +45,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     # a run's text is the application's to read; a worker reads only the run it owns,
     # fenced (run_messages, thread_history)
     "runlane.outputs_since(bigint,bigint,integer)": API,
+    "runlane.outputs_since_many(bigint[],bigint[],integer)": API,  # many streams, one read
     "runlane.run_timing(bigint)": BOTH,
     "runlane.run_status(bigint)": BOTH,
     "runlane.superseded_through(bigint)": BOTH,  # the end-of-stream rule's superseded part

@@ -963,6 +963,7 @@ def _sample_values(conn, api, worker) -> dict[str, object]:
         "p_ttl": timedelta(seconds=15),  # lead_maintenance
         # the batched worker calls (run_messages_many, finish_runs)
         "p_run_ids": [run_id],
+        "p_after_output_ids": [0],  # outputs_since_many: one cursor per run
         "p_fences": [fence],
         "p_outcomes": ["succeeded"],
         "p_errors": [None],
@@ -1037,6 +1038,7 @@ def test_a_null_in_any_argument_of_any_public_function_is_refused_clearly_or_har
     assert outcomes[("claim_runs", "p_limit")] == "22023"
     assert outcomes[("run_detail", None)] == "ok"
     assert outcomes[("run_detail", "p_run_id")] == "22004"
+    assert [outcomes[("outputs_since_many", n)] for n in (None, "p_run_ids")] == ["ok", "22004"]
     # a page of agents: no start, no text filter or no status filter is every agent
     assert [outcomes[("agent_page", n)] for n in (None, "p_from", "p_match", "p_status")] == [
         "ok"

@@ -90,6 +90,9 @@ FILTERED_VIEWS = {
     "workers_page",
     "failure_minutes",
     "unserved_handlers",
+    # many runs' outputs in one read: a run the login may not read gives no row
+    # (test_outputs_since_many_gives_no_row_of_a_foreign_or_unknown_run)
+    "outputs_since_many",
 }
 
 
@@ -702,3 +705,14 @@ def test_a_scoped_api_login_sees_only_its_organization_in_the_operator_views(con
         "unserved": [("default", "interactive", 1)],
     }
     assert _error(scoped, "select * from runlane.agent_journal('agent-b')", {})[0] == "RL008"
+
+
+def test_outputs_since_many_gives_no_row_of_a_foreign_or_unknown_run(conn, login, tenants):
+    """A scoped login reads another organization's run in outputs_since_many exactly as an
+    unknown one: no row, no error; an unscoped login reads it."""
+    sql = "select body from runlane.outputs_since_many(%s::bigint[], %s::bigint[])"
+    runs = [tenants["run_b"], tenants["missing"]]
+    with psycopg.connect(login("runlane_api", org="org-a"), autocommit=True) as c:
+        assert c.execute(sql, (runs, [0, 0])).fetchall() == []
+    with psycopg.connect(login("runlane_api"), autocommit=True) as c:
+        assert c.execute(sql, (runs, [0, 0])).fetchall() == [("b private reply",)]

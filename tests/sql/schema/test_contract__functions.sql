@@ -1,6 +1,6 @@
 -- Every function DESIGN.md fixes exists with exactly its name and parameter types.
 begin;
-select plan(54);
+select plan(55);
 
 select has_function('runlane', 'submit_message', array['text', 'text', 'text'], 'submit_message(agent, thread, body)');
 select has_function('runlane', 'publish_run', array['bigint', 'timestamp with time zone'], 'publish_run(run, wake_at)');
@@ -36,6 +36,10 @@ select has_function(
     'append_outputs(runs, fences, write numbers, kinds, bodies)'
 );
 select has_function('runlane', 'outputs_since', array['bigint', 'bigint', 'integer'], 'outputs_since(run, after, limit)');
+select has_function(
+    'runlane', 'outputs_since_many', array['bigint[]', 'bigint[]', 'integer'],
+    'outputs_since_many(runs, afters, limit)'
+);
 select has_function('runlane', 'save_checkpoint', array['bigint', 'bigint', 'jsonb'], 'save_checkpoint(run, fence, checkpoint)');
 select has_function('runlane', 'take_steering', array['bigint', 'bigint'], 'take_steering(run, fence)');
 select has_function(

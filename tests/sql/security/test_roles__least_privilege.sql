@@ -117,7 +117,9 @@ select set_eq(
         'lane_overview', 'agent_page', 'unserved_handlers',
         'runs_page', 'workers_page', 'failure_minutes', 'run_reply',
         -- a stream follower reads it to poll fast while notifications cannot be trusted
-        'notify_queue_usage'
+        'notify_queue_usage',
+        -- one read of the new outputs of every stream a burst of hints named
+        'outputs_since_many'
     ],
     'the api role executes exactly the client functions'
 );
@@ -149,7 +151,7 @@ select is(
             and has_function_privilege('runlane_worker', p.oid, 'execute')
             and p.proname in (
                 'submit_message', 'send_message', 'run_now', 'cancel_run', 'put_org', 'put_user', 'put_agent',
-                'outputs_since', 'run_detail', 'run_reply',
+                'outputs_since', 'outputs_since_many', 'run_detail', 'run_reply',
                 'erase_thread', 'erase_agent', 'erase_user', 'erase_org'
             )
     ),

@@ -1,0 +1,82 @@
+-- outputs_since_many: the visible outputs of many runs, each after its own output, in one
+-- call, for a process that follows many chat streams and reads after each burst of hints.
+--
+-- Guarantees:
+-- * For each element i: the visible outputs (text, final, message_tool, card) of run
+--   p_run_ids[i] with output_id > p_after_output_ids[i], in output_id order, at most
+--   p_limit of them. Rows come by element position, then output_id; an id named twice
+--   is read twice.
+-- * A run this login may not read (unknown, or another organization's for a login scoped
+--   to one) contributes no row, exactly like a run with nothing new: callers hold a
+--   stream token per run, so they know their runs exist.
+-- * One statement, one index range per element (run_outputs_run_idx), no loop; not
+--   fenced, never writes.
+-- * 22004 for a null array or element; 22023 when the arrays differ in length, hold
+--   more than 1000 elements, or p_limit is outside 1..10000.
+create or replace function runlane.outputs_since_many(
+    p_run_ids bigint[],
+    p_after_output_ids bigint[],
+    p_limit int default 500
+)
+returns setof runlane.run_outputs
+language plpgsql
+stable
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    v_scope text := runlane._api_org();  -- first: a foreign and an unknown id take one path
+    v_n int := cardinality(p_run_ids);
+begin
+    if p_run_ids is null or p_after_output_ids is null or p_limit is null then
+        raise exception 'run ids, after-output ids and limit are required'
+            using errcode = '22004';
+    end if;
+    if array_position(p_run_ids, null) is not null
+       or array_position(p_after_output_ids, null) is not null then
+        raise exception 'run ids and after-output ids may not contain null'
+            using errcode = '22004';
+    end if;
+    if v_n <> cardinality(p_after_output_ids) then
+        raise exception 'run ids and after-output ids differ in length (% and %)',
+            v_n, cardinality(p_after_output_ids)
+            using errcode = '22023',
+                  hint = 'Pass one after-output id per run id, in the same order.';
+    end if;
+    if v_n > 1000 then
+        raise exception 'at most 1000 runs per call, got %', v_n
+            using errcode = '22023',
+                  hint = 'Split the runs into several calls.';
+    end if;
+    if p_limit not between 1 and 10000 then
+        raise exception 'limit must be between 1 and 10000, got %', p_limit
+            using errcode = '22023';
+    end if;
+
+    return query
+    select o.*
+    from unnest(p_run_ids, p_after_output_ids) with ordinality as q (run_id, after_id, pos)
+    inner join runlane.runs as r
+        on r.run_id = q.run_id and (v_scope is null or r.org_id = v_scope)
+    cross join lateral (
+        select ro.*
+        from runlane.run_outputs as ro
+        where
+            ro.run_id = q.run_id
+            and ro.output_id > q.after_id
+            and ro.kind in ('text', 'final', 'message_tool', 'card')
+        order by ro.output_id
+        limit p_limit
+    ) as o
+    order by q.pos, o.output_id;
+end;
+$$;
+
+comment on function runlane.outputs_since_many(bigint[], bigint[], int) is
+'Visible outputs of each run p_run_ids[i] with output_id > p_after_output_ids[i], at most '
+'p_limit (1..10000) per run, by position then output_id; unreadable runs give no row.';
+
+-- The application's read, like outputs_since: a worker never reads another run's output.
+revoke all on function runlane.outputs_since_many(bigint[], bigint[], int) from public;
+revoke all on function runlane.outputs_since_many(bigint[], bigint[], int) from runlane_worker;
+grant execute on function runlane.outputs_since_many(bigint[], bigint[], int) to runlane_api;
