@@ -128,10 +128,12 @@ def test_a_stopped_run_leaves_the_other_runs_of_its_batches_streaming(conn, work
         env={"EMIT_AGENT_TOKENS": "60", "EMIT_AGENT_GAP": "0.05"},
     )
     wait_until(
-        lambda: conn.execute(
-            "select count(*) from runlane.run_outputs where run_id = %s", (stopped,)
-        ).fetchone()[0]
-        >= 3,
+        lambda: (
+            conn.execute(
+                "select count(*) from runlane.run_outputs where run_id = %s", (stopped,)
+            ).fetchone()[0]
+            >= 3
+        ),
         what="the run is streaming",
     )
     assert conn.execute("select runlane.cancel_run(%s)", (stopped,)).fetchone()[0] == "running"
@@ -180,3 +182,44 @@ def test_streams_of_one_process_share_one_listening_connection(conn, db_dsn, wor
     bodies, during = asyncio.run(follow_all())
     assert during - before == 1, "six streams, one LISTEN connection"
     assert bodies == [[token(n) for n in range(10)]] * 6
+
+
+def test_a_broken_shared_listener_fails_its_streams_and_the_next_stream_listens_again(conn, db_dsn):
+    runs = streaming_runs(conn, 2)  # queued: no worker, the streams wait for hints
+
+    async def scenario() -> tuple[list[BaseException | None], list[str]]:
+        async def follow(run_id: int) -> BaseException | None:
+            try:
+                async with aclosing(runlane.stream(db_dsn, run_id, poll=30)) as outputs:
+                    async for _ in outputs:
+                        pass
+            except psycopg.OperationalError as exc:
+                return exc
+            return None
+
+        tasks = [asyncio.ensure_future(follow(r)) for r in runs]
+        await asyncio.to_thread(
+            wait_until,
+            lambda: (
+                conn.execute(
+                    "select count(*) from pg_stat_activity where query = 'LISTEN runlane_outputs'"
+                ).fetchone()[0]
+                == 1
+            ),
+            30,
+            "the streams listen",
+        )
+        conn.execute(
+            "select pg_terminate_backend(pid) from pg_stat_activity "
+            "where query = 'LISTEN runlane_outputs'"
+        )
+        errors = list(await asyncio.gather(*tasks))
+        # A new stream opens a fresh listener and follows its run to the end.
+        conn.execute("select runlane.cancel_run(%s)", (runs[0],))  # queued: canceled at once
+        async with aclosing(runlane.stream(db_dsn, runs[0], poll=0.2)) as outputs:
+            after = [o["body"] async for o in outputs]
+        return errors, after
+
+    errors, after = asyncio.run(scenario())
+    assert all(isinstance(e, psycopg.OperationalError) for e in errors), errors
+    assert after == []
