@@ -13,7 +13,8 @@
 -- Guarantees:
 -- * The lock is the thread's row in runlane.threads (created on first use, and again
 --   after retention deleted it), locked `for no key update` until the caller's
---   transaction ends. Only runlane's functions can
+--   transaction ends; a row the caller creates is written once, not locked as well
+--   (others wait for its uncommitted key, not for a row lock). Only runlane's functions can
 --   lock it: the table is closed to every other role (no advisory key anyone can squat).
 -- * It waits at most lock_timeout (5 s, set by every public function that calls it) for
 --   another transaction holding the same thread,
@@ -49,6 +50,10 @@ begin
             insert into runlane.threads (agent_id, thread_id)
             values (p_agent_id, p_thread_id)
             on conflict do nothing;
+            -- A row this transaction inserted is invisible to every other one until it
+            -- ends (a concurrent insert of the key waits for it): it is locked already,
+            -- without a second write of it as a row lock.
+            exit when found;
 
             perform 1
             from runlane.threads as t
