@@ -85,6 +85,25 @@ def test_the_first_visible_output_does_not_wait_for_the_window(conn, workers):  
         assert firsts["run.first_response_ms"] is not None
 
 
+def test_an_emitted_output_of_an_unknown_kind_fails_the_attempt_and_writes_nothing(
+    conn,
+    workers,  # noqa: F811
+):
+    (run_id,) = streaming_runs(conn, 1)
+    workers("--agent", "emit_agent:agent", env={"EMIT_AGENT_KIND": "shout"})
+    wait_until(
+        lambda: (run_row(conn, run_id)["last_error"] or "").startswith("ValueError"),
+        what="the attempt failed",
+    )
+    assert "'shout'" in run_row(conn, run_id)["last_error"]
+    assert (
+        conn.execute(
+            "select count(*) from runlane.run_outputs where run_id = %s", (run_id,)
+        ).fetchone()[0]
+        == 0
+    )
+
+
 def test_a_lost_reply_of_a_batch_writes_each_output_once(conn, db_dsn):
     runs = streaming_runs(conn, 4)
     proxy = ReplyDroppingProxy.for_dsn(db_dsn).start()

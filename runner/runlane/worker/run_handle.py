@@ -105,6 +105,14 @@ select runlane.charge(
 """
 
 
+def check_output(kind: Any, body: Any) -> None:
+    """An output the runner sends later (queued by emit, or a step's result) is refused
+    when it is made, as a failed step, rather than when its batch reaches the database,
+    which refuses the same (runlane.append_output's kinds)."""
+    if kind not in OUTPUT_KINDS or not isinstance(body, str):
+        raise ValueError(f"an output needs a known kind and a text body, not {kind!r}")
+
+
 def refused_unapplied(exc: BaseException) -> bool:
     """The database raised this error for the statement and rolled it back: nothing of it
     was applied (a refusal the worker does not resend; a resent statement is answered as
@@ -354,8 +362,7 @@ class RunHandle:
             self._log_first_response(row and row["timing"])
             return
         self._raise_refusal()
-        if kind not in OUTPUT_KINDS or not isinstance(body, str):
-            raise ValueError(f"an output needs a known kind and a text body, not {kind!r}")
+        check_output(kind, body)
         self._queued.append((kind, body))
         self._queued_bytes += len(body)
         first_visible = kind in VISIBLE_KINDS and not self._visible_queued

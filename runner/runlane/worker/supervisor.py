@@ -37,13 +37,12 @@ from typing import Any
 import psycopg
 
 from .. import log
-from ..agents import HIDDEN_KINDS, VISIBLE_KINDS, LeaseLost, StepResult
+from ..agents import LeaseLost, StepResult
 from .config import WorkerConfig
 from .db import Database
 from .finisher import Finisher
-from .run_handle import RunHandle
+from .run_handle import RunHandle, check_output
 
-OUTPUT_KINDS = VISIBLE_KINDS | HIDDEN_KINDS
 HEARTBEAT = """
 select runlane.heartbeat(
     p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
@@ -253,10 +252,7 @@ class Supervisor:
             if not isinstance(result, StepResult):
                 raise TypeError("an agent step must return a StepResult")
             for kind, body in result.outputs:  # refused here, as a failed step
-                if kind not in OUTPUT_KINDS or not isinstance(body, str):
-                    raise ValueError(
-                        f"a step output needs a known kind and a text body, not {kind!r}"
-                    )
+                check_output(kind, body)
             if result.done:
                 return result
             await run.end_step(result)
