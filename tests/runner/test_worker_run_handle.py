@@ -132,3 +132,35 @@ def test_the_runs_messages_are_read_once_per_attempt(conn, db_dsn):
     first, second = asyncio.run(scenario())
     assert len(first) == 1 and first[0].body.startswith("hello")
     assert second == first
+
+
+def test_outputs_still_queued_commit_with_the_checkpoint_that_follows_them(conn, db_dsn):
+    """An agent that emits and then saves its checkpoint writes both in one statement:
+    the queued outputs go first, so a resume never repeats them nor loses them."""
+    from runlane.worker.output_batcher import OutputBatcher
+
+    row = _one_run(conn)
+
+    async def scenario() -> None:
+        async with database(db_dsn) as db:
+            db.write_seqs = True
+            spawned: list[asyncio.Task] = []
+
+            def spawn(coro):
+                spawned.append(asyncio.ensure_future(coro))
+                return spawned[-1]
+
+            batcher = OutputBatcher(db, [row["lane"]], 10.0, spawn)  # a window never reached
+            run = RunHandle(row, db, Timings(), batcher)
+            await run.emit("progress", "working")  # not visible: waits for the window
+            await run.save_checkpoint({"step": 1})
+            for task in spawned:
+                task.cancel()
+
+    asyncio.run(scenario())
+    output_xid, run_xid = conn.execute(
+        "select o.xmin::text, r.xmin::text from runlane.run_outputs as o "
+        "join runlane.runs as r using (run_id) where o.run_id = %s",
+        (row["run_id"],),
+    ).fetchone()
+    assert output_xid == run_xid, "the output and the checkpoint share one commit"

@@ -151,6 +151,8 @@ async def send_outputs(
 ) -> None:
     """One append_outputs call for `batch` (its runs' write locks held by the caller);
     each run then learns its own outcome (RunHandle.outputs_answered)."""
+    rows: list[dict[str, Any]] = []
+    failure: psycopg.Error | None = None
     try:
         rows = await db.call(
             lane,
@@ -160,10 +162,11 @@ async def send_outputs(
             orgs={run.org_id for run, _, _ in batch},
         )
     except psycopg.Error as exc:  # the whole call: every run keeps the error
-        for run, outputs, first in batch:
-            run.outputs_failed({"seq": first, "last_seq": first + len(outputs) - 1}, exc)
-        return
+        failure = exc
     by_run = {row["run_id"]: row for row in rows}
     for run, outputs, first in batch:
         numbers: dict[str, int | None] = {"seq": first, "last_seq": first + len(outputs) - 1}
-        run.outputs_answered(numbers, by_run.get(run.run_id))
+        if failure is not None:
+            run.outputs_failed(numbers, failure)
+        else:
+            run.outputs_answered(numbers, by_run.get(run.run_id))

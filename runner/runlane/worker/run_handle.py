@@ -18,8 +18,8 @@ Guarantees:
   attempt's first visible output at once; each output is one row, as when written
   alone. A refusal of queued outputs is raised by the next emit or the step's end; an
   unknown kind or a body that is no text is refused by emit itself. Every other numbered
-  write of the run first sends what is queued (a step's end with a checkpoint and the
-  finish take it along);
+  write of the run first sends what is queued (a checkpoint, a step's end and the
+  finish take it along in their own statement);
 - a step's outputs and checkpoint go as ONE statement (one round trip, one commit);
 - the run's messages are read once per attempt (from the claimed page's batch read when
   it has them), and steering taken adds to that copy;
@@ -48,11 +48,6 @@ APPEND_OUTPUT = """
 select runlane.append_output(
     p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
     p_kind => %(kind)s::text, p_body => %(body)s::text, p_seq => %(seq)s::bigint) as timing
-"""
-SAVE_CHECKPOINT = """
-select runlane.save_checkpoint(
-    p_run_id => %(run_id)s::bigint, p_fence => %(fence)s::bigint,
-    p_checkpoint => %(checkpoint)s::jsonb, p_seq => %(seq)s::bigint)
 """
 TAKE_STEERING = """
 select message_id, body, created_at from runlane.take_steering(
@@ -291,8 +286,7 @@ class RunHandle:
         return outputs
 
     def drop_outputs(self) -> None:
-        self._queued = []
-        self._queued_bytes = 0
+        self.take_outputs()
 
     async def _send_queued(self) -> None:
         """Sends the queued outputs now, alone (the caller holds the write lock)."""
@@ -373,8 +367,12 @@ class RunHandle:
 
     async def save_checkpoint(self, data: Any) -> None:
         wrapped = {"iteration": self.iteration + 1, "cost": self.cost, "state": data}
-        await self._call(SAVE_CHECKPOINT, {"checkpoint": json.dumps(wrapped)}, seqs=1)
+        # (with the outputs still queued, in the same statement: one commit, not two)
+        row = await self._call(
+            CHECKPOINT_WITH_OUTPUTS, {"checkpoint": json.dumps(wrapped)}, seqs=1, outputs=()
+        )
         self.checkpoint = data
+        self._log_first_response(row and row["first_response"])
 
     async def take_steering(self) -> list[Message]:
         # A resent take (its reply was lost) answers with every attached message: what
