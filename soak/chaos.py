@@ -33,8 +33,8 @@ others (the fault thread moves on; each ends on its own):
                              maintenance leader can reap;
   lost_ack                   the reply dropper (soak/reply_dropper.py), a loopback proxy in
                              front of `proxied_workers` slots, loses the reply to one
-                             committed claim, one committed step write and one committed
-                             finish;
+                             committed claim, one committed step write, one committed
+                             output batch and one committed finish;
   notify_queue               a login with no runlane grant LISTENs and holds a transaction
                              open while another pushes `notify_fill_mb` MB of junk
                              notifications (pg_notification_queue_usage() is recorded);
@@ -65,9 +65,10 @@ acknowledged message was lost; no attempt was started twice in the logs and no l
 holds message text. And: no write (output, finish, retry, release) of an attempt
 committed after another attempt claimed its computer (computer_fencing); no attempt wrote
 the same output twice in a row (duplicate_outputs); every stream reader got each output
-once, in the committed order, and none died (streams); no attempt whose claim, step or
-finish reply the proxy lost ended by its lease or logged run.lease_lost (lost_acks); the
-planted orphans were reaped before their window ended (maintenance_continues); no
+once, in the committed order, and none died (streams); no attempt whose claim, step,
+output batch or finish reply the proxy lost ended by its lease or logged run.lease_lost
+(lost_acks); the planted orphans were reaped before their window ended
+(maintenance_continues); no
 submission hung past the driver's statement_timeout or failed on a lock or a full queue
 (submissions); no worker write failed with 54000 (notify_queue); chat start under forged
 notifications stays near its median without them (forged_start); no Python traceback on
@@ -250,7 +251,7 @@ class SoakConfig:
     checks: tuple[str, ...] = CHECKS  # the checks to run
     stop_past_lease: tuple[float, float] = (0.3, 1.5)  # SIGSTOP of a worker: lease + this
     leader_stop_leases: float = 3.0  # SIGSTOP of the maintenance leader: this many leases
-    lost_ack_window: float = 6.0  # the proxy loses one claim, step and finish reply
+    lost_ack_window: float = 6.0  # the proxy loses one claim, step, batch, finish reply
     notify_fill_mb: int = 256  # junk pushed into the NOTIFY queue a listener pins
     notify_window: tuple[float, float] = (3.0, 5.0)
     squat_window: tuple[float, float] = (8.0, 10.0)
@@ -579,6 +580,8 @@ class WorkerSlot:
             "PYTHONUNBUFFERED": "1",
             "RUNLANE_ECHO_DELAY": str(cfg.echo_delay),
             "RUNLANE_ECHO_CHUNKS": str(cfg.echo_chunks),
+            # each attempt's first write goes through the worker's output batches
+            "RUNLANE_ECHO_PROGRESS": "1",
         }
         self._close_files()
         self._out = open(log_path, "w")  # noqa: SIM115 - closed on the next start/close
@@ -1158,10 +1161,11 @@ class Chaos:
 
     def _lose_acks(self, fault: Fault) -> None:
         """The proxy in front of the proxied slots loses the reply to one committed claim,
-        one committed step write and one committed finish (whichever come first)."""
+        one committed step write, one committed output batch and one committed finish
+        (whichever come first)."""
         proxy = self.proxy
         before = len(proxy.drops)
-        for kind in ("claim", "step", "finish"):
+        for kind in ("claim", "step", "outputs", "finish"):
             proxy.arm(kind)
         end = fault.at + self.config.lost_ack_window
         while time.time() < end and proxy.armed():

@@ -50,6 +50,7 @@ KINDS: dict[str, re.Pattern[str]] = {
     "claim": re.compile(r"runlane\.claim_runs\s*\(", re.I),
     "finish": re.compile(r"runlane\.finish_runs?\s*\(", re.I),
     "step": re.compile(r"runlane\.(append_output|save_checkpoint)\s*\(", re.I),
+    "outputs": re.compile(r"runlane\.append_outputs\s*\(", re.I),  # a worker's batch
 }
 _PARAM = {name: re.compile(rf"{name}\s*=>\s*\$(\d+)") for name in ("p_run_id", "p_fence")}
 
@@ -368,6 +369,8 @@ class ReplyDropper:
             for row in rows:
                 if "ok" in col and row[col["ok"]] not in (b"t", b"true"):
                     continue  # finish_runs: that run's subtransaction was refused
+                if "outcome" in col and row[col["outcome"]] == b"refused":
+                    continue  # append_outputs: nothing of that run was written
                 run_ids.append(_int_value(row[col["run_id"]], 0))
                 fences.append(_int_value(row[col["fence"]], 0) if "fence" in col else None)
                 attempts.append(_int_value(row[col["attempt"]], 0) if "attempt" in col else None)

@@ -106,3 +106,14 @@ def test_a_claim_that_claimed_nothing_is_forwarded_and_stays_armed(proxied):
         )
     assert dropper.drops == []
     assert dropper.armed() == {"claim": 1}
+
+
+def test_a_lost_output_batch_reply_names_the_runs_it_wrote_not_those_it_refused(proxied):
+    dropper, dsn, direct = proxied
+    dropper.arm("outputs")
+    with psycopg.connect(dsn, autocommit=True) as conn, pytest.raises(psycopg.OperationalError):
+        conn.execute(
+            "select * from (values (5::bigint, 'applied'), (6, 'refused'), (7, 'resent')) "
+            "as r (run_id, outcome) -- runlane.append_outputs("
+        )
+    assert [(d.kind, d.run_ids) for d in dropper.drops] == [("outputs", [5, 7])]
