@@ -200,6 +200,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane._notify(text,text[])": NOBODY,
     "runlane._stream_token(bigint[])": NOBODY,
     "runlane._thread_lock(text,text)": NOBODY,
+    "runlane._lock_thread(text,text)": NOBODY,
     "runlane._require_owner(bigint,bigint,bigint)": NOBODY,
     "runlane._require_owner(bigint,bigint,bigint,boolean)": NOBODY,
     "runlane._write_applied(runlane.runs,bigint,bigint)": NOBODY,

@@ -78,6 +78,7 @@ OUTSIDER_ATTEMPTS = [
     "lock table runlane.leader in exclusive mode",
     "insert into runlane.leader values ('maintenance', 'me', now(), now(), 'infinity')",
     "select runlane._thread_lock('agent-s', 'thread-1')",
+    "select runlane._lock_thread('agent-s', 'thread-1')",
     "select runlane._lock_agent('agent-s')",
     "select runlane.lead_maintenance('squatter', interval '1 hour')",
     "select runlane.resign_maintenance('anyone')",

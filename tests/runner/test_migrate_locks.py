@@ -65,6 +65,8 @@ EXPECTED = {
     23: [("runlane.run_events", SHARE)],
     24: [("runlane.runs", SHARE)],
     25: [],  # DROP FUNCTION: no table
+    # ADD COLUMN (no default: no row written), rows for threads with unfinished chat runs
+    26: [("runlane.threads", AE)],
 }
 
 

@@ -17,7 +17,7 @@
 --   agent) whose source message is the EARLIEST held message, so timing counts from it
 --   (run.pre_run_wait_ms includes the time it was held behind earlier work); attaches
 --   every held message to it and notifies it (delivered at the caller's commit).
---   Returns its id.
+--   Returns its id, recorded as the thread's newest run (runlane._lock_thread).
 create or replace function runlane._dispatch_held_messages(p_agent_id text, p_thread_id text)
 returns bigint
 language plpgsql
@@ -27,12 +27,13 @@ declare
     v_earliest runlane.messages;
     v_run_id bigint;
     v_state text;
+    v_latest bigint;
 begin
     if p_agent_id is null or p_thread_id is null then
         return null;
     end if;
 
-    perform runlane._thread_lock(p_agent_id, p_thread_id);
+    v_latest := runlane._lock_thread(p_agent_id, p_thread_id);
 
     select m.* into v_earliest
     from runlane.messages as m
@@ -46,15 +47,28 @@ begin
         return null;
     end if;
 
-    select r.run_id, r.state into v_run_id, v_state
-    from runlane.runs as r
-    where
-        r.agent_id = _dispatch_held_messages.p_agent_id
-        and r.thread_id = _dispatch_held_messages.p_thread_id
-        and r.lane = 'interactive'
-        and r.state in ('queued', 'running')
-    order by r.state = 'queued' desc, r.run_id
-    limit 1;
+    -- (the thread's unfinished interactive run is its recorded newest one: _lock_thread)
+    if v_latest is not null then
+        -- (by run_id alone: a state or lane condition would let the plan pick a
+        -- lane index and walk the lane's queue)
+        select r.run_id, r.state into v_run_id, v_state
+        from runlane.runs as r
+        where r.run_id = v_latest;
+        if v_state is distinct from 'queued' and v_state is distinct from 'running' then
+            v_run_id := null;
+            v_state := null;
+        end if;
+    else
+        select r.run_id, r.state into v_run_id, v_state
+        from runlane.runs as r
+        where
+            r.agent_id = _dispatch_held_messages.p_agent_id
+            and r.thread_id = _dispatch_held_messages.p_thread_id
+            and r.lane = 'interactive'
+            and r.state in ('queued', 'running')
+        order by r.state = 'queued' desc, r.run_id
+        limit 1;
+    end if;
 
     if v_state = 'running' then
         return null;
@@ -109,6 +123,13 @@ begin
         where a.agent_id = _dispatch_held_messages.p_agent_id
         -- (the agent as a concurrent put_agent that moves its runs leaves it: see submit_message)
         for key share of a;
+        if v_latest is not null then
+            update runlane.threads as t
+            set latest_run_id = v_run_id
+            where
+                t.agent_id = _dispatch_held_messages.p_agent_id
+                and t.thread_id = _dispatch_held_messages.p_thread_id;
+        end if;
     else  -- (a schema before 0021: runs carry no handler)
         with attached as (
             update runlane.messages as m

@@ -1,7 +1,8 @@
 -- _thread_lock: serializes the dispatch decisions of one chat thread.
 --
 -- A thread is keyed by (agent_id, thread_id). submit_message, take_steering and
--- _dispatch_held_messages take this lock before they decide where a message goes, so "at
+-- _dispatch_held_messages take this lock (the first and last through runlane._lock_thread,
+-- which also returns the thread's newest chat run) before they decide where a message goes, so "at
 -- most one unfinished interactive run per thread" and "every message attached or held"
 -- hold under concurrent callers. Lock order: a caller that also locks the thread's run
 -- row (finish_run, retry_run, reap_stale, take_steering) locks the row FIRST and this
@@ -16,6 +17,8 @@
 --   transaction ends; a row the caller creates is written once, not locked as well
 --   (others wait for its uncommitted key, not for a row lock). Only runlane's functions can
 --   lock it: the table is closed to every other role (no advisory key anyone can squat).
+-- * A row created here records 0 as the thread's newest chat run (0026 on): a thread with
+--   an unfinished interactive run always has its row already (runlane._lock_thread).
 -- * It waits at most lock_timeout (5 s, set by every public function that calls it) for
 --   another transaction holding the same thread,
 --   then raises 55P03 (lock_not_available) with a hint, instead of hanging.
@@ -29,6 +32,8 @@ returns void
 language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
+declare
+    v_records boolean;
 begin
     if to_regclass('runlane.threads') is null then  -- before 0005: the lock of old
         perform pg_advisory_xact_lock(hashtextextended('runlane.thread:' || p_agent_id || '/' || p_thread_id, 0));
@@ -43,13 +48,29 @@ begin
         return;
     end if;
 
+    -- (a row created here records that the thread has no unfinished chat run)
+    v_records := exists (
+        select
+        from pg_catalog.pg_attribute as a
+        where
+            a.attrelid = 'runlane.threads'::regclass
+            and a.attname = 'latest_run_id'
+            and not a.attisdropped
+    );
+
     begin
         -- (retention deletes an empty thread's row, runlane.purge_empty_threads: a lock
         -- that waited for that deletion finds no row and creates it again)
         loop
-            insert into runlane.threads (agent_id, thread_id)
-            values (p_agent_id, p_thread_id)
-            on conflict do nothing;
+            if v_records then
+                insert into runlane.threads (agent_id, thread_id, latest_run_id)
+                values (p_agent_id, p_thread_id, 0)
+                on conflict do nothing;
+            else
+                insert into runlane.threads (agent_id, thread_id)
+                values (p_agent_id, p_thread_id)
+                on conflict do nothing;
+            end if;
             -- A row this transaction inserted is invisible to every other one until it
             -- ends (a concurrent insert of the key waits for it): it is locked already,
             -- without a second write of it as a row lock.
