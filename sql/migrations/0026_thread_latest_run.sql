@@ -21,7 +21,9 @@ comment on column runlane.threads.latest_run_id is
 'The thread''s newest interactive run (0: none yet; NULL: not recorded, searched once).';
 
 insert into runlane.threads (agent_id, thread_id)
-select distinct r.agent_id, r.thread_id
+select distinct
+    r.agent_id,
+    r.thread_id
 from runlane.runs as r
 where
     r.lane = 'interactive'
@@ -30,4 +32,4 @@ where
 on conflict do nothing;
 
 comment on table runlane.threads is
-'The lock row of each chat thread (runlane._thread_lock) and its newest interactive run.';
+'The lock row of each chat thread (runlane._lock_thread) and its newest interactive run.';

@@ -3,7 +3,7 @@
 --
 -- Called by finish_run, retry_run and reap_stale AFTER the thread's run left the running
 -- state (in the same transaction, after they locked and updated the run row: row lock
--- first, thread lock second, as runlane._thread_lock requires).
+-- first, thread lock second, as runlane._lock_thread requires).
 -- Guarantees:
 -- * Nothing held (run_id NULL for this agent and thread): returns NULL, changes nothing.
 -- * The thread has a queued interactive run (e.g. the one retry_run just re-queued):

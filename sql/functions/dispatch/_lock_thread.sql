@@ -1,62 +1,129 @@
--- _lock_thread: runlane._thread_lock, and the thread's newest interactive run with it.
+-- _lock_thread: serializes the dispatch decisions of one chat thread, and returns the
+-- thread's newest interactive run.
 --
--- submit_message and _dispatch_held_messages decide where a message goes from the
--- thread's unfinished interactive run, of which there is at most one (the thread lock
--- serializes them, and only they create interactive runs). Each records the run it
--- creates in the thread's row (threads.latest_run_id), so the run is found by primary key
--- (runs_pkey) under the lock, at a cost that no queue size and no cached plan changes.
+-- A thread is keyed by (agent_id, thread_id). submit_message, take_steering and
+-- _dispatch_held_messages take this lock (take_steering and erase_thread through
+-- runlane._thread_lock) before they decide where a message goes, so "at most one
+-- unfinished interactive run per thread" and "every message attached or held" hold under
+-- concurrent callers. Lock order: a caller that also locks the thread's run row
+-- (finish_run, retry_run, reap_stale, take_steering) locks the row FIRST and this lock
+-- second; submit_message never waits for a run row lock while it holds this one. A
+-- transaction that takes the locks of several threads (finish_runs, reap_stale) takes
+-- them in (agent_id, thread_id) order: two such transactions then never wait for each
+-- other in a circle.
+--
+-- The thread's row records the newest interactive run (threads.latest_run_id, 0026):
+-- submit_message and _dispatch_held_messages, the only creators of interactive runs,
+-- record each run they create, so the thread's unfinished run is read by primary key
+-- under the lock, at a cost that no queue size and no cached plan changes.
 --
 -- Guarantees:
--- * Locks the thread exactly as runlane._thread_lock does (same row, same lock mode,
---   same order rules, 55P03 after lock_timeout) and returns:
+-- * The lock is the thread's row in runlane.threads (created on first use, and again
+--   after retention deleted it), locked `for no key update` until the caller's
+--   transaction ends; a row the caller creates is written once, not locked as well
+--   (others wait for its uncommitted key, not for a row lock). Only runlane's functions can
+--   lock it: the table is closed to every other role (no advisory key anyone can squat).
+-- * It waits at most lock_timeout (5 s, set by every public function that calls it) for
+--   another transaction holding the same thread, then raises 55P03 (lock_not_available)
+--   with a hint, instead of hanging.
+-- * The common case (row exists, nobody holds it) is one index probe without a
+--   subtransaction; the exception block is entered only on contention or first use.
+-- * Returns:
 --     0       the thread has no unfinished interactive run: its row did not exist and
---             was created now, or its search found none. (A thread with an unfinished
---             interactive run always has a row: the functions that create such runs lock
---             the thread first, retention deletes only the rows of threads with no run
---             at all, and 0026 created the rows that were missing. A run written into
---             runlane.runs directly, not by these functions, needs its thread's row too.)
+--             was created now (with 0), or its search found none. A thread with an
+--             unfinished interactive run always has a row: its creator locked the thread
+--             first, retention deletes only the rows of threads with no run at all, and
+--             0026 created the rows that were missing. (A run written into runlane.runs
+--             directly, not by these functions, needs its thread's row too.)
 --     run id  the thread's newest interactive run, which may have finished since: any
 --             unfinished interactive run of the thread is this one.
 --     NULL    the schema records no run (before 0026): search runs, as before.
 -- * A row whose run was never recorded (older than 0026, or written by a session still
 --   running the earlier functions) is searched once, through runs_unfinished_thread_idx,
 --   and the unfinished run found (0 for none) recorded, so the next message reads it.
--- * The common case (the row exists, nobody holds it) is one index probe; a new thread,
---   or one another transaction holds, goes through _thread_lock (which creates a row
---   with the 0, and raises its 55P03 with a hint after lock_timeout).
--- * The callers read the recorded run by run_id alone, with sequential scans disabled
---   (submit_message): a plan cached while runs is small would otherwise scan the table.
+-- * On a schema without 0005 (a rolling upgrade's expand stage, `migrate --to 2`, where
+--   HEAD functions already run) it takes the advisory lock of old instead, as the older
+--   functions did: squattable, and without lock_timeout's message, until 0005 applies.
 create or replace function runlane._lock_thread(p_agent_id text, p_thread_id text)
 returns bigint
 language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
 declare
+    v_records boolean;
     v_latest bigint;
 begin
-    if not exists (
+    if to_regclass('runlane.threads') is null then  -- before 0005: the lock of old
+        perform pg_advisory_xact_lock(hashtextextended('runlane.thread:' || p_agent_id || '/' || p_thread_id, 0));
+        return null;
+    end if;
+    v_records := exists (
         select
         from pg_catalog.pg_attribute as a
         where
-            a.attrelid = to_regclass('runlane.threads')
+            a.attrelid = 'runlane.threads'::regclass
             and a.attname = 'latest_run_id'
             and not a.attisdropped
-    ) then  -- before 0026: nothing recorded
-        perform runlane._thread_lock(p_agent_id, p_thread_id);
-        return null;
-    end if;
+    );
 
-    select t.latest_run_id into v_latest
-    from runlane.threads as t
-    where t.agent_id = _lock_thread.p_agent_id and t.thread_id = _lock_thread.p_thread_id
-    for no key update skip locked;
-
-    if not found then
-        -- A new thread (its row is created with 0) or one another transaction holds.
-        perform runlane._thread_lock(p_agent_id, p_thread_id);
+    if v_records then
         select t.latest_run_id into v_latest
         from runlane.threads as t
-        where t.agent_id = _lock_thread.p_agent_id and t.thread_id = _lock_thread.p_thread_id;
+        where t.agent_id = _lock_thread.p_agent_id and t.thread_id = _lock_thread.p_thread_id
+        for no key update skip locked;
+    else  -- (before 0026: nothing recorded)
+        perform 1
+        from runlane.threads as t
+        where t.agent_id = _lock_thread.p_agent_id and t.thread_id = _lock_thread.p_thread_id
+        for no key update skip locked;
+    end if;
+
+    if not found then
+        begin
+            -- (retention deletes an empty thread's row, runlane.purge_empty_threads: a lock
+            -- that waited for that deletion finds no row and creates it again)
+            loop
+                if v_records then
+                    insert into runlane.threads (agent_id, thread_id, latest_run_id)
+                    values (p_agent_id, p_thread_id, 0)
+                    on conflict do nothing;
+                else
+                    insert into runlane.threads (agent_id, thread_id)
+                    values (p_agent_id, p_thread_id)
+                    on conflict do nothing;
+                end if;
+                -- A row this transaction inserted is invisible to every other one until it
+                -- ends (a concurrent insert of the key waits for it): it is locked already,
+                -- without a second write of it as a row lock.
+                if found then
+                    v_latest := 0;
+                    exit;
+                end if;
+
+                if v_records then
+                    select t.latest_run_id into v_latest
+                    from runlane.threads as t
+                    where t.agent_id = _lock_thread.p_agent_id and t.thread_id = _lock_thread.p_thread_id
+                    for no key update;
+                else
+                    perform 1
+                    from runlane.threads as t
+                    where t.agent_id = _lock_thread.p_agent_id and t.thread_id = _lock_thread.p_thread_id
+                    for no key update;
+                end if;
+                exit when found;
+            end loop;
+        exception when lock_not_available then
+            raise exception 'a chat thread stayed locked by another transaction for longer than lock_timeout (%)',
+                current_setting('lock_timeout')
+                using errcode = 'lock_not_available',
+                    hint = 'Another call on this thread has not committed (an application transaction left open '
+                    'after submit_message?). Nothing was written; retry.';
+        end;
+    end if;
+
+    if not v_records then
+        return null;
     end if;
 
     if v_latest is null then
@@ -82,7 +149,8 @@ end;
 $$;
 
 comment on function runlane._lock_thread(text, text) is
-'Locks the chat thread like _thread_lock and returns its newest interactive run (0: none; NULL: '
-'not recorded on this schema).';
+'Locks the chat thread''s row in runlane.threads until the transaction ends (55P03 after 5 s of '
+'waiting) and returns its newest interactive run (0: no unfinished one; NULL: not recorded '
+'on this schema).';
 
 revoke all on function runlane._lock_thread(text, text) from public;

@@ -5,7 +5,7 @@
 --   notification failing at commit must never lose the message). After commit the
 --   caller publishes the returned run with runlane.publish_run(run_id).
 -- * A thread is (agent_id, thread_id); decisions for one thread are serialized by
---   runlane._thread_lock, so the thread has at most one unfinished interactive run and
+--   runlane._lock_thread, so the thread has at most one unfinished interactive run and
 --   every message ends up attached to a run or held, never lost. Dispositions:
 --     steering  the thread has a QUEUED interactive run: the message joins it (run_id =
 --               that run); the run's source message stays the timing origin.

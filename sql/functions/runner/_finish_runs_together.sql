@@ -16,7 +16,7 @@
 --   and on any error on the way (a lock timeout, a deadlock, a timing row).
 -- * Locks as the run-by-run path takes them: the runs' rows FOR NO KEY UPDATE in thread
 --   lock order ((agent_id, thread_id), then input position), then the interactive runs'
---   threads FOR NO KEY UPDATE in (agent_id, thread_id) order (runlane._thread_lock),
+--   threads FOR NO KEY UPDATE in (agent_id, thread_id) order (runlane._lock_thread),
 --   after the runs left the running state.
 -- * The same rows as the run-by-run path: outputs in input order with the run's attempt;
 --   first_response_at stamped once for the run's life with the time its first visible

@@ -17,7 +17,7 @@
 --   22023 a bad outcome, 40P01 a deadlock, …) is rolled back alone and reported with its
 --   SQLSTATE; its neighbours' outputs and finishes stand.
 -- * Runs are finished in thread lock order ((agent_id, thread_id), then input position;
---   runlane._thread_lock), so two batches never deadlock on each other's threads.
+--   runlane._lock_thread), so two batches never deadlock on each other's threads.
 -- * A run asked to stop (runlane.cancel_run) is refused its outputs (RL001); one finished
 --   without outputs closes as canceled.
 -- * Returns one row per run, in the order they were finished: ok, the run.first_response

@@ -22,7 +22,9 @@ select is(
 );
 
 create temp table queued on commit drop as
-select s.run_id, 't-' || g as thread_id
+select
+    s.run_id,
+    't-' || g as thread_id
 from generate_series(1, 500) as g,
     lateral runlane.submit_message('a-1', 't-' || g, 'hello') as s;
 
