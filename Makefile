@@ -8,6 +8,9 @@ PGTAP := /usr/share/postgresql/15/extension/pgtap.control
 CHROMEDRIVER := /usr/bin/chromedriver
 PGBOUNCER := /usr/sbin/pgbouncer
 PLPGSQL_CHECK := /usr/share/postgresql/15/extension/plpgsql_check.control
+CITUS := /usr/lib/postgresql/15/lib/citus.so
+# Citus's source and build script: no package registry reachable here carries Citus.
+CITUS_SOURCE ?= $(firstword $(wildcard $(CURDIR)/../shared/citus /work/shared/citus))
 PYTEST_ARGS ?=
 # What `make test-fast` leaves out: the soaks, the browser, failover and the long tests
 # (markers in pyproject.toml); `make test` runs everything.
@@ -17,7 +20,7 @@ PY_DIRS := runner tests bench soak tools
 .PHONY: help setup test test-sql test-fast lint lint-sql lint-py typecheck plpgsql-check \
 	format-check format bench demo pg-server soak soak-failover clean node-client
 
-setup: $(VENV)/.installed $(PGTAP) $(CHROMEDRIVER) $(PGBOUNCER) ## Install everything `make test` needs
+setup: $(VENV)/.installed $(PGTAP) $(CHROMEDRIVER) $(PGBOUNCER) $(CITUS) ## Install everything `make test` needs
 
 help: ## List the targets
 	@awk -F ':.*## ' '/^[a-z][a-z-]*:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -59,6 +62,14 @@ $(PGBOUNCER):
 	@if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer \
 		&& { systemctl disable --now pgbouncer 2>/dev/null || { service pgbouncer stop; update-rc.d pgbouncer disable; } >/dev/null 2>&1 || true; }; \
 	else echo "pgbouncer missing: run 'sudo apt-get install pgbouncer'"; exit 1; fi
+
+# Citus 13.2 built from source into PostgreSQL 15, for tests/runner/test_citus_coordinator.py
+# (a coordinator and two worker nodes on loopback). The build also installs
+# postgresql-server-dev-15, which brings the server to Debian's current 15.x.
+$(CITUS):
+	@if [ -z "$(CITUS_SOURCE)" ]; then echo "Citus's source is missing: set CITUS_SOURCE to the folder holding install.sh"; exit 1; fi
+	@if [ "$$(id -u)" = 0 ]; then "$(CITUS_SOURCE)/install.sh"; \
+	else echo "Citus missing: run 'sudo $(CITUS_SOURCE)/install.sh'"; exit 1; fi
 
 # Debian's plpgsql_check, for `make plpgsql-check` (tools/plpgsql_lint.py).
 $(PLPGSQL_CHECK):
