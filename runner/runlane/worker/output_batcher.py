@@ -129,13 +129,11 @@ class OutputBatcher:
                     continue
                 lane.waiting.pop(run.run_id, None)
                 await run.write_lock.acquire()  # free: returns without suspending
-                outputs = run.take_outputs()
-                if not outputs:
+                entry = run.numbered_outputs()
+                if entry is None:
                     run.write_lock.release()
                     continue
-                first = run.next_seq(len(outputs))["seq"]
-                assert first is not None, "batches need numbered writes (migration 0004)"
-                taken.append((run, outputs, first))
+                taken.append(entry)
             if taken:
                 await send_outputs(self.db, name, taken)
         finally:

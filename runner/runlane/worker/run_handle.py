@@ -288,13 +288,22 @@ class RunHandle:
     def drop_outputs(self) -> None:
         self.take_outputs()
 
+    def numbered_outputs(self) -> tuple[RunHandle, list[tuple[str, str]], int] | None:
+        """The queued outputs taken and numbered for one append_outputs call, as a batch
+        entry (run, outputs, first write number); None when nothing is queued. The caller
+        holds the write lock until the call is answered."""
+        outputs = self.take_outputs()
+        if not outputs:
+            return None
+        first = self.next_seq(len(outputs))["seq"]
+        assert first is not None, "batches need numbered writes (migration 0004)"
+        return (self, outputs, first)
+
     async def _send_queued(self) -> None:
         """Sends the queued outputs now, alone (the caller holds the write lock)."""
-        outputs = self.take_outputs()
-        if outputs:
-            first = self.next_seq(len(outputs))["seq"]
-            assert first is not None
-            await send_outputs(self._db, self.lane, [(self, outputs, first)])
+        entry = self.numbered_outputs()
+        if entry is not None:
+            await send_outputs(self._db, self.lane, [entry])
 
     async def send_outputs(self) -> None:
         """Waits until every output emitted so far is written; raises a refusal of them."""
