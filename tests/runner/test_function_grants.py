@@ -201,6 +201,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane._stream_token(bigint[])": NOBODY,
     "runlane._thread_lock(text,text)": NOBODY,
     "runlane._lock_thread(text,text)": NOBODY,
+    "runlane._record_thread_run(text,text,bigint)": NOBODY,
     "runlane._require_owner(bigint,bigint,bigint)": NOBODY,
     "runlane._require_owner(bigint,bigint,bigint,boolean)": NOBODY,
     "runlane._write_applied(runlane.runs,bigint,bigint)": NOBODY,

@@ -36,6 +36,8 @@ def test_chat_runs_from_before_0026_are_found_after_it(empty_db_dsn):
         submit = "select run_id, disposition from runlane.submit_message('agent-a', %s, 'hi')"
         recorded = conn.execute(submit, ("thread-recorded",)).fetchone()[0]
         rowless = conn.execute(submit, ("thread-rowless",)).fetchone()[0]
+        # Before 0026 nothing is recorded: the thread's run is searched, and found.
+        assert conn.execute(submit, ("thread-recorded",)).fetchone() == (recorded, "steering")
         # A thread older than its lock row: its run is queued, its row is not there.
         conn.execute("delete from runlane.threads where thread_id = 'thread-rowless'")
 

@@ -47,27 +47,14 @@ begin
         return null;
     end if;
 
-    -- (the thread's unfinished interactive run is its recorded newest one: _lock_thread)
-    if v_latest is not null then
-        -- (by run_id alone: a state or lane condition would let the plan pick a
-        -- lane index and walk the lane's queue)
-        select r.run_id, r.state into v_run_id, v_state
-        from runlane.runs as r
-        where r.run_id = v_latest;
-        if v_state is distinct from 'queued' and v_state is distinct from 'running' then
-            v_run_id := null;
-            v_state := null;
-        end if;
-    else
-        select r.run_id, r.state into v_run_id, v_state
-        from runlane.runs as r
-        where
-            r.agent_id = _dispatch_held_messages.p_agent_id
-            and r.thread_id = _dispatch_held_messages.p_thread_id
-            and r.lane = 'interactive'
-            and r.state in ('queued', 'running')
-        order by r.state = 'queued' desc, r.run_id
-        limit 1;
+    -- (the thread's only possible unfinished run is the one _lock_thread returned, read
+    -- by run_id alone: see submit_message)
+    select r.run_id, r.state into v_run_id, v_state
+    from runlane.runs as r
+    where r.run_id = v_latest;
+    if v_state is distinct from 'queued' and v_state is distinct from 'running' then
+        v_run_id := null;
+        v_state := null;
     end if;
 
     if v_state = 'running' then
@@ -123,13 +110,6 @@ begin
         where a.agent_id = _dispatch_held_messages.p_agent_id
         -- (the agent as a concurrent put_agent that moves its runs leaves it: see submit_message)
         for key share of a;
-        if v_latest is not null then
-            update runlane.threads as t
-            set latest_run_id = v_run_id
-            where
-                t.agent_id = _dispatch_held_messages.p_agent_id
-                and t.thread_id = _dispatch_held_messages.p_thread_id;
-        end if;
     else  -- (a schema before 0021: runs carry no handler)
         with attached as (
             update runlane.messages as m
@@ -150,6 +130,7 @@ begin
         where a.agent_id = _dispatch_held_messages.p_agent_id;
     end if;
 
+    perform runlane._record_thread_run(p_agent_id, p_thread_id, v_run_id);
     perform runlane._notify_run(v_run_id, 'interactive');
     return v_run_id;
 end;

@@ -14,8 +14,9 @@
 --
 -- The thread's row records the newest interactive run (threads.latest_run_id, 0026):
 -- submit_message and _dispatch_held_messages, the only creators of interactive runs,
--- record each run they create, so the thread's unfinished run is read by primary key
--- under the lock, at a cost that no queue size and no cached plan changes.
+-- record each run they create (runlane._record_thread_run), so the thread's unfinished
+-- run is read by primary key under the lock, at a cost that no queue size and no cached
+-- plan changes.
 --
 -- Guarantees:
 -- * The lock is the thread's row in runlane.threads (created on first use, and again
@@ -37,10 +38,11 @@
 --             directly, not by these functions, needs its thread's row too.)
 --     run id  the thread's newest interactive run, which may have finished since: any
 --             unfinished interactive run of the thread is this one.
---     NULL    the schema records no run (before 0026): search runs, as before.
 -- * A row whose run was never recorded (older than 0026, or written by a session still
 --   running the earlier functions) is searched once, through runs_unfinished_thread_idx,
---   and the unfinished run found (0 for none) recorded, so the next message reads it.
+--   and the unfinished run found (0 for none) recorded, so the next message reads it. On
+--   a schema that records nothing (before 0026) every call searches: the result is the
+--   same, and the callers read the run by key either way. Never NULL.
 -- * On a schema without 0005 (a rolling upgrade's expand stage, `migrate --to 2`, where
 --   HEAD functions already run) it takes the advisory lock of old instead, as the older
 --   functions did: squattable, and without lock_timeout's message, until 0005 applies.
@@ -55,79 +57,78 @@ declare
 begin
     if to_regclass('runlane.threads') is null then  -- before 0005: the lock of old
         perform pg_advisory_xact_lock(hashtextextended('runlane.thread:' || p_agent_id || '/' || p_thread_id, 0));
-        return null;
-    end if;
-    v_records := exists (
-        select
-        from pg_catalog.pg_attribute as a
-        where
-            a.attrelid = 'runlane.threads'::regclass
-            and a.attname = 'latest_run_id'
-            and not a.attisdropped
-    );
+        v_records := false;
+    else
+        v_records := exists (
+            select
+            from pg_catalog.pg_attribute as a
+            where
+                a.attrelid = 'runlane.threads'::regclass
+                and a.attname = 'latest_run_id'
+                and not a.attisdropped
+        );
 
-    if v_records then
-        select t.latest_run_id into v_latest
-        from runlane.threads as t
-        where t.agent_id = _lock_thread.p_agent_id and t.thread_id = _lock_thread.p_thread_id
-        for no key update skip locked;
-    else  -- (before 0026: nothing recorded)
-        perform 1
-        from runlane.threads as t
-        where t.agent_id = _lock_thread.p_agent_id and t.thread_id = _lock_thread.p_thread_id
-        for no key update skip locked;
-    end if;
+        if v_records then
+            select t.latest_run_id into v_latest
+            from runlane.threads as t
+            where t.agent_id = _lock_thread.p_agent_id and t.thread_id = _lock_thread.p_thread_id
+            for no key update skip locked;
+        else  -- (before 0026: nothing recorded)
+            perform 1
+            from runlane.threads as t
+            where t.agent_id = _lock_thread.p_agent_id and t.thread_id = _lock_thread.p_thread_id
+            for no key update skip locked;
+        end if;
 
-    if not found then
-        begin
-            -- (retention deletes an empty thread's row, runlane.purge_empty_threads: a lock
-            -- that waited for that deletion finds no row and creates it again)
-            loop
-                if v_records then
-                    insert into runlane.threads (agent_id, thread_id, latest_run_id)
-                    values (p_agent_id, p_thread_id, 0)
-                    on conflict do nothing;
-                else
-                    insert into runlane.threads (agent_id, thread_id)
-                    values (p_agent_id, p_thread_id)
-                    on conflict do nothing;
-                end if;
-                -- A row this transaction inserted is invisible to every other one until it
-                -- ends (a concurrent insert of the key waits for it): it is locked already,
-                -- without a second write of it as a row lock.
-                if found then
-                    v_latest := 0;
-                    exit;
-                end if;
+        if not found then
+            begin
+                -- (retention deletes an empty thread's row, runlane.purge_empty_threads: a lock
+                -- that waited for that deletion finds no row and creates it again)
+                loop
+                    if v_records then
+                        insert into runlane.threads (agent_id, thread_id, latest_run_id)
+                        values (p_agent_id, p_thread_id, 0)
+                        on conflict do nothing;
+                    else
+                        insert into runlane.threads (agent_id, thread_id)
+                        values (p_agent_id, p_thread_id)
+                        on conflict do nothing;
+                    end if;
+                    -- A row this transaction inserted is invisible to every other one until it
+                    -- ends (a concurrent insert of the key waits for it): it is locked already,
+                    -- without a second write of it as a row lock.
+                    if found then
+                        if v_records then  -- (before 0026 a thread may have runs and no row)
+                            v_latest := 0;
+                        end if;
+                        exit;
+                    end if;
 
-                if v_records then
-                    select t.latest_run_id into v_latest
-                    from runlane.threads as t
-                    where t.agent_id = _lock_thread.p_agent_id and t.thread_id = _lock_thread.p_thread_id
-                    for no key update;
-                else
-                    perform 1
-                    from runlane.threads as t
-                    where t.agent_id = _lock_thread.p_agent_id and t.thread_id = _lock_thread.p_thread_id
-                    for no key update;
-                end if;
-                exit when found;
-            end loop;
-        exception when lock_not_available then
-            raise exception 'a chat thread stayed locked by another transaction for longer than lock_timeout (%)',
-                current_setting('lock_timeout')
-                using errcode = 'lock_not_available',
-                    hint = 'Another call on this thread has not committed (an application transaction left open '
-                    'after submit_message?). Nothing was written; retry.';
-        end;
-    end if;
-
-    if not v_records then
-        return null;
+                    if v_records then
+                        select t.latest_run_id into v_latest
+                        from runlane.threads as t
+                        where t.agent_id = _lock_thread.p_agent_id and t.thread_id = _lock_thread.p_thread_id
+                        for no key update;
+                    else
+                        perform 1
+                        from runlane.threads as t
+                        where t.agent_id = _lock_thread.p_agent_id and t.thread_id = _lock_thread.p_thread_id
+                        for no key update;
+                    end if;
+                    exit when found;
+                end loop;
+            exception when lock_not_available then
+                raise exception 'a chat thread stayed locked by another transaction for longer than lock_timeout (%)',
+                    current_setting('lock_timeout')
+                    using errcode = 'lock_not_available',
+                        hint = 'Another call on this thread has not committed (an application transaction left open '
+                        'after submit_message?). Nothing was written; retry.';
+            end;
+        end if;
     end if;
 
     if v_latest is null then
-        -- GUARD: nothing recorded yet: search once (planned for the queue as it is), record.
+        -- GUARD: nothing recorded: search (planned for the queue as it is), and record.
         execute '
             select coalesce(max(r.run_id), 0)
             from runlane.runs as r
@@ -138,19 +139,16 @@ begin
                 and r.state in (''queued'', ''running'')'
         into v_latest
         using p_agent_id, p_thread_id;
-
-        update runlane.threads as t
-        set latest_run_id = v_latest
-        where t.agent_id = _lock_thread.p_agent_id and t.thread_id = _lock_thread.p_thread_id;
+        if v_records then
+            perform runlane._record_thread_run(p_agent_id, p_thread_id, v_latest);
+        end if;
     end if;
-
     return v_latest;
 end;
 $$;
 
 comment on function runlane._lock_thread(text, text) is
 'Locks the chat thread''s row in runlane.threads until the transaction ends (55P03 after 5 s of '
-'waiting) and returns its newest interactive run (0: no unfinished one; NULL: not recorded '
-'on this schema).';
+'waiting) and returns its newest interactive run, the only one that may be unfinished (0: none).';
 
 revoke all on function runlane._lock_thread(text, text) from public;

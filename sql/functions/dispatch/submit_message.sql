@@ -28,9 +28,8 @@
 --   after taking the thread lock.
 -- * Cost follows the thread, not the queue: the thread's row names its newest interactive
 --   run (runlane._lock_thread), read by primary key with sequential scans disabled, so no
---   plan cached on a small table scans it later; a run created here is recorded there.
---   (On a schema before 0026 the run is searched through runs_unfinished_thread_idx,
---   planned on each call for the queue as it is.)
+--   plan cached on a small table scans it later; a run created here is recorded there
+--   (runlane._record_thread_run).
 create or replace function runlane.submit_message(p_agent_id text, p_thread_id text, p_body text)
 returns table (message_id bigint, run_id bigint, disposition text)
 language plpgsql
@@ -109,34 +108,16 @@ begin
     -- run is running: hold the message) or rolls back (still queued: steer). Should it
     -- stay busy (someone holds the row for long), wait for the lock instead: a run that
     -- was queued when the wait began cannot be held by a finishing owner.
-    -- The run is the thread's recorded newest one when unfinished. Without a record (a
-    -- schema before 0026) the look-up is planned on every call (EXECUTE), for the queue
-    -- as it is: a plan cached while the queue is empty scans runs_unfinished_lane_idx
-    -- (every unfinished interactive run) instead of probing runs_unfinished_thread_idx.
+    -- The thread's only possible unfinished run is the one _lock_thread returned, read
+    -- by run_id alone: a state or lane condition would let the plan pick a lane index and
+    -- walk the lane's queue.
     loop
-        if v_latest is not null then
-            -- (by run_id alone: a state or lane condition would let the plan pick a
-            -- lane index and walk the lane's queue)
-            select r.run_id, r.state into v_run_id, v_state
-            from runlane.runs as r
-            where r.run_id = v_latest;
-            if v_state is distinct from 'queued' and v_state is distinct from 'running' then
-                v_run_id := null;
-                v_state := null;
-            end if;
-        else
-            execute '
-                select r.run_id, r.state
-                from runlane.runs as r
-                where
-                    r.agent_id = $1
-                    and r.thread_id = $2
-                    and r.lane = ''interactive''
-                    and r.state in (''queued'', ''running'')
-                order by r.state = ''queued'' desc, r.run_id
-                limit 1'
-            into v_run_id, v_state
-            using v_agent.agent_id, p_thread_id;
+        select r.run_id, r.state into v_run_id, v_state
+        from runlane.runs as r
+        where r.run_id = v_latest;
+        if v_state is distinct from 'queued' and v_state is distinct from 'running' then
+            v_run_id := null;
+            v_state := null;
         end if;
 
         exit when v_run_id is null or v_state = 'running';
@@ -197,11 +178,6 @@ begin
                 p_thread_id, v_agent.prompt, v_agent.model, v_agent.computer_id, v_message_id,
                 v_agent.handler
             );
-            if v_latest is not null then
-                update runlane.threads as t
-                set latest_run_id = v_run_id
-                where t.agent_id = v_agent.agent_id and t.thread_id = submit_message.p_thread_id;
-            end if;
         else  -- (a schema before 0021: runs carry no handler)
             with message as (
                 insert into runlane.messages as m (message_id, org_id, agent_id, thread_id, body, run_id)
@@ -216,6 +192,7 @@ begin
                 p_thread_id, v_agent.prompt, v_agent.model, v_agent.computer_id, v_message_id
             );
         end if;
+        perform runlane._record_thread_run(v_agent.agent_id, p_thread_id, v_run_id);
 
         return query select v_message_id, v_run_id, 'created'::text;
     end if;
