@@ -110,7 +110,9 @@ def stream_of(payload: str | bytes) -> str | None:
 
 def stream_hint(payload: str | bytes) -> tuple[str | None, bool]:
     """The stream token a `runlane_outputs` payload names (None when it is unreadable,
-    counted) and whether it is the stream's end hint (ends_stream), from one parse."""
+    counted) and whether it says its run finished ({"stream": …, "end": true},
+    runlane._notify_stream_end), from one parse. Only a hint: a reader that wakes on an
+    end reads run_status, so a forged one costs one read."""
     value = _object(OUTPUTS, payload)
     if value is None:
         return None, False
@@ -120,10 +122,3 @@ def stream_hint(payload: str | bytes) -> tuple[str | None, bool]:
         return None, False
     return token, value.get("end") is True
 
-
-def ends_stream(payload: str | bytes) -> bool:
-    """Whether a `runlane_outputs` payload says its run finished ({"stream": …, "end":
-    true}, runlane._notify_stream_end). Only a hint: a reader that wakes on it reads
-    run_status, so a forged one costs one read."""
-    value = _object(OUTPUTS, payload)
-    return value is not None and value.get("end") is True

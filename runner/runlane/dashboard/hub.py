@@ -200,7 +200,7 @@ class Hub:
 
     def _hint(self, channel: str, payload: str) -> None:
         if channel == hints.OUTPUTS:
-            token = hints.stream_of(payload)
+            token, end = hints.stream_hint(payload)
             if token is None:
                 return
             watched = False
@@ -208,7 +208,7 @@ class Hub:
                 if topic.token is None or topic.token == token:
                     topic.bump()  # its watchers page outputs_since once more
                     watched = watched or bool(topic.watchers)
-            if watched and hints.ends_stream(payload):
+            if watched and end:
                 self._wake.set()  # a watched run finished: read its status now
         elif channel == hints.RUNS and hints.lane_of(payload) is not None:
             self._wake.set()  # a run was published or stopped: read now, not in a tick
