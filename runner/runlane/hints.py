@@ -121,4 +121,3 @@ def stream_hint(payload: str | bytes) -> tuple[str | None, bool]:
         ignored(OUTPUTS, "bad_stream")
         return None, False
     return token, value.get("end") is True
-
