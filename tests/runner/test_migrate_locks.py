@@ -67,6 +67,17 @@ EXPECTED = {
     25: [],  # DROP FUNCTION: no table
     # ADD COLUMN (no default: no row written), rows for threads with unfinished chat runs
     26: [("runlane.threads", AE)],
+    # ADD COLUMN org_id on six tables; the four small ones filled under that lock
+    27: [
+        ("runlane.charge_buckets", AE),
+        ("runlane.computer_leases", AE),
+        ("runlane.idempotency_keys", AE),
+        ("runlane.run_events", AE),
+        ("runlane.run_outputs", AE),
+        ("runlane.threads", AE),
+    ],
+    # the older outputs and journal rows filled: row locks only, nobody else writes them
+    28: [("runlane.run_events", ROW_EXCLUSIVE), ("runlane.run_outputs", ROW_EXCLUSIVE)],
 }
 
 

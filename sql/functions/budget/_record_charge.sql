@@ -6,7 +6,8 @@
 --   * one runlane.charges row: the run, its organization, the owner its agent has now,
 --     the run's attempt, the amount, charged_at = p_at (clock_timestamp() by default);
 --   * the owner's runlane.charge_buckets row of p_at's UTC quarter hour grows by the same
---     amount (created when missing), so every bucket stays the sum of its charges.
+--     amount (created when missing, with the run's organization, which is the owner's),
+--     so every bucket stays the sum of its charges.
 -- It does not touch runs.cost: the caller adds the amount in its own update of the run.
 -- Concurrent charges of one owner in one quarter hour queue on that bucket's row until
 -- each commits.
@@ -29,14 +30,26 @@ begin
     insert into runlane.charges (run_id, org_id, owner_id, attempt, amount, charged_at)
     values ((p_run).run_id, (p_run).org_id, v_owner, (p_run).attempts, p_amount, p_at);
 
-    insert into runlane.charge_buckets as b (owner_id, bucket_start, amount)
-    values (
-        v_owner,
-        date_bin('15 minutes', p_at, timestamptz '2000-01-01 00:00:00+00'),
-        p_amount
-    )
-    on conflict (owner_id, bucket_start)
-    do update set amount = b.amount + excluded.amount;
+    if runlane._rows_name_their_org() then
+        insert into runlane.charge_buckets as b (owner_id, bucket_start, amount, org_id)
+        values (
+            v_owner,
+            date_bin('15 minutes', p_at, timestamptz '2000-01-01 00:00:00+00'),
+            p_amount,
+            (p_run).org_id
+        )
+        on conflict (owner_id, bucket_start)
+        do update set amount = b.amount + excluded.amount;
+    else  -- (a schema before 0027: buckets name no organization)
+        insert into runlane.charge_buckets as b (owner_id, bucket_start, amount)
+        values (
+            v_owner,
+            date_bin('15 minutes', p_at, timestamptz '2000-01-01 00:00:00+00'),
+            p_amount
+        )
+        on conflict (owner_id, bucket_start)
+        do update set amount = b.amount + excluded.amount;
+    end if;
 end;
 $$;
 

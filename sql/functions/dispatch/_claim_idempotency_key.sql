@@ -25,6 +25,7 @@ as $$
 declare
     v_scope text := runlane._api_org();  -- first: a foreign and an unknown id take one path
     v_row runlane.idempotency_keys;
+    v_org text;  -- the agent's organization, which the key row names
 begin
     -- GUARD: the key and the agent, before any key is read.
     if p_key is null then
@@ -33,7 +34,7 @@ begin
                   hint = format('Pass a key, or call %s without one.', p_kind);
     end if;
     perform runlane._check_id('idempotency key', p_key);
-    perform 1
+    select a.org_id into v_org
     from runlane.agents as a
     where a.agent_id = _claim_idempotency_key.p_agent_id
       and (v_scope is null or a.org_id = v_scope);
@@ -45,9 +46,15 @@ begin
     -- A row can vanish between the conflict and the read only when it is purged then:
     -- try again, a bounded number of times.
     for v_round in 1..3 loop
-        insert into runlane.idempotency_keys as k (agent_id, idempotency_key, kind, request_hash)
-        values (p_agent_id, p_key, p_kind, p_request_hash)
-        on conflict (agent_id, idempotency_key) do nothing;
+        if runlane._rows_name_their_org() then
+            insert into runlane.idempotency_keys as k (agent_id, idempotency_key, kind, request_hash, org_id)
+            values (p_agent_id, p_key, p_kind, p_request_hash, v_org)
+            on conflict (agent_id, idempotency_key) do nothing;
+        else  -- (a schema before 0027: keys name no organization)
+            insert into runlane.idempotency_keys as k (agent_id, idempotency_key, kind, request_hash)
+            values (p_agent_id, p_key, p_kind, p_request_hash)
+            on conflict (agent_id, idempotency_key) do nothing;
+        end if;
         if found then
             return null;  -- this call owns the key
         end if;

@@ -85,7 +85,14 @@ begin
                 -- (retention deletes an empty thread's row, runlane.purge_empty_threads: a lock
                 -- that waited for that deletion finds no row and creates it again)
                 loop
-                    if v_records then
+                    if v_records and runlane._rows_name_their_org() then
+                        insert into runlane.threads (agent_id, thread_id, latest_run_id, org_id)
+                        values (
+                            p_agent_id, p_thread_id, 0,
+                            (select a.org_id from runlane.agents as a where a.agent_id = p_agent_id)
+                        )
+                        on conflict do nothing;
+                    elsif v_records then  -- (before 0027: the row names no organization)
                         insert into runlane.threads (agent_id, thread_id, latest_run_id)
                         values (p_agent_id, p_thread_id, 0)
                         on conflict do nothing;

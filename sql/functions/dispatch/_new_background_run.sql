@@ -74,12 +74,15 @@ begin
     end if;
 
     if p_skip_reason is not null then
-        insert into runlane.run_events (run_id, event, detail)
-        values (v_run.run_id, 'run.skipped',
-                jsonb_build_object('reason', p_skip_reason, 'trigger', p_trigger));
+        perform runlane._write_run_events(
+            array[v_run.run_id], array[v_run.org_id], 'run.skipped',
+            array[jsonb_build_object('reason', p_skip_reason, 'trigger', p_trigger)]
+        );
     elsif p_occurrence is not null then
-        insert into runlane.run_events (run_id, event, detail)
-        values (v_run.run_id, 'routine.fired', jsonb_build_object('occurrence', p_occurrence));
+        perform runlane._write_run_events(
+            array[v_run.run_id], array[v_run.org_id], 'routine.fired',
+            array[jsonb_build_object('occurrence', p_occurrence)]
+        );
     end if;
     return v_run;
 end;

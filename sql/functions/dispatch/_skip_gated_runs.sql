@@ -27,6 +27,8 @@ as $$
 declare
     v_computers text[];
     v_skipped bigint[];
+    v_skipped_orgs text[];
+    v_skipped_details jsonb[];
     v_started record;
 begin
     -- Runs that started before: closed as a finish closes them (rare: one by one).
@@ -53,23 +55,21 @@ begin
         where r.run_id = g.run_id
             and r.attempts = 0
             and r.first_started_at is null
-        returning r.run_id, r.trigger, r.reason, r.computer_id
-    ),
-
-    journal as (
-        insert into runlane.run_events (run_id, event, detail)
-        select
-            s.run_id,
-            'run.skipped',
-            jsonb_build_object('reason', s.reason, 'trigger', s.trigger, 'at', 'claim')
-        from skipped as s
+        returning r.run_id, r.org_id, r.trigger, r.reason, r.computer_id
     )
 
     select
         coalesce(array_agg(distinct s.computer_id) filter (where s.computer_id is not null), '{}'),
-        coalesce(array_agg(s.run_id), '{}')
-    into v_computers, v_skipped
+        coalesce(array_agg(s.run_id order by s.run_id), '{}'),
+        array_agg(s.org_id order by s.run_id),
+        array_agg(
+            jsonb_build_object('reason', s.reason, 'trigger', s.trigger, 'at', 'claim')
+            order by s.run_id
+        )
+    into v_computers, v_skipped, v_skipped_orgs, v_skipped_details
     from skipped as s;
+
+    perform runlane._write_run_events(v_skipped, v_skipped_orgs, 'run.skipped', v_skipped_details);
 
     perform runlane._notify_stream_end(v_skipped);
 

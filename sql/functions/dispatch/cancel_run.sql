@@ -57,11 +57,9 @@ begin
             set reason = 'cancel_requested'
             where r.run_id = v_run.run_id;
 
-            insert into runlane.run_events (run_id, event, detail)
-            values (
-                v_run.run_id,
-                'run.cancel_requested',
-                jsonb_build_object('attempt', v_run.attempts)
+            perform runlane._write_run_events(
+                array[v_run.run_id], array[v_run.org_id], 'run.cancel_requested',
+                array[jsonb_build_object('attempt', v_run.attempts)]
             );
         end if;
         -- A hint: a worker that misses it learns the Stop from its next heartbeat.

@@ -407,16 +407,21 @@ begin
         select c.run, array_position(v_accepted, (c.run).run_id) as position
         from claimed as c
     ),
-    journal as (
-        insert into runlane.run_events (run_id, event, detail)
-        select
-            (o.run).run_id,
+    journal as materialized (
+        -- (a volatile call: evaluated once, before the rows below are returned)
+        select runlane._write_run_events(
+            array_agg((o.run).run_id order by o.position),
+            array_agg((o.run).org_id order by o.position),
             'run.claimed',
-            jsonb_build_object(
-                'fence', (o.run).fence,
-                'attempt', (o.run).attempts,
-                'resumed', (o.run).checkpoint is not null
+            array_agg(
+                jsonb_build_object(
+                    'fence', (o.run).fence,
+                    'attempt', (o.run).attempts,
+                    'resumed', (o.run).checkpoint is not null
+                )
+                order by o.position
             )
+        )
         from ordered as o
     )
     select
@@ -452,6 +457,7 @@ begin
             else coalesce(to_jsonb(o.run) ->> 'handler', 'default')
         end
     from ordered as o
+    cross join journal
     -- (one probe by primary key per run: limit 1 keeps it a per-row probe)
     left join lateral (
         select source.created_at

@@ -75,11 +75,9 @@ begin
             where cl.computer_id = v_run.computer_id
               and cl.run_id = v_run.run_id;
 
-            insert into runlane.run_events (run_id, event, detail)
-            values (
-                v_run.run_id,
-                'run.lease_expired',
-                jsonb_build_object('attempt', v_run.attempts)
+            perform runlane._write_run_events(
+                array[v_run.run_id], array[v_run.org_id], 'run.lease_expired',
+                array[jsonb_build_object('attempt', v_run.attempts)]
             );
 
             perform runlane._notify_run(v_run.run_id, v_run.lane);

@@ -110,10 +110,12 @@ begin
                 update runlane.runs as r
                 set timer_occurrence = occurrence, timer_timezone = v_tz
                 where r.run_id = v_pending.run_id;
-                insert into runlane.run_events (run_id, event, detail)
-                values (v_pending.run_id, 'routine.coalesced', jsonb_build_object(
-                    'occurrence', occurrence, 'previous_occurrence', v_pending.timer_occurrence
-                ));
+                perform runlane._write_run_events(
+                    array[v_pending.run_id], array[v_pending.org_id], 'routine.coalesced',
+                    array[jsonb_build_object(
+                        'occurrence', occurrence, 'previous_occurrence', v_pending.timer_occurrence
+                    )]
+                );
                 event := 'routine.coalesced';
                 run_id := v_pending.run_id;
             else

@@ -50,10 +50,13 @@ as $$
 declare
     v_runs integer := cardinality(p_run_ids);
     v_ids bigint[];  -- the runs, locked, in thread lock order
+    v_orgs text[];  -- their organizations
     v_positions integer[];  -- their input positions
     v_attempts integer[];
     v_unstamped boolean[];  -- whether the run has no first response yet
     v_origins timestamptz[];  -- its timing's origin: its source message's created_at, else its own
+    v_closed_orgs text[];
+    v_closed_details jsonb[];
     v_stamps timestamptz[];  -- first_response_at the run's outputs stamp (or null)
     v_output_runs bigint[];
     v_output_ids bigint[];
@@ -84,6 +87,7 @@ begin
     -- STEP: lock the rows, in thread lock order, of the runs their callers still own.
     select
         array_agg(l.run_id order by l.agent_id, l.thread_id, l.i),
+        array_agg(l.org_id order by l.agent_id, l.thread_id, l.i),
         array_agg(l.i order by l.agent_id, l.thread_id, l.i),
         array_agg(l.attempts order by l.agent_id, l.thread_id, l.i),
         array_agg(l.first_response_at is null order by l.agent_id, l.thread_id, l.i),
@@ -91,12 +95,13 @@ begin
         array_agg(l.computer_id order by l.computer_id) filter (where l.computer_id is not null),
         array_agg(l.run_id order by l.computer_id) filter (where l.computer_id is not null),
         array_agg(l.fence order by l.computer_id) filter (where l.computer_id is not null)
-    into v_ids, v_positions, v_attempts, v_unstamped, v_origins, v_computers, v_computer_runs,
+    into v_ids, v_orgs, v_positions, v_attempts, v_unstamped, v_origins, v_computers, v_computer_runs,
         v_computer_fences
     from (
         select
             u.i::integer as i,
             r.run_id,
+            r.org_id,
             r.agent_id,
             r.thread_id,
             r.attempts,
@@ -153,19 +158,28 @@ begin
             select c.i, sum(c.n) over (order by c.i) - c.n + 1 as first, c.n
             from unnest(p_output_counts) with ordinality as c (n, i)
         ),
-        written as (
-            insert into runlane.run_outputs as o (run_id, attempt, kind, body)
-            select l.run_id, l.attempt, p_output_kinds[j.j], p_output_bodies[j.j]
-            from unnest(v_ids, v_positions, v_attempts) with ordinality
-                as l (run_id, i, attempt, position)
+        wanted as (
+            select
+                array_agg(l.run_id order by l.position, j.j) as run_ids,
+                array_agg(l.org_id order by l.position, j.j) as org_ids,
+                array_agg(l.attempt order by l.position, j.j) as attempts,
+                array_agg(p_output_kinds[j.j] order by l.position, j.j) as kinds,
+                array_agg(p_output_bodies[j.j] order by l.position, j.j) as bodies
+            from unnest(v_ids, v_orgs, v_positions, v_attempts) with ordinality
+                as l (run_id, org_id, i, attempt, position)
             inner join firsts as f on f.i = l.i
             cross join lateral generate_series(f.first::integer, (f.first + f.n - 1)::integer) as j (j)
-            order by l.position, j.j
-            returning
+        ),
+        written as materialized (
+            select
                 o.run_id,
                 o.output_id,
                 o.kind in ('text', 'final', 'message_tool', 'card') as visible,
-                clock_timestamp() as written_at
+                o.written_at
+            from wanted as w
+            cross join lateral runlane._write_run_outputs(
+                w.run_ids, w.org_ids, w.attempts, w.kinds, w.bodies
+            ) as o
         ),
         stamps as (
             select w.run_id, min(w.written_at) filter (where w.visible) as stamp
@@ -221,6 +235,7 @@ begin
         where r.run_id = l.run_id
         returning
             r.run_id,
+            r.org_id,
             r.state,
             r.reason,
             r.agent_id,
@@ -229,15 +244,11 @@ begin
             l.position,
             -- (inlined: its arguments are columns; the origin was read with the lock)
             runlane._timing_of(r, l.origin) as timing
-    ),
-    journal as (
-        insert into runlane.run_events (run_id, event, detail)
-        select c.run_id, 'run.finished', jsonb_build_object('outcome', c.state, 'reason', c.reason)
-        from closed as c
-        order by c.position
     )
     select
         array_agg(c.run_id order by c.position),
+        array_agg(c.org_id order by c.position),
+        array_agg(jsonb_build_object('outcome', c.state, 'reason', c.reason) order by c.position),
         array_agg(
             case when c.stamp is not null then
                 c.timing - 'run.outcome' - 'run.total_ms' - 'run.execution_wall_ms'
@@ -248,8 +259,10 @@ begin
         array_agg(c.timing || jsonb_build_object('event', 'run.finished') order by c.position),
         array_agg(c.agent_id order by c.agent_id, c.thread_id) filter (where c.thread_id is not null),
         array_agg(c.thread_id order by c.agent_id, c.thread_id) filter (where c.thread_id is not null)
-    into run_ids, first_responses, timings, v_agents, v_threads
+    into run_ids, v_closed_orgs, v_closed_details, first_responses, timings, v_agents, v_threads
     from closed as c;
+
+    perform runlane._write_run_events(run_ids, v_closed_orgs, 'run.finished', v_closed_details);
 
     perform runlane._notify_stream_end(run_ids);
 
@@ -282,11 +295,20 @@ begin
             if v_round = 2 then
                 raise exception 'a thread of this call has no row to lock';
             end if;
-            insert into runlane.threads as t (agent_id, thread_id)
-            select x.agent_id, x.thread_id
-            from unnest(v_agents, v_threads) as x (agent_id, thread_id)
-            order by x.agent_id, x.thread_id
-            on conflict do nothing;
+            if runlane._rows_name_their_org() then
+                insert into runlane.threads as t (agent_id, thread_id, org_id)
+                select x.agent_id, x.thread_id, a.org_id
+                from unnest(v_agents, v_threads) as x (agent_id, thread_id)
+                left join runlane.agents as a on a.agent_id = x.agent_id
+                order by x.agent_id, x.thread_id
+                on conflict do nothing;
+            else  -- (before 0027: the row names no organization)
+                insert into runlane.threads as t (agent_id, thread_id)
+                select x.agent_id, x.thread_id
+                from unnest(v_agents, v_threads) as x (agent_id, thread_id)
+                order by x.agent_id, x.thread_id
+                on conflict do nothing;
+            end if;
         end loop;
 
         for v_thread in

@@ -199,9 +199,11 @@ begin
                 end if;
                 perform runlane._refuse_stopped(v_run);  -- GUARD: nothing more after a Stop
 
-                insert into runlane.run_outputs as o (run_id, attempt, kind, body)
-                values (v_run.run_id, v_run.attempts, p_output_kinds[v_j], p_output_bodies[v_j])
-                returning o.output_id into v_output_id;
+                select o.output_id into v_output_id
+                from runlane._write_run_outputs(
+                    array[v_run.run_id], array[v_run.org_id], array[v_run.attempts],
+                    array[p_output_kinds[v_j]], array[p_output_bodies[v_j]]
+                ) as o;
                 v_output_ids := v_output_ids || v_output_id;
 
                 -- GUARD: the first visible output stamps the first response, once for the

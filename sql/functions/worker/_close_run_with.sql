@@ -92,11 +92,9 @@ begin
         perform runlane._notify_computer_waiter((p_run).computer_id);
     end if;
 
-    insert into runlane.run_events (run_id, event, detail)
-    values (
-        (p_run).run_id,
-        'run.finished',
-        jsonb_build_object('outcome', p_outcome, 'reason', p_reason)
+    perform runlane._write_run_events(
+        array[(p_run).run_id], array[(p_run).org_id], 'run.finished',
+        array[jsonb_build_object('outcome', p_outcome, 'reason', p_reason)]
     );
     perform runlane._notify_stream_end((p_run).run_id);
 

@@ -67,9 +67,10 @@ begin
     end if;
     perform runlane._refuse_stopped(v_run);  -- GUARD: nothing more after a Stop
 
-    insert into runlane.run_outputs as o (run_id, attempt, kind, body)
-    values (v_run.run_id, v_run.attempts, p_kind, p_body)
-    returning o.output_id into v_output_id;
+    select o.output_id into v_output_id
+    from runlane._write_run_outputs(
+        array[v_run.run_id], array[v_run.org_id], array[v_run.attempts], array[p_kind], array[p_body]
+    ) as o;
 
     -- GUARD: the first visible output stamps the first response, once for the run's life.
     if v_visible and v_run.first_response_at is null then

@@ -226,21 +226,27 @@ begin
     -- STEP: the outputs not applied yet, in number order per run, and each run's record:
     -- its last number, and the first response its first visible output stamps.
     if 'apply' = any(v_codes) then
-        with applying as (
-            select a.run_id, a.position, a.fence, a.applied, a.last, a.stamp, l.attempts as attempt
-            from unnest(v_ids, v_codes, v_fences, v_applied, v_lasts, v_stamps) with ordinality
-                as a (run_id, code, fence, applied, last, stamp, position)
-            inner join unnest(v_locked) as l on l.run_id = a.run_id
-            where a.code = 'apply'
-        ),
-        written as (
-            insert into runlane.run_outputs as o (run_id, attempt, kind, body)
-            select e.run_id, a.attempt, e.kind, e.body
+        perform
+        from (
+            select
+                array_agg(e.run_id order by e.run_id, e.i) as run_ids,
+                array_agg(l.org_id order by e.run_id, e.i) as org_ids,
+                array_agg(l.attempts order by e.run_id, e.i) as attempts,
+                array_agg(e.kind order by e.run_id, e.i) as kinds,
+                array_agg(e.body order by e.run_id, e.i) as bodies
             from unnest(p_run_ids, p_seqs, p_kinds, p_bodies) with ordinality as e (run_id, seq, kind, body, i)
-            inner join applying as a on a.run_id = e.run_id
+            inner join unnest(v_ids, v_codes, v_applied) as a (run_id, code, applied)
+                on a.run_id = e.run_id and a.code = 'apply'
+            inner join unnest(v_locked) as l on l.run_id = a.run_id
             where e.seq > a.applied
-            order by e.run_id, e.i
-            returning o.run_id
+        ) as w
+        cross join lateral runlane._write_run_outputs(w.run_ids, w.org_ids, w.attempts, w.kinds, w.bodies);
+
+        with applying as (
+            select a.run_id, a.position, a.fence, a.last, a.stamp
+            from unnest(v_ids, v_codes, v_fences, v_lasts, v_stamps) with ordinality
+                as a (run_id, code, fence, last, stamp, position)
+            where a.code = 'apply'
         ),
         recorded as (
             update runlane.runs as r

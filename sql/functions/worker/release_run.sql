@@ -70,11 +70,9 @@ begin
     where cl.computer_id = v_run.computer_id
       and cl.run_id = v_run.run_id;
 
-    insert into runlane.run_events (run_id, event, detail)
-    values (
-        v_run.run_id,
-        'run.released',
-        jsonb_build_object('reason', v_reason, 'attempt', v_run.attempts, 'wake_at', p_wake_at)
+    perform runlane._write_run_events(
+        array[v_run.run_id], array[v_run.org_id], 'run.released',
+        array[jsonb_build_object('reason', v_reason, 'attempt', v_run.attempts, 'wake_at', p_wake_at)]
     );
 
     if p_wake_at is null or p_wake_at <= now() then

@@ -78,11 +78,9 @@ begin
     where cl.computer_id = v_run.computer_id
       and cl.run_id = v_run.run_id;
 
-    insert into runlane.run_events (run_id, event, detail)
-    values (
-        v_run.run_id,
-        'run.retry_scheduled',
-        jsonb_build_object('attempt', v_run.attempts, 'wake_at', v_wake_at)
+    perform runlane._write_run_events(
+        array[v_run.run_id], array[v_run.org_id], 'run.retry_scheduled',
+        array[jsonb_build_object('attempt', v_run.attempts, 'wake_at', v_wake_at)]
     );
 
     if p_delay = interval '0' then

@@ -28,8 +28,9 @@ select is(
         select array_agg(attname::text order by attnum) from pg_attribute
         where attrelid = 'runlane.computer_leases'::regclass and attnum > 0 and not attisdropped
     ),
-    array['computer_id', 'run_id', 'fence', 'expires_at'],
-    'computer_leases has exactly the contract columns'
+    -- (and org_id, the lease's organization, which Citus places the row by)
+    array['computer_id', 'run_id', 'fence', 'expires_at', 'org_id'],
+    'computer_leases has exactly the contract columns and its organization'
 );
 
 select col_default_is('runlane', 'runs', 'max_attempts', '3', 'max_attempts defaults to 3');

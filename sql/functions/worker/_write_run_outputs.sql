@@ -1,0 +1,44 @@
+-- _write_run_outputs: the one writer of runlane.run_outputs.
+--
+-- Guarantees: one output per element of p_run_ids, in array order (output ids ascend in
+-- that order): the run, its attempt, kind and body, and from migration 0027 on the run's
+-- organization (p_org_ids, which the caller read from the run's row). Returns each
+-- output's run, id, kind and the time it was written, in the same order. The caller has
+-- checked the kinds, bodies and the run's fence: this writes what it is given.
+create or replace function runlane._write_run_outputs(
+    p_run_ids bigint[],
+    p_org_ids text[],
+    p_attempts integer[],
+    p_kinds text[],
+    p_bodies text[]
+)
+returns table (run_id bigint, output_id bigint, kind text, written_at timestamptz)
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    if runlane._rows_name_their_org() then
+        return query
+        insert into runlane.run_outputs as o (run_id, org_id, attempt, kind, body)
+        select w.run_id, w.org_id, w.attempt, w.kind, w.body
+        from unnest(p_run_ids, p_org_ids, p_attempts, p_kinds, p_bodies) with ordinality
+            as w (run_id, org_id, attempt, kind, body, i)
+        order by w.i
+        returning o.run_id, o.output_id, o.kind, clock_timestamp();
+    else  -- (a schema before 0027: outputs carry no organization)
+        return query
+        insert into runlane.run_outputs as o (run_id, attempt, kind, body)
+        select w.run_id, w.attempt, w.kind, w.body
+        from unnest(p_run_ids, p_attempts, p_kinds, p_bodies) with ordinality
+            as w (run_id, attempt, kind, body, i)
+        order by w.i
+        returning o.run_id, o.output_id, o.kind, clock_timestamp();
+    end if;
+end;
+$$;
+
+comment on function runlane._write_run_outputs(bigint[], text[], integer[], text[], text[]) is
+'Writes outputs (run, organization, attempt, kind, body) in array order and returns their ids '
+'and times: the one writer of runlane.run_outputs.';
+
+revoke all on function runlane._write_run_outputs(bigint[], text[], integer[], text[], text[]) from public;
