@@ -53,20 +53,24 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_records boolean;
+    v_names_org boolean;  -- (0027 comes after 0026: then v_records too)
     v_latest bigint;
 begin
     if to_regclass('runlane.threads') is null then  -- before 0005: the lock of old
         perform pg_advisory_xact_lock(hashtextextended('runlane.thread:' || p_agent_id || '/' || p_thread_id, 0));
         v_records := false;
     else
-        v_records := exists (
-            select
-            from pg_catalog.pg_attribute as a
-            where
-                a.attrelid = 'runlane.threads'::regclass
-                and a.attname = 'latest_run_id'
-                and not a.attisdropped
-        );
+        -- (one catalog read for both columns: whether the row records its run, 0026, and
+        -- whether it names its organization, 0027)
+        select
+            coalesce(bool_or(a.attname = 'latest_run_id'), false),
+            coalesce(bool_or(a.attname = 'org_id'), false)
+        into v_records, v_names_org
+        from pg_catalog.pg_attribute as a
+        where
+            a.attrelid = 'runlane.threads'::regclass
+            and a.attname in ('latest_run_id', 'org_id')
+            and not a.attisdropped;
 
         if v_records then
             select t.latest_run_id into v_latest
@@ -85,7 +89,7 @@ begin
                 -- (retention deletes an empty thread's row, runlane.purge_empty_threads: a lock
                 -- that waited for that deletion finds no row and creates it again)
                 loop
-                    if v_records and runlane._rows_name_their_org() then
+                    if v_names_org then
                         insert into runlane.threads (agent_id, thread_id, latest_run_id, org_id)
                         values (
                             p_agent_id, p_thread_id, 0,

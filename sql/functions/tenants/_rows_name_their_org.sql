@@ -7,11 +7,14 @@
 -- the expand step (0002) on.
 create or replace function runlane._rows_name_their_org()
 returns boolean
-language sql
+language plpgsql
 stable
 set search_path = pg_catalog, pg_temp
 as $$
-    select exists (
+begin
+    -- (PL/pgSQL, not SQL: a SQL function that cannot be inlined, as one with a pinned
+    -- search_path, is planned again in every transaction; this plan is the session's)
+    return exists (
         select
         from pg_catalog.pg_attribute as a
         where
@@ -19,6 +22,7 @@ as $$
             and a.attname = 'org_id'
             and not a.attisdropped
     );
+end;
 $$;
 
 comment on function runlane._rows_name_their_org() is
