@@ -46,6 +46,10 @@ ORG = "demo-org"
 SETUP = """
 insert into runlane.platform_settings (org_id, timezone, agent_max_concurrency)
 values ('demo-org', 'UTC', 2);
+insert into runlane.user_orgs (user_id, org_id) values ('ada', 'demo-org'), ('grace', 'demo-org');
+insert into runlane.agent_orgs (agent_id, org_id) values
+    ('ada-chat', 'demo-org'), ('grace-chat', 'demo-org'),
+    ('digest', 'demo-org'), ('triage', 'demo-org');
 insert into runlane.users (user_id, org_id, timezone) values
     ('ada', 'demo-org', 'Europe/Berlin'),
     ('grace', 'demo-org', 'America/New_York');

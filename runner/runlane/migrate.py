@@ -240,6 +240,8 @@ _FORMS: list[tuple[re.Pattern, str, str]] = [
     ),
     (re.compile(rf"alter table (?:if exists )?(?:only )?{_IDENT}"), ACCESS_EXCLUSIVE, "table"),
     (re.compile(rf"drop index (?:if exists )?{_LIST}"), ACCESS_EXCLUSIVE, "index"),
+    # ALTER INDEX … RENAME takes SHARE UPDATE EXCLUSIVE on the index; counted on its table.
+    (re.compile(rf"alter index (?:if exists )?{_IDENT} rename"), SHARE_UPDATE_EXCLUSIVE, "index"),
     (re.compile(rf"drop table (?:if exists )?{_LIST}"), ACCESS_EXCLUSIVE, "table"),
     (re.compile(rf"truncate (?:table )?(?:only )?{_LIST}"), ACCESS_EXCLUSIVE, "table"),
     # CREATE TRIGGER takes SHARE ROW EXCLUSIVE in PostgreSQL: ACCESS EXCLUSIVE is more
@@ -364,7 +366,8 @@ def migration_locks(sql: str) -> dict[tuple[str, str], set[str]] | None:
                 locks.setdefault(("table", ref[1]), set()).add(SHARE_ROW_EXCLUSIVE)
         if stmt.startswith("do "):
             body = re.search(r"(\$[a-z0-9_]*\$)(.*)\1", raw.lower(), re.S)
-            if body is None or re.search(r"\bexecute\b", body[2]):
+            # (EXECUTE runs dynamic SQL; a trigger's EXECUTE FUNCTION does not)
+            if body is None or re.search(r"\bexecute\b(?!\s+(?:function|procedure)\b)", body[2]):
                 return None
             for part in _split(body[2]):
                 text = _fold(part)
@@ -529,6 +532,12 @@ def migrate(
             )
         applied = []
         attempt_wait = _attempt_wait(conn)
+        pending = [m for m in known if m.version not in done and (to is None or m.version <= to)]
+        if pending and newest >= FUNCTIONS_NEED_VERSION:
+            # The current functions first: they run on every schema from the expand step on,
+            # so a session calling them meanwhile is served, and a migration can use them
+            # (0029's triggers), instead of the earlier functions meeting a newer schema.
+            install_functions(conn)
         for m in known:
             if m.version in done or (to is not None and m.version > to):
                 continue

@@ -239,6 +239,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.tg_platform_settings__claim_lock()": NOBODY,
     "runlane.tg_platform_settings__timezone()": NOBODY,
     "runlane.tg_users__timezone()": NOBODY,
+    "runlane.tg_org_id__from_its_owner()": NOBODY,
 }
 
 GRANTS = """

@@ -78,6 +78,20 @@ EXPECTED = {
     ],
     # the older outputs and journal rows filled: row locks only, nobody else writes them
     28: [("runlane.run_events", ROW_EXCLUSIVE), ("runlane.run_outputs", ROW_EXCLUSIVE)],
+    # the keys of every table an organization owns rebuilt with org_id (two new tables)
+    29: [
+        ("runlane.agents", AE),
+        ("runlane.charge_buckets", AE),
+        ("runlane.charges", AE),
+        ("runlane.computer_leases", AE),
+        ("runlane.idempotency_keys", AE),
+        ("runlane.messages", AE),
+        ("runlane.run_events", AE),
+        ("runlane.run_outputs", AE),
+        ("runlane.runs", AE),
+        ("runlane.threads", AE),
+        ("runlane.users", AE),
+    ],
 }
 
 

@@ -7,6 +7,7 @@ afterwards carry it from the start."""
 from __future__ import annotations
 
 import psycopg
+import pytest
 
 from runlane.migrate import migrate
 
@@ -85,3 +86,84 @@ def test_rows_from_before_0027_name_their_organization_after_it(empty_db_dsn):
         assert conn.execute(
             "select count(distinct org_id), count(*) from runlane.computer_leases"
         ).fetchone() == (2, 4)
+
+
+def test_0029_keys_name_the_organization_and_ids_stay_one_namespace(empty_db_dsn):
+    with psycopg.connect(empty_db_dsn, autocommit=True) as conn:
+        migrate(conn, to=28)
+        life_of_two_organizations(conn, "old")
+        # a row written by hand before 0029, without its organization
+        conn.execute(
+            "insert into runlane.run_events (run_id, event) "
+            "select min(run_id), 'run.noted' from runlane.runs"
+        )
+
+        migrate(conn)
+
+        keys = dict(
+            conn.execute(
+                "select conrelid::regclass::text, pg_get_constraintdef(oid) from pg_constraint "
+                "where connamespace = 'runlane'::regnamespace and contype = 'p' "
+                "and conrelid::regclass::text in ('runlane.runs', 'runlane.run_outputs', "
+                "'runlane.agents', 'runlane.threads')"
+            ).fetchall()
+        )
+        assert keys == {
+            "runlane.runs": "PRIMARY KEY (run_id, org_id)",
+            "runlane.run_outputs": "PRIMARY KEY (output_id, org_id)",
+            "runlane.agents": "PRIMARY KEY (agent_id, org_id)",
+            "runlane.threads": "PRIMARY KEY (agent_id, thread_id, org_id)",
+        }
+        for table in TABLES:
+            assert rows_and_strangers(conn, table)[1] == 0, table
+        # the id namespaces hold every agent and user, with its organization
+        assert (
+            conn.execute(
+                "select count(*) from runlane.agents a "
+                "join runlane.agent_orgs o using (agent_id, org_id)"
+            ).fetchone()
+            == conn.execute("select count(*) from runlane.agents").fetchone()
+        )
+        assert (
+            conn.execute(
+                "select count(*) from runlane.users u "
+                "join runlane.user_orgs o using (user_id, org_id)"
+            ).fetchone()
+            == conn.execute("select count(*) from runlane.users").fetchone()
+        )
+
+        # An id another organization holds is taken, whoever creates it.
+        with pytest.raises(
+            psycopg.errors.UniqueViolation, match="agent id 'agent-org-x-old' is taken"
+        ):
+            conn.execute(
+                "select runlane.put_agent('agent-org-x-old', "
+                '\'{"org_id": "org-y", "owner_id": "owner-org-y"}\')'
+            )
+        with pytest.raises(psycopg.errors.UniqueViolation, match="user id 'owner-org-x' is taken"):
+            conn.execute("select runlane.put_user('owner-org-x', 'org-y')")
+        # A row cannot name another organization than its run's.
+        run_x = conn.execute(
+            "select run_id from runlane.runs where org_id = 'org-x' limit 1"
+        ).fetchone()[0]
+        with pytest.raises(psycopg.errors.ForeignKeyViolation):
+            conn.execute(
+                "insert into runlane.run_events (run_id, org_id, event) values (%s, 'org-y', 'x')",
+                (run_x,),
+            )
+        # A row written by hand without its organization gets its run's.
+        conn.execute(
+            "insert into runlane.run_events (run_id, event) values (%s, 'run.noted_later')",
+            (run_x,),
+        )
+        assert conn.execute(
+            "select org_id from runlane.run_events where run_id = %s and event = 'run.noted_later'",
+            (run_x,),
+        ).fetchall() == [("org-x",)]
+        # New agents and users enter their namespace, and leave it when erased.
+        life_of_two_organizations(conn, "new")
+        conn.execute("select runlane.erase_agent('agent-org-y-new')")
+        assert conn.execute(
+            "select org_id from runlane.agent_orgs where agent_id in "
+            "('agent-org-x-new', 'agent-org-y-new') order by agent_id"
+        ).fetchall() == [("org-x",)]

@@ -27,6 +27,11 @@ EVERY_CALL = {"42501"}
 UNREACHABLE = {
     ("cancel_run", "22023"): "_close_run_with refuses an unknown outcome; cancel_run passes "
     "'canceled'",
+    # _lock_thread refuses a new thread row whose agent is gone; these lock the threads of
+    # unfinished runs, whose agents cannot be erased meanwhile (55006)
+    ("claim_runs", "RL008"): "the thread of a run being claimed has a live agent",
+    ("reap_stale", "RL008"): "the thread of a running run has a live agent",
+    ("cancel_redundant_timer_runs", "RL008"): "a timer run's thread has a live agent",
 }
 
 CATALOG = """

@@ -38,7 +38,7 @@ begin
             p_amount,
             (p_run).org_id
         )
-        on conflict (owner_id, bucket_start)
+        on conflict on constraint charge_buckets_pkey
         do update set amount = b.amount + excluded.amount;
     else  -- (a schema before 0027: buckets name no organization)
         insert into runlane.charge_buckets as b (owner_id, bucket_start, amount)
@@ -47,7 +47,7 @@ begin
             date_bin('15 minutes', p_at, timestamptz '2000-01-01 00:00:00+00'),
             p_amount
         )
-        on conflict (owner_id, bucket_start)
+        on conflict on constraint charge_buckets_pkey
         do update set amount = b.amount + excluded.amount;
     end if;
 end;

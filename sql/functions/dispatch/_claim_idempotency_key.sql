@@ -49,11 +49,11 @@ begin
         if runlane._rows_name_their_org() then
             insert into runlane.idempotency_keys as k (agent_id, idempotency_key, kind, request_hash, org_id)
             values (p_agent_id, p_key, p_kind, p_request_hash, v_org)
-            on conflict (agent_id, idempotency_key) do nothing;
+            on conflict on constraint idempotency_keys_pkey do nothing;
         else  -- (a schema before 0027: keys name no organization)
             insert into runlane.idempotency_keys as k (agent_id, idempotency_key, kind, request_hash)
             values (p_agent_id, p_key, p_kind, p_request_hash)
-            on conflict (agent_id, idempotency_key) do nothing;
+            on conflict on constraint idempotency_keys_pkey do nothing;
         end if;
         if found then
             return null;  -- this call owns the key

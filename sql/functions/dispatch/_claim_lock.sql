@@ -58,15 +58,22 @@ declare
     v_capped bigint[];
     v_capped_orgs text[];
     v_settled record;
+    v_lock_orgs text[];  -- lock_candidates' organizations
 begin
     -- STEP: the bound: each organization's first candidates up to its room.
     lock_candidates := p_candidates;
+    v_lock_orgs := p_candidate_orgs;
     if p_max_per_org is not null then
-        select coalesce(array_agg(c.run_id order by c.position) filter (
-            where c.org_rank
-                <= p_max_per_org - coalesce(p_used_counts[array_position(p_used_orgs, c.org_id)], 0)
-        ), '{}')
-        into lock_candidates
+        select
+            coalesce(array_agg(c.run_id order by c.position) filter (
+                where c.org_rank
+                    <= p_max_per_org - coalesce(p_used_counts[array_position(p_used_orgs, c.org_id)], 0)
+            ), '{}'),
+            coalesce(array_agg(c.org_id order by c.position) filter (
+                where c.org_rank
+                    <= p_max_per_org - coalesce(p_used_counts[array_position(p_used_orgs, c.org_id)], 0)
+            ), '{}')
+        into lock_candidates, v_lock_orgs
         from (
             select
                 u.run_id,
@@ -128,8 +135,9 @@ begin
                     - coalesce(p_busy_counts[array_position(p_busy_orgs, r.org_id)], 0)
                     - cardinality(array_positions(orgs, r.org_id))
                 end as room
-            from unnest(lock_candidates) with ordinality as w (run_id, position)
-            join runlane.runs as r on r.run_id = w.run_id
+            -- (the whole primary key: one probe of runs_pkey, whatever else the planner sees)
+            from unnest(lock_candidates, v_lock_orgs) with ordinality as w (run_id, org_id, position)
+            join runlane.runs as r on r.run_id = w.run_id and r.org_id = w.org_id
             left join lateral (
                 -- (r.lane first: an interactive run reads neither row)
                 select

@@ -54,6 +54,8 @@ as $$
 declare
     v_records boolean;
     v_names_org boolean;  -- (0027 comes after 0026: then v_records too)
+    v_org text;  -- a new row's organization: its agent's
+    v_missing boolean;  -- the thread has no row (to create)
     v_latest bigint;
 begin
     if to_regclass('runlane.threads') is null then  -- before 0005: the lock of old
@@ -84,17 +86,25 @@ begin
             for no key update skip locked;
         end if;
 
-        if not found then
+        v_missing := not found;
+        if v_missing and v_names_org then
+            -- GUARD: the new row names its agent's organization; an agent erased meanwhile
+            -- has none: the caller's message finds it gone, as it would a moment later.
+            select a.org_id into v_org from runlane.agents as a where a.agent_id = p_agent_id;
+            if v_org is null then
+                raise exception 'unknown agent %', runlane._quote_for_error(p_agent_id)
+                    using errcode = 'RL008';
+            end if;
+        end if;
+
+        if v_missing then
             begin
                 -- (retention deletes an empty thread's row, runlane.purge_empty_threads: a lock
                 -- that waited for that deletion finds no row and creates it again)
                 loop
                     if v_names_org then
                         insert into runlane.threads (agent_id, thread_id, latest_run_id, org_id)
-                        values (
-                            p_agent_id, p_thread_id, 0,
-                            (select a.org_id from runlane.agents as a where a.agent_id = p_agent_id)
-                        )
+                        values (p_agent_id, p_thread_id, 0, v_org)
                         on conflict do nothing;
                     elsif v_records then  -- (before 0027: the row names no organization)
                         insert into runlane.threads (agent_id, thread_id, latest_run_id)

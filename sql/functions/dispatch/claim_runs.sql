@@ -304,6 +304,7 @@ begin
                 select r.run_id, r.fence
                 from runlane.runs as r
                 where r.run_id = e.run_id
+                  and r.org_id = e.org_id  -- (the whole primary key)
                   and (select f.all_taken from fits as f)
                   and (r.state = 'queued') is true
                   and r.handler = any(v_handlers)  -- (put_agent may move it meanwhile)

@@ -57,6 +57,11 @@ begin
     delete from runlane.agents as a
     where a.agent_id = any(p_agents);
 
+    if to_regclass('runlane.agent_orgs') is not null then  -- (the ids are free again)
+        delete from runlane.agent_orgs as o
+        where o.agent_id = any(p_agents);
+    end if;
+
     return v_erased;
 end;
 $$;

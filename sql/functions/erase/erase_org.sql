@@ -95,6 +95,11 @@ begin
     delete from runlane.users as u
     where u.user_id = any(v_users);
 
+    if to_regclass('runlane.user_orgs') is not null then  -- (the ids are free again)
+        delete from runlane.user_orgs as o
+        where o.user_id = any(v_users);
+    end if;
+
     delete from runlane.api_logins as l
     where l.org_id = erase_org.p_org_id;
 

@@ -75,6 +75,11 @@ begin
     delete from runlane.users as u
     where u.user_id = erase_user.p_user_id;
 
+    if to_regclass('runlane.user_orgs') is not null then  -- (the id is free again)
+        delete from runlane.user_orgs as o
+        where o.user_id = erase_user.p_user_id;
+    end if;
+
     return v_erased;
 end;
 $$;

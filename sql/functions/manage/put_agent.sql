@@ -41,6 +41,7 @@ declare
     v_row runlane.agents;
     v_key text;
     v_new boolean;
+    v_free boolean := true;  -- a new agent's id is this organization's or nobody's
 begin
     perform runlane._check_id('agent id', p_agent_id);
     perform runlane._check_patch('agent', p_patch, runlane._agent_patch_types());
@@ -138,18 +139,36 @@ begin
     end if;
 
     if v_new then
+        -- GUARD: the id's one organization (runlane.agent_orgs, from 0029) is claimed first:
+        -- a creator in a second organization waits here for the first, then finds it taken.
+        if to_regclass('runlane.agent_orgs') is not null then
+            insert into runlane.agent_orgs as o (agent_id, org_id)
+            values (p_agent_id, v_row.org_id)
+            on conflict (agent_id) do nothing;
+            -- (and no agent of another organization has the id: one written by hand, without
+            -- its namespace row)
+            v_free := (
+                found or exists (
+                    select from runlane.agent_orgs as o where o.agent_id = p_agent_id and o.org_id = v_row.org_id
+                )
+            ) and not exists (
+                select from runlane.agents as a where a.agent_id = p_agent_id and a.org_id <> v_row.org_id
+            );
+        end if;
         -- a concurrent creator of the same id makes this raise 23505 only if it committed
         -- in between; on conflict turns that into a patch of its row on the next pass
-        insert into runlane.agents (
-            agent_id, org_id, owner_id, enabled, admin_locked, model, prompt,
-            thread_id, computer_id, schedule
-        ) values (
-            v_row.agent_id, v_row.org_id, v_row.owner_id, v_row.enabled, v_row.admin_locked,
-            v_row.model, v_row.prompt, v_row.thread_id, v_row.computer_id, v_row.schedule
-        )
-        on conflict (agent_id) do nothing
-        returning * into v_row;
-        if found then
+        if v_free then
+            insert into runlane.agents (
+                agent_id, org_id, owner_id, enabled, admin_locked, model, prompt,
+                thread_id, computer_id, schedule
+            ) values (
+                v_row.agent_id, v_row.org_id, v_row.owner_id, v_row.enabled, v_row.admin_locked,
+                v_row.model, v_row.prompt, v_row.thread_id, v_row.computer_id, v_row.schedule
+            )
+            on conflict on constraint agents_pkey do nothing
+            returning * into v_row;
+        end if;
+        if v_free and found then
             if p_patch ? 'handler' then  -- (a new agent has no runs yet)
                 update runlane.agents as a
                 set handler = p_patch ->> 'handler'

@@ -23,6 +23,7 @@ as $$
 declare
     v_scope text := runlane._api_org();  -- first: a foreign and an unknown id take one path
     v_row runlane.users;
+    v_free boolean := true;  -- the id is this organization's or nobody's
 begin
     perform runlane._check_id('user id', p_user_id);
     perform runlane._check_id('organization id', p_org_id);
@@ -37,12 +38,31 @@ begin
                       || 'manages only that organization.';
     end if;
 
-    insert into runlane.users (user_id, org_id, timezone)
-    values (p_user_id, p_org_id, p_patch ->> 'timezone')
-    on conflict (user_id) do nothing
-    returning * into v_row;
-    if found then
-        return v_row;
+    -- GUARD: the id's one organization (runlane.user_orgs, from 0029) is claimed first: a
+    -- creator in a second organization waits here for the first, then finds it taken.
+    if to_regclass('runlane.user_orgs') is not null then
+        insert into runlane.user_orgs as o (user_id, org_id)
+        values (p_user_id, p_org_id)
+        on conflict (user_id) do nothing;
+        -- (and no user of another organization has the id: one written by hand, without
+        -- its namespace row)
+        v_free := (
+            found or exists (
+                select from runlane.user_orgs as o where o.user_id = p_user_id and o.org_id = p_org_id
+            )
+        ) and not exists (
+            select from runlane.users as u where u.user_id = p_user_id and u.org_id <> p_org_id
+        );
+    end if;
+
+    if v_free then
+        insert into runlane.users (user_id, org_id, timezone)
+        values (p_user_id, p_org_id, p_patch ->> 'timezone')
+        on conflict on constraint users_pkey do nothing
+        returning * into v_row;
+        if found then
+            return v_row;
+        end if;
     end if;
 
     -- only the named organization's user is read and locked: the taken answer reads nothing

@@ -4,6 +4,9 @@
 begin;
 select plan(3);
 
+-- (a thread's row names its agent's organization: the agent exists)
+do $$ begin perform runlane_test.agent('agent-a'); end $$;
+
 select runlane._thread_lock('agent-a', 'thread-new');
 
 select is(

@@ -3,6 +3,9 @@
 begin;
 select plan(4);
 
+-- (a thread's row names its agent's organization: the agent exists)
+do $$ begin perform runlane_test.agent('agent-a'); end $$;
+
 select lives_ok($$select runlane._thread_lock('agent-a', 'thread-1')$$, 'first use creates and locks the row');
 select lives_ok($$select runlane._thread_lock('agent-a', 'thread-1')$$, 'a second lock in the same transaction');
 select is(
