@@ -147,12 +147,13 @@ begin
             on conflict (agent_id) do nothing;
             -- (and no agent of another organization has the id: one written by hand, without
             -- its namespace row)
+            -- (select 1, not a bare select: Citus cannot plan one without columns)
             v_free := (
                 found or exists (
-                    select from runlane.agent_orgs as o where o.agent_id = p_agent_id and o.org_id = v_row.org_id
+                    select 1 from runlane.agent_orgs as o where o.agent_id = p_agent_id and o.org_id = v_row.org_id
                 )
             ) and not exists (
-                select from runlane.agents as a where a.agent_id = p_agent_id and a.org_id <> v_row.org_id
+                select 1 from runlane.agents as a where a.agent_id = p_agent_id and a.org_id <> v_row.org_id
             );
         end if;
         -- a concurrent creator of the same id makes this raise 23505 only if it committed

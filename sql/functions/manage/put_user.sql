@@ -46,12 +46,13 @@ begin
         on conflict (user_id) do nothing;
         -- (and no user of another organization has the id: one written by hand, without
         -- its namespace row)
+        -- (select 1, not a bare select: Citus cannot plan one without columns)
         v_free := (
             found or exists (
-                select from runlane.user_orgs as o where o.user_id = p_user_id and o.org_id = p_org_id
+                select 1 from runlane.user_orgs as o where o.user_id = p_user_id and o.org_id = p_org_id
             )
         ) and not exists (
-            select from runlane.users as u where u.user_id = p_user_id and u.org_id <> p_org_id
+            select 1 from runlane.users as u where u.user_id = p_user_id and u.org_id <> p_org_id
         );
     end if;
 
