@@ -556,6 +556,9 @@ def install_functions(conn: psycopg.Connection) -> None:
         conn.execute("set local check_function_bodies = off")
         for entry in function_files():
             try:
-                conn.execute(entry.read_text())
+                # (statement by statement: Citus propagates a function's DDL to the worker
+                # nodes as the statement's text, and refuses several commands in one)
+                for statement in _split(entry.read_text()):
+                    conn.execute(statement)
             except psycopg.Error as exc:
                 raise MigrationError(f"{entry.name}: {exc}") from exc

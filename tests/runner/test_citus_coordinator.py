@@ -12,7 +12,7 @@ import psycopg
 import pytest
 from worker_helpers import WorkerProcess, wait_until
 
-from runlane.migrate import migrate, migrations
+from runlane.migrate import install_functions, migrate, migrations
 from runlane.pgcluster import LocalCluster
 
 DATABASE = "runlane"
@@ -202,3 +202,35 @@ def test_the_organizations_tables_distribute_by_org_id_into_one_colocation_group
             ).fetchall()
         )
         assert "Task Count: 1" in plan  # one organization's row: one node
+
+
+def test_the_management_calls_run_on_the_distributed_schema(citus_nodes):
+    """put_org, put_user, put_agent (created, patched, scheduled) and get_agent, with the
+    functions installed after the tables were distributed (so Citus propagates them), and
+    an agent id of one organization refused to another: the namespace holds across nodes."""
+    coordinator = citus_nodes[0]
+    with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
+        conn.execute("set citus.enable_unsafe_triggers = on")  # (as distribute() does)
+        install_functions(conn)
+        conn.execute("select runlane.put_org('org-t')")
+        conn.execute("select runlane.put_user('user-t', 'org-t')")
+        conn.execute(
+            "select runlane.put_agent('agent-t', "
+            '\'{"org_id": "org-t", "owner_id": "user-t", "model": "echo"}\')'
+        )
+        patch = '{"prompt": "Hello", "schedule": "daily at 09:00"}'
+        conn.execute("select runlane.put_agent('agent-t', %s)", (patch,))
+        agent = conn.execute("select runlane.get_agent('agent-t')").fetchone()[0]
+        assert (agent["org_id"], agent["prompt"], agent["schedule"]) == (
+            "org-t",
+            "Hello",
+            "daily at 09:00",
+        )
+        assert agent["next_run_at"] is not None  # the schedule's next slot
+        conn.execute("select runlane.put_org('org-u')")
+        conn.execute("select runlane.put_user('user-u', 'org-u')")
+        with pytest.raises(psycopg.errors.UniqueViolation, match="agent id 'agent-t' is taken"):
+            conn.execute(
+                "select runlane.put_agent('agent-t', "
+                '\'{"org_id": "org-u", "owner_id": "user-u"}\')'
+            )

@@ -42,6 +42,7 @@ declare
     v_key text;
     v_new boolean;
     v_free boolean := true;  -- a new agent's id is this organization's or nobody's
+    v_home text;  -- the organization the id's namespace row names (from 0029)
 begin
     perform runlane._check_id('agent id', p_agent_id);
     perform runlane._check_patch('agent', p_patch, runlane._agent_patch_types());
@@ -73,9 +74,18 @@ begin
 
     -- (FOR NO KEY UPDATE: agent_id never changes, and a stronger lock would hold up the
     -- foreign-key checks of the agent's runs' writes until this transaction ends)
-    select * into v_row from runlane.agents as a
-    where a.agent_id = p_agent_id and (v_scope is null or a.org_id = v_scope)
-    for no key update;
+    if to_regclass('runlane.agent_orgs') is not null then
+        -- (from 0029 the id's organization is read first, and the row by its whole key:
+        -- on Citus a locking read must name one organization)
+        select o.org_id into v_home from runlane.agent_orgs as o where o.agent_id = p_agent_id;
+        select * into v_row from runlane.agents as a
+        where a.agent_id = p_agent_id and a.org_id = v_home and (v_scope is null or a.org_id = v_scope)
+        for no key update;
+    else
+        select * into v_row from runlane.agents as a
+        where a.agent_id = p_agent_id and (v_scope is null or a.org_id = v_scope)
+        for no key update;
+    end if;
     v_new := not found;
     if v_new then
         if not (p_patch ? 'org_id' and p_patch ? 'owner_id') then
@@ -173,7 +183,7 @@ begin
             if p_patch ? 'handler' then  -- (a new agent has no runs yet)
                 update runlane.agents as a
                 set handler = p_patch ->> 'handler'
-                where a.agent_id = p_agent_id
+                where a.agent_id = p_agent_id and a.org_id = v_row.org_id
                 returning * into strict v_row;
             end if;
             return v_row;
@@ -201,21 +211,24 @@ begin
         thread_id = v_row.thread_id,
         computer_id = v_row.computer_id,
         schedule = v_row.schedule
-    where a.agent_id = p_agent_id
+    where a.agent_id = p_agent_id and a.org_id = v_row.org_id
     returning * into strict v_row;
     if p_patch ? 'handler' and p_patch ->> 'handler' is distinct from v_row.handler then
         -- FOR UPDATE, the one lock that waits for the KEY SHARE of a message being sent:
         -- the runs such messages create are committed (and moved below) before this goes
         -- on, and a message sent from now on waits and reads the new handler.
-        perform 1 from runlane.agents as a where a.agent_id = p_agent_id for update;
+        perform 1 from runlane.agents as a
+        where a.agent_id = p_agent_id and a.org_id = v_row.org_id
+        for update;
         update runlane.agents as a
         set handler = p_patch ->> 'handler'
-        where a.agent_id = p_agent_id
+        where a.agent_id = p_agent_id and a.org_id = v_row.org_id
         returning * into strict v_row;
         -- (runs_unfinished_agent_idx; a running run keeps the handler it was claimed for)
         update runlane.runs as r
         set handler = v_row.handler
         where r.agent_id = p_agent_id
+          and r.org_id = v_row.org_id
           and r.state = 'queued'
           and r.handler <> v_row.handler;
     end if;
