@@ -714,15 +714,11 @@ def _legacy_worker(
 ) -> None:
     """The older generation's delivery loop, with memory admission and SIGTERM drain."""
     import os
-    import signal
-    import threading
 
     from .admission import Admission, load_probe
-    from .legacy import run_legacy_worker
+    from .legacy import run_legacy_worker, stop_on_signals
 
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    stop = stop_on_signals()
     admission = Admission(load_probe(memory_probe), memory_buffer_mb * 1024 * 1024)
     sys.exit(
         run_legacy_worker(dsn, worker_id or f"legacy-{os.getpid()}", admission=admission, stop=stop)

@@ -52,6 +52,44 @@ WORKER_HEARTBEAT_EVERY = 1.0  # seconds; the contract step treats 2 minutes of s
 DEFAULT_BUFFER = 64 * 1024 * 1024
 
 
+class SignalStop:
+    """A stop flag that a signal handler may set.
+
+    `threading.Event.set()` takes the event's lock, which the main thread holds for a moment
+    inside every `wait()`: a signal arriving in that moment runs its handler on the same
+    thread, which then waits for itself forever. Setting this flag takes no lock; `wait`
+    sleeps in short slices and looks at the flag between them.
+    """
+
+    SLICE = 0.01  # seconds; how late a waiting loop notices the flag at most
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def wait(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while not self._set:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            time.sleep(min(left, self.SLICE))
+        return self._set
+
+
+def stop_on_signals() -> SignalStop:
+    """A SignalStop that SIGTERM and SIGINT set."""
+    stop = SignalStop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    return stop
+
+
 @cache
 def statement(name: str) -> str:
     """The text of sql/legacy/<name>.sql, as the older generation ran it."""
@@ -70,7 +108,7 @@ class LegacyWorker:
         poll: float = 0.05,
         work: float = 0.0,
         admission: Admission | None = None,
-        stop: threading.Event | None = None,
+        stop: threading.Event | SignalStop | None = None,
         rng: random.Random | None = None,
     ):
         self.conn = conn
@@ -179,7 +217,7 @@ def run_legacy_worker(
     poll: float = 0.05,
     work: float = 0.0,
     admission: Admission | None = None,
-    stop: threading.Event | None = None,
+    stop: threading.Event | SignalStop | None = None,
 ) -> int:
     """Runs the legacy delivery loop until `stop` is set; returns the exit code (0)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -213,9 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     if not 0.0 <= args.fail_rate <= 1.0:
         parser.error("--fail-rate is between 0 and 1")
     log.configure()
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    stop = stop_on_signals()
     admission = Admission(load_probe(args.memory_probe), args.memory_buffer)
     return run_legacy_worker(
         args.dsn,
