@@ -15,6 +15,7 @@ as $$
 declare
     v_scope text := runlane._api_org();  -- first: a foreign and an unknown id take one path
     v_agent runlane.agents;
+    v_org text;
 begin
     if p_agent_id is null then
         raise exception 'an agent id is required'
@@ -22,8 +23,10 @@ begin
     end if;
     perform runlane._check_id('agent id', p_agent_id);
     -- another organization's agent is unknown to a login scoped to one (no gate leaks it)
+    -- (by the whole key, its organization looked up first: on Citus, one node)
+    v_org := runlane._agent_org(p_agent_id);
     select a.* into v_agent from runlane.agents as a
-    where a.agent_id = p_agent_id and (v_scope is null or a.org_id = v_scope);
+    where a.agent_id = p_agent_id and a.org_id = v_org and (v_scope is null or a.org_id = v_scope);
     if not found then
         raise exception 'unknown agent %', runlane._quote_for_error(p_agent_id)
             using errcode = 'RL008';

@@ -28,18 +28,21 @@ declare
     v_run_id bigint;
     v_state text;
     v_latest bigint;
+    v_org text;  -- the agent's organization: every statement names it (on Citus: one node)
 begin
     if p_agent_id is null or p_thread_id is null then
         return null;
     end if;
 
-    v_latest := runlane._lock_thread(p_agent_id, p_thread_id);
+    v_org := runlane._agent_org(p_agent_id);
+    v_latest := runlane._lock_thread(p_agent_id, p_thread_id, v_org);
 
     select m.* into v_earliest
     from runlane.messages as m
     where
         m.agent_id = _dispatch_held_messages.p_agent_id
         and m.thread_id = _dispatch_held_messages.p_thread_id
+        and m.org_id = v_org
         and m.run_id is null
     order by m.message_id
     limit 1;
@@ -51,7 +54,7 @@ begin
     -- by run_id alone: see submit_message)
     select r.run_id, r.state into v_run_id, v_state
     from runlane.runs as r
-    where r.run_id = v_latest;
+    where r.run_id = v_latest and r.org_id = v_org;
     if v_state is distinct from 'queued' and v_state is distinct from 'running' then
         v_run_id := null;
         v_state := null;
@@ -67,7 +70,7 @@ begin
         -- input (it takes them with take_steering, or its end dispatches them).
         perform 1
         from runlane.runs as r
-        where r.run_id = v_run_id and r.state = 'queued'
+        where r.run_id = v_run_id and r.org_id = v_org and r.state = 'queued'
         for no key update skip locked;
         if not found then
             return null;
@@ -80,36 +83,39 @@ begin
         where
             m.agent_id = _dispatch_held_messages.p_agent_id
             and m.thread_id = _dispatch_held_messages.p_thread_id
+            and m.org_id = v_org
             and m.run_id is null;
         return v_run_id;
     end if;
 
     -- GUARD: the new run and its messages point at each other (its source message must
     -- be attached to it, runs_source_message_of_run_fk): its id is drawn first, and the
-    -- messages are attached and the run inserted by one statement, whose foreign keys
-    -- are checked at its end.
+    -- run inserted and the messages attached by one statement, whose foreign keys are
+    -- checked at its end. The run comes first: Citus runs the CTE as a statement of its
+    -- own, where the run's key to its message is deferred (`runlane migrate --citus`).
     v_run_id := nextval('runlane.runs_run_id_seq'::regclass);
     if to_regclass('runlane.runs_handler_claim_order_idx') is not null then
         -- (the run carries its agent's handler: claims read by it)
-        with attached as (
-            update runlane.messages as m
-            set run_id = v_run_id
-            where
-                m.agent_id = _dispatch_held_messages.p_agent_id
-                and m.thread_id = _dispatch_held_messages.p_thread_id
-                and m.run_id is null
+        with run as (
+            insert into runlane.runs as r (
+                run_id, org_id, agent_id, lane, trigger, state, thread_id, prompt, model,
+                computer_id, source_message_id, handler
+            )
+            select
+                v_run_id, a.org_id, a.agent_id, 'interactive', 'interactive', 'queued',
+                p_thread_id, a.prompt, a.model, a.computer_id, v_earliest.message_id, a.handler
+            from runlane.agents as a
+            where a.agent_id = _dispatch_held_messages.p_agent_id and a.org_id = v_org
+            -- (the agent as a concurrent put_agent that moves its runs leaves it: see submit_message)
+            for key share of a
         )
-        insert into runlane.runs as r (
-            run_id, org_id, agent_id, lane, trigger, state, thread_id, prompt, model,
-            computer_id, source_message_id, handler
-        )
-        select
-            v_run_id, a.org_id, a.agent_id, 'interactive', 'interactive', 'queued',
-            p_thread_id, a.prompt, a.model, a.computer_id, v_earliest.message_id, a.handler
-        from runlane.agents as a
-        where a.agent_id = _dispatch_held_messages.p_agent_id
-        -- (the agent as a concurrent put_agent that moves its runs leaves it: see submit_message)
-        for key share of a;
+        update runlane.messages as m
+        set run_id = v_run_id
+        where
+            m.agent_id = _dispatch_held_messages.p_agent_id
+            and m.thread_id = _dispatch_held_messages.p_thread_id
+            and m.org_id = v_org
+            and m.run_id is null;
     else  -- (a schema before 0021: runs carry no handler)
         with attached as (
             update runlane.messages as m
@@ -117,6 +123,7 @@ begin
             where
                 m.agent_id = _dispatch_held_messages.p_agent_id
                 and m.thread_id = _dispatch_held_messages.p_thread_id
+                and m.org_id = v_org
                 and m.run_id is null
         )
         insert into runlane.runs as r (
@@ -127,10 +134,10 @@ begin
             v_run_id, a.org_id, a.agent_id, 'interactive', 'interactive', 'queued',
             p_thread_id, a.prompt, a.model, a.computer_id, v_earliest.message_id
         from runlane.agents as a
-        where a.agent_id = _dispatch_held_messages.p_agent_id;
+        where a.agent_id = _dispatch_held_messages.p_agent_id and a.org_id = v_org;
     end if;
 
-    perform runlane._record_thread_run(p_agent_id, p_thread_id, v_run_id);
+    perform runlane._record_thread_run(p_agent_id, p_thread_id, v_run_id, v_org);
     perform runlane._notify_run(v_run_id, 'interactive');
     return v_run_id;
 end;

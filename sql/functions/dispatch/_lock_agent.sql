@@ -17,14 +17,16 @@ returns boolean
 language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
+declare
+    v_org text := runlane._agent_org(p_agent_id);  -- (the whole key: on Citus, one node)
 begin
     perform 1 from runlane.agents as a
-    where a.agent_id = _lock_agent.p_agent_id
+    where a.agent_id = _lock_agent.p_agent_id and a.org_id = v_org
     for no key update skip locked;
     if not found then
         begin
             perform 1 from runlane.agents as a
-            where a.agent_id = _lock_agent.p_agent_id
+            where a.agent_id = _lock_agent.p_agent_id and a.org_id = v_org
             for no key update;
         exception when lock_not_available then
             raise exception 'an agent stayed locked by another transaction for longer than lock_timeout (%)',
@@ -37,6 +39,7 @@ begin
     return exists (
         select 1 from runlane.runs as r
         where r.agent_id = _lock_agent.p_agent_id
+          and r.org_id = v_org
           and r.lane = 'background'
           and r.state in ('queued', 'running')
     );

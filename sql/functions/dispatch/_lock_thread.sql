@@ -46,7 +46,10 @@
 -- * On a schema without 0005 (a rolling upgrade's expand stage, `migrate --to 2`, where
 --   HEAD functions already run) it takes the advisory lock of old instead, as the older
 --   functions did: squattable, and without lock_timeout's message, until 0005 applies.
-create or replace function runlane._lock_thread(p_agent_id text, p_thread_id text)
+-- * p_org_id is the agent's organization (runlane._agent_org): from 0027 on every read
+--   and write of the row names it, its whole key (on Citus: one node's shard, where a
+--   locking read must be).
+create or replace function runlane._lock_thread(p_agent_id text, p_thread_id text, p_org_id text)
 returns bigint
 language plpgsql
 set search_path = pg_catalog, pg_temp
@@ -74,7 +77,15 @@ begin
             and a.attname in ('latest_run_id', 'org_id')
             and not a.attisdropped;
 
-        if v_records then
+        if v_names_org then
+            select t.latest_run_id into v_latest
+            from runlane.threads as t
+            where
+                t.agent_id = _lock_thread.p_agent_id
+                and t.thread_id = _lock_thread.p_thread_id
+                and t.org_id = _lock_thread.p_org_id
+            for no key update skip locked;
+        elsif v_records then  -- (before 0027: the row names no organization)
             select t.latest_run_id into v_latest
             from runlane.threads as t
             where t.agent_id = _lock_thread.p_agent_id and t.thread_id = _lock_thread.p_thread_id
@@ -90,7 +101,9 @@ begin
         if v_missing and v_names_org then
             -- GUARD: the new row names its agent's organization; an agent erased meanwhile
             -- has none: the caller's message finds it gone, as it would a moment later.
-            select a.org_id into v_org from runlane.agents as a where a.agent_id = p_agent_id;
+            select a.org_id into v_org
+            from runlane.agents as a
+            where a.agent_id = p_agent_id and a.org_id = p_org_id;
             if v_org is null then
                 raise exception 'unknown agent %', runlane._quote_for_error(p_agent_id)
                     using errcode = 'RL008';
@@ -125,7 +138,15 @@ begin
                         exit;
                     end if;
 
-                    if v_records then
+                    if v_names_org then
+                        select t.latest_run_id into v_latest
+                        from runlane.threads as t
+                        where
+                            t.agent_id = _lock_thread.p_agent_id
+                            and t.thread_id = _lock_thread.p_thread_id
+                            and t.org_id = _lock_thread.p_org_id
+                        for no key update;
+                    elsif v_records then
                         select t.latest_run_id into v_latest
                         from runlane.threads as t
                         where t.agent_id = _lock_thread.p_agent_id and t.thread_id = _lock_thread.p_thread_id
@@ -156,20 +177,38 @@ begin
             where
                 r.agent_id = $1
                 and r.thread_id = $2
+                and r.org_id = $3
                 and r.lane = ''interactive''
                 and r.state in (''queued'', ''running'')'
         into v_latest
-        using p_agent_id, p_thread_id;
+        using p_agent_id, p_thread_id, p_org_id;
         if v_records then
-            perform runlane._record_thread_run(p_agent_id, p_thread_id, v_latest);
+            perform runlane._record_thread_run(p_agent_id, p_thread_id, v_latest, p_org_id);
         end if;
     end if;
     return v_latest;
 end;
 $$;
 
-comment on function runlane._lock_thread(text, text) is
+comment on function runlane._lock_thread(text, text, text) is
 'Locks the chat thread''s row in runlane.threads until the transaction ends (55P03 after 5 s of '
 'waiting) and returns its newest interactive run, the only one that may be unfinished (0: none).';
+
+revoke all on function runlane._lock_thread(text, text, text) from public;
+
+-- _lock_thread (without the organization): the same, the organization looked up. Kept for
+-- the functions of the generation before, which call it during a rolling upgrade.
+create or replace function runlane._lock_thread(p_agent_id text, p_thread_id text)
+returns bigint
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    return runlane._lock_thread(p_agent_id, p_thread_id, runlane._agent_org(p_agent_id));
+end;
+$$;
+
+comment on function runlane._lock_thread(text, text) is
+'_lock_thread(agent, thread, organization) with the agent''s organization looked up.';
 
 revoke all on function runlane._lock_thread(text, text) from public;

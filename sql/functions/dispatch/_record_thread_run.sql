@@ -8,22 +8,39 @@
 -- Guarantees:
 -- * After it, the thread's row names p_run_id: the next decision on the thread reads that
 --   run by primary key.
+-- * From 0027 on the row is found by its whole key, p_org_id (the agent's organization)
+--   included: on Citus the update goes to the one node that holds it.
 -- * On a schema before 0026 (no column to record in) it does nothing: _lock_thread
 --   searches runs there.
-create or replace function runlane._record_thread_run(p_agent_id text, p_thread_id text, p_run_id bigint)
+create or replace function runlane._record_thread_run(
+    p_agent_id text, p_thread_id text, p_run_id bigint, p_org_id text
+)
 returns void
 language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
+declare
+    v_records boolean;
+    v_names_org boolean;
 begin
-    if exists (
-        select
-        from pg_catalog.pg_attribute as a
+    select
+        coalesce(bool_or(a.attname = 'latest_run_id'), false),
+        coalesce(bool_or(a.attname = 'org_id'), false)
+    into v_records, v_names_org
+    from pg_catalog.pg_attribute as a
+    where
+        a.attrelid = 'runlane.threads'::regclass
+        and a.attname in ('latest_run_id', 'org_id')
+        and not a.attisdropped;
+
+    if v_names_org then
+        update runlane.threads as t
+        set latest_run_id = p_run_id
         where
-            a.attrelid = 'runlane.threads'::regclass
-            and a.attname = 'latest_run_id'
-            and not a.attisdropped
-    ) then
+            t.agent_id = _record_thread_run.p_agent_id
+            and t.thread_id = _record_thread_run.p_thread_id
+            and t.org_id = _record_thread_run.p_org_id;
+    elsif v_records then
         update runlane.threads as t
         set latest_run_id = p_run_id
         where t.agent_id = _record_thread_run.p_agent_id and t.thread_id = _record_thread_run.p_thread_id;
@@ -31,8 +48,25 @@ begin
 end;
 $$;
 
-comment on function runlane._record_thread_run(text, text, bigint) is
+comment on function runlane._record_thread_run(text, text, bigint, text) is
 'Records p_run_id as the chat thread''s newest interactive run (threads.latest_run_id); '
 'nothing before migration 0026.';
+
+revoke all on function runlane._record_thread_run(text, text, bigint, text) from public;
+
+-- _record_thread_run (without the organization): the same, the organization looked up.
+-- Kept for the functions of the generation before, which call it during a rolling upgrade.
+create or replace function runlane._record_thread_run(p_agent_id text, p_thread_id text, p_run_id bigint)
+returns void
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    perform runlane._record_thread_run(p_agent_id, p_thread_id, p_run_id, runlane._agent_org(p_agent_id));
+end;
+$$;
+
+comment on function runlane._record_thread_run(text, text, bigint) is
+'_record_thread_run(agent, thread, run, organization) with the agent''s organization looked up.';
 
 revoke all on function runlane._record_thread_run(text, text, bigint) from public;

@@ -46,6 +46,7 @@ declare
     v_state text;
     v_busy_rounds int := 0;
     v_latest bigint;
+    v_org text;
 begin
     -- GUARD: arguments and the agent.
     if p_thread_id is null then
@@ -75,16 +76,19 @@ begin
     perform runlane._check_id('thread id', p_thread_id);
     perform runlane._check_body('message body', p_body);
 
+    -- (the organization first, then every statement by the whole key: on Citus, one node)
+    v_org := runlane._agent_org(p_agent_id);
     select a.* into v_agent
     from runlane.agents as a
     where a.agent_id = submit_message.p_agent_id
+      and a.org_id = v_org
       and (v_scope is null or a.org_id = v_scope);
     if not found then
         raise exception 'unknown agent %', runlane._quote_for_error(p_agent_id)
             using errcode = 'RL008';
     end if;
 
-    v_latest := runlane._lock_thread(v_agent.agent_id, p_thread_id);
+    v_latest := runlane._lock_thread(v_agent.agent_id, p_thread_id, v_org);
 
     -- GUARD: the agent as it is now, under the KEY SHARE lock the message's foreign key
     -- takes anyway. erase_agent (a delete) and put_agent moving the agent's runs to another
@@ -93,7 +97,7 @@ begin
     -- wait for this transaction and then see its run.
     select a.* into v_agent
     from runlane.agents as a
-    where a.agent_id = v_agent.agent_id
+    where a.agent_id = v_agent.agent_id and a.org_id = v_org
     for key share;
     if not found then
         raise exception 'unknown agent %', runlane._quote_for_error(p_agent_id)
@@ -114,7 +118,7 @@ begin
     loop
         select r.run_id, r.state into v_run_id, v_state
         from runlane.runs as r
-        where r.run_id = v_latest;
+        where r.run_id = v_latest and r.org_id = v_org;
         if v_state is distinct from 'queued' and v_state is distinct from 'running' then
             v_run_id := null;
             v_state := null;
@@ -126,12 +130,12 @@ begin
         if v_busy_rounds <= 50 then
             perform 1
             from runlane.runs as r
-            where r.run_id = v_run_id and r.state = 'queued'
+            where r.run_id = v_run_id and r.org_id = v_org and r.state = 'queued'
             for no key update skip locked;
         else
             perform 1
             from runlane.runs as r
-            where r.run_id = v_run_id and r.state = 'queued'
+            where r.run_id = v_run_id and r.org_id = v_org and r.state = 'queued'
             for no key update;
         end if;
         exit when found;
@@ -160,24 +164,26 @@ begin
         -- GUARD: the message and its run point at each other. Both ids are drawn first
         -- and both rows inserted by one statement (the foreign keys are checked at its
         -- end), so each row is written once: no insert of the message then an update of
-        -- it (a second, non-HOT version and its foreign-key checks again).
+        -- it (a second, non-HOT version and its foreign-key checks again). The run comes
+        -- first: Citus runs the CTE as a statement of its own, where the run's key to its
+        -- message is deferred (`runlane migrate --citus`) and the message's to its run holds.
         v_message_id := nextval('runlane.messages_message_id_seq'::regclass);
         v_run_id := nextval('runlane.runs_run_id_seq'::regclass);
         if to_regclass('runlane.runs_handler_claim_order_idx') is not null then
             -- (the run carries its agent's handler: claims read by it)
-            with message as (
-                insert into runlane.messages as m (message_id, org_id, agent_id, thread_id, body, run_id)
-                values (v_message_id, v_agent.org_id, v_agent.agent_id, p_thread_id, p_body, v_run_id)
+            with run as (
+                insert into runlane.runs as r (
+                    run_id, org_id, agent_id, lane, trigger, state, thread_id, prompt, model,
+                    computer_id, source_message_id, handler
+                )
+                values (
+                    v_run_id, v_agent.org_id, v_agent.agent_id, 'interactive', 'interactive', 'queued',
+                    p_thread_id, v_agent.prompt, v_agent.model, v_agent.computer_id, v_message_id,
+                    v_agent.handler
+                )
             )
-            insert into runlane.runs as r (
-                run_id, org_id, agent_id, lane, trigger, state, thread_id, prompt, model,
-                computer_id, source_message_id, handler
-            )
-            values (
-                v_run_id, v_agent.org_id, v_agent.agent_id, 'interactive', 'interactive', 'queued',
-                p_thread_id, v_agent.prompt, v_agent.model, v_agent.computer_id, v_message_id,
-                v_agent.handler
-            );
+            insert into runlane.messages as m (message_id, org_id, agent_id, thread_id, body, run_id)
+            values (v_message_id, v_agent.org_id, v_agent.agent_id, p_thread_id, p_body, v_run_id);
         else  -- (a schema before 0021: runs carry no handler)
             with message as (
                 insert into runlane.messages as m (message_id, org_id, agent_id, thread_id, body, run_id)
@@ -192,7 +198,7 @@ begin
                 p_thread_id, v_agent.prompt, v_agent.model, v_agent.computer_id, v_message_id
             );
         end if;
-        perform runlane._record_thread_run(v_agent.agent_id, p_thread_id, v_run_id);
+        perform runlane._record_thread_run(v_agent.agent_id, p_thread_id, v_run_id, v_org);
 
         return query select v_message_id, v_run_id, 'created'::text;
     end if;

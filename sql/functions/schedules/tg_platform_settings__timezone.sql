@@ -11,6 +11,9 @@ returns trigger
 language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
+declare
+    v_agents text[];
+    v_next timestamptz[];
 begin
     if not runlane._is_timezone(new.timezone) then
         raise exception 'invalid time zone %', quote_literal(left(coalesce(new.timezone, 'null'), 60))
@@ -20,16 +23,25 @@ begin
     end if;
 
     if tg_op = 'UPDATE' and new.timezone is distinct from old.timezone then
-        update runlane.agents as a
-        set next_run_at = runlane._next_slot(
-            runlane.parse_schedule(a.schedule), new.timezone, now(), a.schedule_anchor
-        )
-        from runlane.users as u
+        -- (the next slots are computed by a read, then written by key: Citus calls no
+        -- STABLE function on a column inside an UPDATE)
+        select
+            coalesce(array_agg(a.agent_id), '{}'),
+            coalesce(array_agg(
+                runlane._next_slot(runlane.parse_schedule(a.schedule), new.timezone, now(), a.schedule_anchor)
+            ), '{}')
+        into v_agents, v_next
+        from runlane.agents as a
+        join runlane.users as u on u.user_id = a.owner_id and u.org_id = a.org_id
         where a.org_id = new.org_id
-          and u.user_id = a.owner_id
           and u.timezone is null
           and a.next_run_at is not null
           and a.schedule not like 'every %';
+
+        update runlane.agents as a
+        set next_run_at = n.next_run_at
+        from unnest(v_agents, v_next) as n (agent_id, next_run_at)
+        where a.agent_id = n.agent_id and a.org_id = new.org_id;
     end if;
     return new;
 end;

@@ -49,12 +49,22 @@ revoke all on function runlane.tg_org_id__from_its_owner() from public;
 do $triggers$
 declare
     v_table text;
+    v_on_citus text[] := '{}';
 begin
+    -- (not on a table Citus holds: there every row must name its organization to reach
+    -- its node; the catalog exists only where Citus is installed)
+    if to_regclass('pg_catalog.pg_dist_partition') is not null then
+        execute 'select coalesce(array_agg(c.relname::text), ''{}'') from pg_catalog.pg_dist_partition as p '
+            'join pg_catalog.pg_class as c on c.oid = p.logicalrelid '
+            'where c.relnamespace = ''runlane''::regnamespace'
+        into v_on_citus;
+    end if;
     -- (from 0029 on; before it org_id may be null, and the migrations fill it)
     if to_regclass('runlane.agent_orgs') is not null then
         foreach v_table in array array[
             'threads', 'run_outputs', 'run_events', 'idempotency_keys', 'charge_buckets', 'computer_leases'
         ] loop
+            continue when v_table = any(v_on_citus);
             execute format(
                 'create or replace trigger %I before insert on runlane.%I for each row '
                 'when (new.org_id is null) execute function runlane.tg_org_id__from_its_owner()',
