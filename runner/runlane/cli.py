@@ -248,11 +248,25 @@ def fail(
     help="Seconds to wait for another migrator's lock, and for each migration's "
     "table locks (1 s attempts, retried); then fail naming the holders.",
 )
-def migrate_cmd(dsn: str, to: int | None, lock_timeout: float) -> None:
+@click.option(
+    "--citus",
+    is_flag=True,
+    help="On a Citus coordinator with worker nodes: also distribute the schema, the "
+    "organizations' tables by org_id and the global ones as reference tables (once; "
+    "with the workers stopped).",
+)
+def migrate_cmd(dsn: str, to: int | None, lock_timeout: float, citus: bool) -> None:
     """Apply pending migrations, then re-apply the functions."""
+    if citus and to is not None:
+        raise click.UsageError("--citus distributes the whole schema: it takes no --to")
     try:
         with psycopg.connect(dsn) as conn:
-            applied = migrate(conn, to=to, lock_timeout=lock_timeout)
+            if citus:
+                from .citus import migrate_citus
+
+                applied = migrate_citus(conn, lock_timeout=lock_timeout)
+            else:
+                applied = migrate(conn, to=to, lock_timeout=lock_timeout)
     except (psycopg.Error, MigrationError) as exc:
         fail(exc)
     if applied:

@@ -1,22 +1,61 @@
 """runlane on a Citus cluster: a coordinator and two worker nodes on loopback, started as
 the unprivileged user with the Citus that `make setup` builds. Every migration and
 function applies to the coordinator as it does to plain PostgreSQL, and a real worker
-process drains chat runs there (the tables are the coordinator's own: nothing is
-distributed by `runlane migrate`). In a second database the schema distributes: every
-organization's table by org_id into one co-location group, the global ones as reference
-tables, which Citus accepts only because every key and foreign key includes org_id."""
+process drains chat runs there (the tables are the coordinator's own: `runlane migrate`
+distributes nothing). In a second database `runlane migrate --citus` distributes the
+schema: every organization's table by org_id into one co-location group, the global ones
+as reference tables, which Citus accepts only because every key and foreign key includes
+org_id; there the calls of one organization reach the one node that holds it."""
 
 from __future__ import annotations
+
+import re
+import subprocess
+import sys
 
 import psycopg
 import pytest
 from worker_helpers import WorkerProcess, wait_until
 
-from runlane.migrate import install_functions, migrate, migrations
+from runlane.citus import DISTRIBUTED, REFERENCE
+from runlane.migrate import migrate, migrations
 from runlane.pgcluster import LocalCluster
 
 DATABASE = "runlane"
 CITUS = {"shared_preload_libraries": "citus", "max_worker_processes": "16"}
+
+
+def cli(*args: str, dsn: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "runlane", *args, "--dsn", dsn],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def node_of(conn: psycopg.Connection, org_id: str) -> int:
+    """The port of the worker node that holds an organization's rows."""
+    return conn.execute(
+        "select n.nodeport from pg_dist_placement as p join pg_dist_node as n using (groupid) "
+        "where p.shardid = get_shard_id_for_distribution_column('runlane.runs', %s::text)",
+        (org_id,),
+    ).fetchone()[0]
+
+
+def nodes_reached(conn: psycopg.Connection, statement: str, params=()) -> tuple[list, set[int]]:
+    """The statement's rows, and the ports of the nodes its commands went to (Citus's
+    remote-command log: one NOTICE per command sent, its DETAIL naming the server)."""
+    notices: list[str] = []
+    conn.add_notice_handler(lambda diag: notices.append(diag.message_detail or ""))
+    conn.execute("set citus.log_remote_commands = on")
+    try:
+        rows = conn.execute(statement, params).fetchall()
+    finally:
+        conn.execute("reset citus.log_remote_commands")
+        conn._notice_handlers.clear()
+    ports = {int(port) for port in re.findall(r"on server [^:]+:(\d+)", "\n".join(notices))}
+    return rows, ports
 
 
 @pytest.fixture(scope="module")
@@ -104,71 +143,7 @@ def test_a_worker_process_drains_chat_runs_on_the_coordinator(citus_nodes):
         worker.check_logs()
 
 
-# The steps that distribute the schema, in the order Citus needs: the organizations'
-# tables by org_id into one co-location group (runs and messages point at each other:
-# their key is added once both are distributed), then the global ones as reference
-# tables (a reference table made first would turn the whole key-connected group into
-# citus-local tables).
-DISTRIBUTED = (
-    "platform_settings",
-    "org_claim_locks",
-    "users",
-    "agents",
-    "runs",
-    "messages",
-    "threads",
-    "run_outputs",
-    "run_events",
-    "charges",
-    "idempotency_keys",
-    "charge_buckets",
-)
-REFERENCE = (
-    "agent_orgs",
-    "user_orgs",
-    "computer_leases",
-    "api_logins",
-    "api_scopes",
-    "stream_keys",
-    "leader",
-    "workers",
-    "claim_receipts",
-)
-
-
-def distribute(conn: psycopg.Connection) -> None:
-    conn.execute("set citus.enable_unsafe_triggers = on")  # (agents, users, organizations)
-    for table in (
-        "threads",
-        "run_outputs",
-        "run_events",
-        "idempotency_keys",
-        "charge_buckets",
-        "computer_leases",
-    ):
-        conn.execute(f"drop trigger {table}_org_id on runlane.{table}")
-    conn.execute("alter table runlane.api_logins drop constraint api_logins_org_id_fkey")
-    conn.execute("alter table runlane.api_scopes drop constraint api_scopes_org_id_fkey")
-    conn.execute("alter table runlane.computer_leases drop constraint computer_leases_run_id_fkey")
-    conn.execute("alter table runlane.runs drop constraint runs_source_message_of_run_fk")
-    for table in DISTRIBUTED:
-        conn.execute(
-            "select create_distributed_table(%s, 'org_id', colocate_with => %s)",
-            (
-                f"runlane.{table}",
-                "none" if table == "platform_settings" else "runlane.platform_settings",
-            ),
-        )
-    conn.execute(
-        "alter table runlane.runs add constraint runs_source_message_of_run_fk "
-        "foreign key (run_id, source_message_id, org_id) "
-        "references runlane.messages (run_id, message_id, org_id)"
-    )
-    for table in REFERENCE:
-        conn.execute("select create_reference_table(%s)", (f"runlane.{table}",))
-
-
-def test_the_organizations_tables_distribute_by_org_id_into_one_colocation_group(citus_nodes):
+def test_migrate_citus_distributes_the_organizations_tables_by_org_id(citus_nodes):
     coordinator = citus_nodes[0]
     for node in citus_nodes:
         with psycopg.connect(node.dsn, autocommit=True) as conn:
@@ -179,8 +154,14 @@ def test_the_organizations_tables_distribute_by_org_id_into_one_colocation_group
         conn.execute("select citus_set_coordinator_host('127.0.0.1', %s)", (coordinator.port,))
         for node in citus_nodes[1:]:
             conn.execute("select citus_add_node('127.0.0.1', %s)", (node.port,))
-        migrate(conn)
-        distribute(conn)
+    distributed_once = cli("migrate", "--citus", dsn=coordinator.dsn_for("sharded"))
+    assert distributed_once.returncode == 0, distributed_once.stderr
+    assert "applied 0029_org_id_in_every_key" in distributed_once.stdout
+    again = cli("migrate", "--citus", dsn=coordinator.dsn_for("sharded"))
+    assert (again.returncode, again.stdout.strip()) == (0, "schema is up to date"), again.stderr
+    plain = cli("migrate", dsn=coordinator.dsn_for("sharded"))  # reinstalls the functions
+    assert plain.returncode == 0, plain.stderr
+    with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
         tables = conn.execute(
             "select table_name::text, citus_table_type, distribution_column, colocation_id "
             "from citus_tables where table_name::text like 'runlane.%'"
@@ -202,6 +183,29 @@ def test_the_organizations_tables_distribute_by_org_id_into_one_colocation_group
             ).fetchall()
         )
         assert "Task Count: 1" in plan  # one organization's row: one node
+        fill_triggers = conn.execute(
+            "select count(*) from pg_trigger where tgname like '%%\\_org\\_id' "
+            "and tgrelid::regclass::text like 'runlane.%%'"
+        ).fetchone()[0]
+        assert fill_triggers == 0, "a plain migrate must not bring back the fill triggers"
+
+
+def test_migrate_citus_refuses_a_database_without_citus_or_worker_nodes(citus_nodes):
+    coordinator = citus_nodes[0]
+    with psycopg.connect(coordinator.dsn, autocommit=True) as conn:
+        conn.execute("create database no_citus")
+        conn.execute("create database no_workers")
+    with psycopg.connect(coordinator.dsn_for("no_workers"), autocommit=True) as conn:
+        conn.execute("create extension citus")
+    refused = cli("migrate", "--citus", dsn=coordinator.dsn_for("no_citus"))
+    assert refused.returncode != 0
+    assert "the citus extension is not in this database" in refused.stderr
+    refused = cli("migrate", "--citus", dsn=coordinator.dsn_for("no_workers"))
+    assert refused.returncode != 0
+    assert "no worker nodes" in refused.stderr
+    with psycopg.connect(coordinator.dsn_for("no_workers"), autocommit=True) as conn:
+        nothing = conn.execute("select to_regclass('runlane.runs') is null").fetchone()[0]
+        assert nothing, "a refused --citus creates nothing"
 
 
 def test_the_management_calls_run_on_the_distributed_schema(citus_nodes):
@@ -210,8 +214,6 @@ def test_the_management_calls_run_on_the_distributed_schema(citus_nodes):
     an agent id of one organization refused to another: the namespace holds across nodes."""
     coordinator = citus_nodes[0]
     with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
-        conn.execute("set citus.enable_unsafe_triggers = on")  # (as distribute() does)
-        install_functions(conn)
         conn.execute("select runlane.put_org('org-t')")
         conn.execute("select runlane.put_user('user-t', 'org-t')")
         conn.execute(
@@ -234,3 +236,53 @@ def test_the_management_calls_run_on_the_distributed_schema(citus_nodes):
                 "select runlane.put_agent('agent-t', "
                 '\'{"org_id": "org-u", "owner_id": "user-u"}\')'
             )
+
+
+def test_one_organizations_chat_calls_reach_only_the_node_that_holds_it(citus_nodes):
+    """submit_message (created, steering), send_message, run_now and put_org with a new
+    time zone (its agents' next slots recomputed) on the distributed schema: every command
+    each sends goes to the one worker node holding the organization."""
+    coordinator = citus_nodes[0]
+    with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
+        orgs = [f"org-chat-{i}" for i in range(8)]
+        for org in orgs:
+            conn.execute("select runlane.put_org(%s)", (org,))
+            conn.execute("select runlane.put_user(%s, %s)", (f"user-{org}", org))
+            conn.execute(
+                "select runlane.put_agent(%s, %s)",
+                (
+                    f"agent-{org}",
+                    f'{{"org_id": "{org}", "owner_id": "user-{org}", "model": "echo", '
+                    '"schedule": "daily at 09:00"}',
+                ),
+            )
+        homes = {org: node_of(conn, org) for org in orgs}
+        assert len(set(homes.values())) == 2, "the organizations spread over both nodes"
+        for org in orgs:
+            agent = f"agent-{org}"
+            created, ports = nodes_reached(
+                conn, "select * from runlane.submit_message(%s, 'thread-1', 'hello')", (agent,)
+            )
+            assert created[0][2] == "created" and ports == {homes[org]}
+            steering, ports = nodes_reached(
+                conn, "select * from runlane.send_message(%s, 'thread-1', 'more')", (agent,)
+            )
+            assert steering[0][1:] == (created[0][1], "steering") and ports == {homes[org]}
+            manual, ports = nodes_reached(conn, "select run_id from runlane.run_now(%s)", (agent,))
+            assert manual[0][0] is not None and ports == {homes[org]}
+            before = conn.execute(
+                "select next_run_at from runlane.agents where agent_id = %s", (agent,)
+            ).fetchone()[0]
+            _, ports = nodes_reached(
+                conn, "select runlane.put_org(%s, '{\"timezone\": \"Asia/Tokyo\"}')", (org,)
+            )
+            assert ports == {homes[org]}
+            after = conn.execute(
+                "select next_run_at from runlane.agents where agent_id = %s", (agent,)
+            ).fetchone()[0]
+            assert after != before  # 09:00 in Tokyo, not in UTC
+        queued = conn.execute(
+            "select count(*) from runlane.runs where state = 'queued' and org_id = any(%s)",
+            (orgs,),
+        ).fetchone()[0]
+        assert queued == 2 * len(orgs)  # a chat run and a manual run each
