@@ -19,28 +19,24 @@ returns void
 language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
-declare
-    v_records boolean;
-    v_names_org boolean;
 begin
-    select
-        coalesce(bool_or(a.attname = 'latest_run_id'), false),
-        coalesce(bool_or(a.attname = 'org_id'), false)
-    into v_records, v_names_org
-    from pg_catalog.pg_attribute as a
-    where
-        a.attrelid = 'runlane.threads'::regclass
-        and a.attname in ('latest_run_id', 'org_id')
-        and not a.attisdropped;
-
-    if v_names_org then
+    -- (0027's org_id implies 0026's latest_run_id: one catalog probe on a current schema)
+    if exists (
+        select 1
+        from pg_catalog.pg_attribute as a
+        where a.attrelid = 'runlane.threads'::regclass and a.attname = 'org_id' and not a.attisdropped
+    ) then
         update runlane.threads as t
         set latest_run_id = p_run_id
         where
             t.agent_id = _record_thread_run.p_agent_id
             and t.thread_id = _record_thread_run.p_thread_id
             and t.org_id = _record_thread_run.p_org_id;
-    elsif v_records then
+    elsif exists (
+        select 1
+        from pg_catalog.pg_attribute as a
+        where a.attrelid = 'runlane.threads'::regclass and a.attname = 'latest_run_id' and not a.attisdropped
+    ) then
         update runlane.threads as t
         set latest_run_id = p_run_id
         where t.agent_id = _record_thread_run.p_agent_id and t.thread_id = _record_thread_run.p_thread_id;
