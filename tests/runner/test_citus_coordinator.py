@@ -274,7 +274,7 @@ def test_one_organizations_chat_calls_reach_only_the_node_that_holds_it(citus_no
                 "select next_run_at from runlane.agents where agent_id = %s", (agent,)
             ).fetchone()[0]
             _, ports = nodes_reached(
-                conn, "select runlane.put_org(%s, '{\"timezone\": \"Asia/Tokyo\"}')", (org,)
+                conn, 'select runlane.put_org(%s, \'{"timezone": "Asia/Tokyo"}\')', (org,)
             )
             assert ports == {homes[org]}
             after = conn.execute(
@@ -286,3 +286,40 @@ def test_one_organizations_chat_calls_reach_only_the_node_that_holds_it(citus_no
             (orgs,),
         ).fetchone()[0]
         assert queued == 2 * len(orgs)  # a chat run and a manual run each
+
+
+def test_run_keyed_calls_answer_on_the_distributed_schema(citus_nodes):
+    """run_status, outputs_since, message_status, publish_run (with a wake time) and
+    cancel_run, which know a run by its id alone: they find its organization by reading
+    the run (a read that asks every node), then lock and write by the whole key."""
+    coordinator = citus_nodes[0]
+    with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
+        conn.execute("select runlane.put_org('org-runs')")
+        conn.execute("select runlane.put_user('user-runs', 'org-runs')")
+        conn.execute(
+            "select runlane.put_agent('agent-runs', "
+            '\'{"org_id": "org-runs", "owner_id": "user-runs", "model": "echo"}\')'
+        )
+        message_id, run_id, _ = conn.execute(
+            "select * from runlane.submit_message('agent-runs', 'thread-1', 'hello')"
+        ).fetchone()
+        status = conn.execute("select state from runlane.run_status(%s)", (run_id,)).fetchone()
+        assert status == ("queued",)
+        assert (
+            conn.execute("select * from runlane.outputs_since(%s, 0)", (run_id,)).fetchall() == []
+        )
+        assert conn.execute(
+            "select state, run_id from runlane.message_status(%s)", (message_id,)
+        ).fetchone() == ("queued", run_id)
+        conn.execute("select runlane.publish_run(%s, now() + interval '1 hour')", (run_id,))
+        woken_later = conn.execute(
+            "select wake_at > now() from runlane.runs where run_id = %s", (run_id,)
+        ).fetchone()[0]
+        assert woken_later
+        assert conn.execute("select runlane.cancel_run(%s)", (run_id,)).fetchone() == ("canceled",)
+        assert conn.execute(
+            "select state, finished_at is not null from runlane.run_status(%s)", (run_id,)
+        ).fetchone() == ("canceled", True)
+        with pytest.raises(psycopg.Error) as unknown:
+            conn.execute("select runlane.run_status(%s)", (run_id + 10**9,))
+        assert unknown.value.sqlstate == "RL008"

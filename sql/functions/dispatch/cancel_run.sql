@@ -29,16 +29,22 @@ as $$
 declare
     v_scope text := runlane._api_org();  -- first: a foreign and an unknown id take one path
     v_run runlane.runs;
+    v_org text;
 begin
     if p_run_id is null then
         raise exception 'run id is required'
             using errcode = '22004';
     end if;
 
-    select r.* into v_run
+    -- (the run's organization first, then the lock by the whole key: on Citus a locking
+    -- read must name one organization; finding it asks every node, the lock only one)
+    select r.org_id into v_org
     from runlane.runs as r
     where r.run_id = cancel_run.p_run_id
-      and (v_scope is null or r.org_id = v_scope)
+      and (v_scope is null or r.org_id = v_scope);
+    select r.* into v_run
+    from runlane.runs as r
+    where r.run_id = cancel_run.p_run_id and r.org_id = v_org
     for no key update;
     if not found then
         raise exception 'unknown run %', p_run_id
@@ -55,7 +61,7 @@ begin
         if v_run.reason is distinct from 'cancel_requested' then
             update runlane.runs as r
             set reason = 'cancel_requested'
-            where r.run_id = v_run.run_id;
+            where r.run_id = v_run.run_id and r.org_id = v_run.org_id;
 
             perform runlane._write_run_events(
                 array[v_run.run_id], array[v_run.org_id], 'run.cancel_requested',

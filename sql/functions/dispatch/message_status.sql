@@ -28,7 +28,7 @@ begin
     return query
     select m.message_id, coalesce(r.state, 'held'), m.run_id
     from runlane.messages as m
-    left join runlane.runs as r on r.run_id = m.run_id
+    left join runlane.runs as r on r.run_id = m.run_id and r.org_id = m.org_id
     where m.message_id = message_status.p_message_id
       and (v_scope is null or m.org_id = v_scope);
     if not found then

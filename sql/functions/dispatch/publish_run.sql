@@ -20,6 +20,7 @@ as $$
 declare
     v_scope text := runlane._api_org();  -- first: a foreign and an unknown id take one path
     v_lane text;
+    v_org text;  -- the run's: the update names its whole key (on Citus, one node)
 begin
     if p_run_id is null then
         raise exception 'run id is required (a held message has no run to publish)'
@@ -33,7 +34,7 @@ begin
 
     perform runlane._check_wake_at(p_wake_at);
 
-    select r.lane into v_lane
+    select r.lane, r.org_id into v_lane, v_org
     from runlane.runs as r
     where r.run_id = publish_run.p_run_id
       and (v_scope is null or r.org_id = v_scope);
@@ -45,7 +46,7 @@ begin
     if p_wake_at is not null then
         update runlane.runs as r
         set wake_at = publish_run.p_wake_at
-        where r.run_id = publish_run.p_run_id and r.state = 'queued';
+        where r.run_id = publish_run.p_run_id and r.org_id = v_org and r.state = 'queued';
     end if;
 
     perform runlane._notify_run(p_run_id, v_lane);

@@ -41,6 +41,7 @@ begin
             select max(o.output_id)
             from runlane.run_outputs as o
             where o.run_id = r.run_id
+              and o.org_id = r.org_id  -- (the whole key: on Citus a join within one node)
               and o.kind in ('text', 'final', 'message_tool', 'card')
         ),
         r.finished_at

@@ -41,6 +41,9 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_closed runlane.runs;
+    -- (read once, before the update: Citus calls no volatile function inside an UPDATE of
+    -- a distributed table; the update names the run's whole key, so it reaches one node)
+    v_finished_at timestamptz := clock_timestamp();
 begin
     if p_outcome is null or p_outcome not in ('succeeded', 'failed', 'canceled') then
         raise exception 'a run closes as succeeded, failed or canceled, not %',
@@ -60,26 +63,26 @@ begin
         set state = _close_run_with.p_outcome,
             reason = _close_run_with.p_reason,
             last_error = left(_close_run_with.p_error, 1000),
-            finished_at = clock_timestamp(),
+            finished_at = v_finished_at,
             lease_owner = null,
             lease_expires_at = null,
             cost = r.cost + coalesce(_close_run_with.p_cost, 0),
             first_response_at = coalesce(r.first_response_at, _close_run_with.p_first_response_at)
-        where r.run_id = (_close_run_with.p_run).run_id
+        where r.run_id = (_close_run_with.p_run).run_id and r.org_id = (_close_run_with.p_run).org_id
         returning r.* into v_closed;
     else
         update runlane.runs as r
         set state = _close_run_with.p_outcome,
             reason = _close_run_with.p_reason,
             last_error = left(_close_run_with.p_error, 1000),
-            finished_at = clock_timestamp(),
+            finished_at = v_finished_at,
             lease_owner = null,
             lease_expires_at = null,
             cost = r.cost + coalesce(_close_run_with.p_cost, 0),
             first_response_at = coalesce(r.first_response_at, _close_run_with.p_first_response_at),
             write_fence = (_close_run_with.p_run).fence,
             write_seq = _close_run_with.p_write_seq
-        where r.run_id = (_close_run_with.p_run).run_id
+        where r.run_id = (_close_run_with.p_run).run_id and r.org_id = (_close_run_with.p_run).org_id
         returning r.* into v_closed;
     end if;
 
