@@ -70,7 +70,8 @@ begin
         -- input (it takes them with take_steering, or its end dispatches them).
         perform 1
         from runlane.runs as r
-        where r.run_id = v_run_id and r.org_id = v_org and r.state = 'queued'
+        -- (`is true`: no partial index on queued runs matches; see submit_message)
+        where r.run_id = v_run_id and r.org_id = v_org and (r.state = 'queued') is true
         for no key update skip locked;
         if not found then
             return null;

@@ -46,7 +46,8 @@ begin
     if p_wake_at is not null then
         update runlane.runs as r
         set wake_at = publish_run.p_wake_at
-        where r.run_id = publish_run.p_run_id and r.org_id = v_org and r.state = 'queued';
+        -- (`is true`: no partial index on queued runs matches; see submit_message)
+        where r.run_id = publish_run.p_run_id and r.org_id = v_org and (r.state = 'queued') is true;
     end if;
 
     perform runlane._notify_run(p_run_id, v_lane);

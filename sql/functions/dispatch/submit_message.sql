@@ -77,7 +77,12 @@ begin
     perform runlane._check_body('message body', p_body);
 
     -- (the organization first, then every statement by the whole key: on Citus, one node)
-    v_org := runlane._agent_org(p_agent_id);
+    if to_regclass('runlane.agent_orgs') is not null then  -- (runlane._agent_org, inline)
+        select o.org_id into v_org from runlane.agent_orgs as o where o.agent_id = p_agent_id;
+    end if;
+    if v_org is null then
+        v_org := runlane._agent_org(p_agent_id);
+    end if;
     select a.* into v_agent
     from runlane.agents as a
     where a.agent_id = submit_message.p_agent_id
@@ -113,8 +118,11 @@ begin
     -- stay busy (someone holds the row for long), wait for the lock instead: a run that
     -- was queued when the wait began cannot be held by a finishing owner.
     -- The thread's only possible unfinished run is the one _lock_thread returned, read
-    -- by run_id alone: a state or lane condition would let the plan pick a lane index and
-    -- walk the lane's queue.
+    -- by its key alone: a state or lane condition would let the plan pick a lane index and
+    -- walk the lane's queue. Where the lock must test the state, it is written
+    -- `(state = 'queued') is true`, which no partial index on queued runs matches: a
+    -- plain `state = 'queued'` with the organization lets a plan cached on a small table
+    -- walk the organization's queue in the fair-claim index.
     loop
         select r.run_id, r.state into v_run_id, v_state
         from runlane.runs as r
@@ -130,12 +138,12 @@ begin
         if v_busy_rounds <= 50 then
             perform 1
             from runlane.runs as r
-            where r.run_id = v_run_id and r.org_id = v_org and r.state = 'queued'
+            where r.run_id = v_run_id and r.org_id = v_org and (r.state = 'queued') is true
             for no key update skip locked;
         else
             perform 1
             from runlane.runs as r
-            where r.run_id = v_run_id and r.org_id = v_org and r.state = 'queued'
+            where r.run_id = v_run_id and r.org_id = v_org and (r.state = 'queued') is true
             for no key update;
         end if;
         exit when found;
