@@ -175,6 +175,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane._finish_runs_together(bigint[],bigint[],text[],text[],numeric[],integer[],text[],"
     "text[],bigint[])": NOBODY,
     "runlane._lock_agent(text)": NOBODY,
+    "runlane._lock_agent(text,text)": NOBODY,
     "runlane._skip_gated_runs(bigint[],text[])": NOBODY,
     # claim_runs' steps
     "runlane._claim_check_arguments(text,text[],integer,interval,boolean)": NOBODY,

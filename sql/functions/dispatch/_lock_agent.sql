@@ -12,21 +12,21 @@
 -- * It waits at most lock_timeout (5 s, set by every public function that calls it) for
 --   another transaction holding the agent, then
 --   raises 55P03 (lock_not_available) with a hint, instead of hanging.
-create or replace function runlane._lock_agent(p_agent_id text)
+-- * Reads and locks by the whole key, p_org_id the agent's organization: on Citus, one
+--   node.
+create or replace function runlane._lock_agent(p_agent_id text, p_org_id text)
 returns boolean
 language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
-declare
-    v_org text := runlane._agent_org(p_agent_id);  -- (the whole key: on Citus, one node)
 begin
     perform 1 from runlane.agents as a
-    where a.agent_id = _lock_agent.p_agent_id and a.org_id = v_org
+    where a.agent_id = _lock_agent.p_agent_id and a.org_id = _lock_agent.p_org_id
     for no key update skip locked;
     if not found then
         begin
             perform 1 from runlane.agents as a
-            where a.agent_id = _lock_agent.p_agent_id and a.org_id = v_org
+            where a.agent_id = _lock_agent.p_agent_id and a.org_id = _lock_agent.p_org_id
             for no key update;
         exception when lock_not_available then
             raise exception 'an agent stayed locked by another transaction for longer than lock_timeout (%)',
@@ -39,15 +39,32 @@ begin
     return exists (
         select 1 from runlane.runs as r
         where r.agent_id = _lock_agent.p_agent_id
-          and r.org_id = v_org
+          and r.org_id = _lock_agent.p_org_id
           and r.lane = 'background'
           and r.state in ('queued', 'running')
     );
 end;
 $$;
 
-comment on function runlane._lock_agent(text) is
+comment on function runlane._lock_agent(text, text) is
 'Locks the agent''s row until the transaction ends (55P03 after 5 s of waiting); '
 'true when it has an unfinished background run.';
+
+revoke all on function runlane._lock_agent(text, text) from public;
+
+-- _lock_agent (without the organization): the same, the organization looked up. Kept
+-- for the functions of the generation before, which call it during a rolling upgrade.
+create or replace function runlane._lock_agent(p_agent_id text)
+returns boolean
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    return runlane._lock_agent(p_agent_id, runlane._agent_org(p_agent_id));
+end;
+$$;
+
+comment on function runlane._lock_agent(text) is
+'_lock_agent(agent, organization) with the agent''s organization looked up.';
 
 revoke all on function runlane._lock_agent(text) from public;

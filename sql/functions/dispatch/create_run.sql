@@ -39,7 +39,7 @@ begin
     perform runlane._check_body('prompt', p_prompt);
     v_agent := runlane._agent_gates(p_agent_id, false);
 
-    if runlane._lock_agent(v_agent.agent_id) then
+    if runlane._lock_agent(v_agent.agent_id, v_agent.org_id) then
         v_reason := 'already_running';
     elsif runlane._budget_exhausted(v_agent.owner_id, v_agent.org_id, now()) then
         v_reason := 'budget_exhausted';

@@ -24,7 +24,7 @@ declare
 begin
     v_run := runlane._new_background_run(
         v_agent, 'manual', v_agent.prompt, null,
-        case when runlane._lock_agent(v_agent.agent_id) then 'already_running' end,
+        case when runlane._lock_agent(v_agent.agent_id, v_agent.org_id) then 'already_running' end,
         null, null
     );
     -- The prompt is the agent's instructions, for its worker (claim_runs), not for the

@@ -77,7 +77,7 @@ begin
                 runlane._last_slot(v_spec, v_tz, p_now, v_agent.schedule_anchor)
             );
             agent_id := v_agent.agent_id;
-            v_busy := runlane._lock_agent(v_agent.agent_id);
+            v_busy := runlane._lock_agent(v_agent.agent_id, v_agent.org_id);
 
             -- GUARD: 1. coalesce into the pristine pending timer run of this routine
             v_pending := null;
