@@ -22,7 +22,13 @@ from runlane.migrate import migrate, migrations
 from runlane.pgcluster import LocalCluster
 
 DATABASE = "runlane"
-CITUS = {"shared_preload_libraries": "citus", "max_worker_processes": "16"}
+# Commits are acknowledged once written (fsync stays off: the nodes' crashes are their
+# processes', never the machine's), so a node killed at once keeps what it acknowledged.
+CITUS = {
+    "shared_preload_libraries": "citus",
+    "max_worker_processes": "16",
+    "synchronous_commit": "on",
+}
 
 
 def cli(*args: str, dsn: str) -> subprocess.CompletedProcess:
@@ -323,3 +329,61 @@ def test_run_keyed_calls_answer_on_the_distributed_schema(citus_nodes):
         with pytest.raises(psycopg.Error) as unknown:
             conn.execute("select runlane.run_status(%s)", (run_id + 10**9,))
         assert unknown.value.sqlstate == "RL008"
+
+
+def test_a_crashed_worker_node_holds_up_only_the_organizations_it_holds(citus_nodes):
+    """A worker node stopped as by a crash: its organizations' calls fail, naming the
+    node, until it returns; the other node's organizations go on; nothing acknowledged
+    before is lost. A write to a reference table (a new user, of any organization) needs
+    every node, so it waits for the node too."""
+    coordinator, _, second = citus_nodes
+    with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
+        orgs = [f"org-crash-{i}" for i in range(8)]
+        for org in orgs:
+            conn.execute("select runlane.put_org(%s)", (org,))
+            conn.execute("select runlane.put_user(%s, %s)", (f"user-{org}", org))
+            conn.execute(
+                "select runlane.put_agent(%s, %s)",
+                (
+                    f"agent-{org}",
+                    f'{{"org_id": "{org}", "owner_id": "user-{org}", "model": "echo"}}',
+                ),
+            )
+        down = [org for org in orgs if node_of(conn, org) == second.port]
+        up = [org for org in orgs if org not in down]
+        assert down and up, "the organizations spread over both nodes"
+        acknowledged = {
+            org: conn.execute(
+                "select message_id, run_id from runlane.send_message(%s, 'thread-1', 'before')",
+                (f"agent-{org}",),
+            ).fetchone()
+            for org in orgs
+        }
+        second.stop("immediate")
+        try:
+            for org in up:
+                during = conn.execute(
+                    "select disposition from runlane.send_message(%s, 'thread-2', 'during')",
+                    (f"agent-{org}",),
+                ).fetchone()
+                assert during == ("created",)
+            for org in down:
+                with pytest.raises(psycopg.Error) as failed:
+                    conn.execute(
+                        "select * from runlane.send_message(%s, 'thread-2', 'during')",
+                        (f"agent-{org}",),
+                    )
+                assert f":{second.port}" in str(failed.value), "the error names the node"
+            with pytest.raises(psycopg.Error):
+                conn.execute("select runlane.put_user('user-new', %s)", (up[0],))
+        finally:
+            second.start()
+        for org, (message_id, run_id) in acknowledged.items():
+            assert conn.execute(
+                "select run_id from runlane.message_status(%s)", (message_id,)
+            ).fetchone() == (run_id,), f"{org}'s acknowledged message survived"
+        after = conn.execute(
+            "select disposition from runlane.send_message(%s, 'thread-2', 'after')",
+            (f"agent-{down[0]}",),
+        ).fetchone()
+        assert after == ("created",)  # the node is back: its organizations go on
