@@ -123,6 +123,29 @@ def seed_agents(conn: psycopg.Connection, agents: int, orgs: int) -> None:
         """,
         {"agents": agents, "orgs": orgs},
     )
+    seed_id_namespaces(conn)
+
+
+def seed_id_namespaces(conn: psycopg.Connection) -> None:
+    """The agent and user ids' namespace rows (agent_orgs, user_orgs, from migration 0029)
+    for rows written here by hand, as put_agent and put_user write them: the calls find an
+    agent's organization there first."""
+    conn.execute(
+        """
+        do $$
+        begin
+            if to_regclass('runlane.agent_orgs') is not null then
+                insert into runlane.agent_orgs (agent_id, org_id)
+                select a.agent_id, a.org_id from runlane.agents as a
+                on conflict do nothing;
+                insert into runlane.user_orgs (user_id, org_id)
+                select u.user_id, u.org_id from runlane.users as u
+                on conflict do nothing;
+            end if;
+        end
+        $$
+        """
+    )
 
 
 def seed_queued_runs(conn: psycopg.Connection, runs: int, orgs: int) -> None:
