@@ -149,17 +149,25 @@ def test_a_worker_process_drains_chat_runs_on_the_coordinator(citus_nodes):
         worker.check_logs()
 
 
+def cluster_database(nodes: list[LocalCluster], name: str) -> str:
+    """A database `name` on every node with the citus extension, the workers added to the
+    coordinator (nodes[0]); returns the coordinator's DSN for it."""
+    coordinator = nodes[0]
+    for node in nodes:
+        with psycopg.connect(node.dsn, autocommit=True) as conn:
+            conn.execute(f"create database {name}")
+        with psycopg.connect(node.dsn_for(name), autocommit=True) as conn:
+            conn.execute("create extension citus")
+    with psycopg.connect(coordinator.dsn_for(name), autocommit=True) as conn:
+        conn.execute("select citus_set_coordinator_host('127.0.0.1', %s)", (coordinator.port,))
+        for node in nodes[1:]:
+            conn.execute("select citus_add_node('127.0.0.1', %s)", (node.port,))
+    return coordinator.dsn_for(name)
+
+
 def test_migrate_citus_distributes_the_organizations_tables_by_org_id(citus_nodes):
     coordinator = citus_nodes[0]
-    for node in citus_nodes:
-        with psycopg.connect(node.dsn, autocommit=True) as conn:
-            conn.execute("create database sharded")
-        with psycopg.connect(node.dsn_for("sharded"), autocommit=True) as conn:
-            conn.execute("create extension citus")
-    with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
-        conn.execute("select citus_set_coordinator_host('127.0.0.1', %s)", (coordinator.port,))
-        for node in citus_nodes[1:]:
-            conn.execute("select citus_add_node('127.0.0.1', %s)", (node.port,))
+    cluster_database(citus_nodes, "sharded")
     distributed_once = cli("migrate", "--citus", dsn=coordinator.dsn_for("sharded"))
     assert distributed_once.returncode == 0, distributed_once.stderr
     assert "applied 0029_org_id_in_every_key" in distributed_once.stdout
@@ -387,3 +395,56 @@ def test_a_crashed_worker_node_holds_up_only_the_organizations_it_holds(citus_no
             (f"agent-{down[0]}",),
         ).fetchone()
         assert after == ("created",)  # the node is back: its organizations go on
+
+
+def test_migrate_citus_moves_a_database_in_use_with_its_rows(citus_nodes):
+    """A database that ran on the coordinator's own tables, with organizations, agents,
+    conversations and runs in every state a queue holds, distributed afterwards: every row
+    is kept, and the conversations go on where they were."""
+    dsn = cluster_database(citus_nodes, "moved")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        migrate(conn)  # plain: the tables are the coordinator's own
+        for i in range(6):
+            org = f"org-moved-{i}"
+            conn.execute("select runlane.put_org(%s)", (org,))
+            conn.execute("select runlane.put_user(%s, %s)", (f"user-{org}", org))
+            conn.execute(
+                "select runlane.put_agent(%s, %s)",
+                (
+                    f"agent-{org}",
+                    f'{{"org_id": "{org}", "owner_id": "user-{org}", "model": "echo"}}',
+                ),
+            )
+            conn.execute("select runlane.send_message(%s, 'thread-1', 'hello')", (f"agent-{org}",))
+            conn.execute("select runlane.run_now(%s)", (f"agent-{org}",))
+        conn.execute(
+            "select runlane.cancel_run(run_id) from runlane.runs "
+            "where lane = 'background' and org_id = 'org-moved-0'"
+        )
+        counts = "select " + ", ".join(
+            f"(select count(*) from runlane.{table})"
+            for table in ("runs", "messages", "threads", "run_events", "agents", "agent_orgs")
+        )
+        before = conn.execute(counts).fetchone()
+        queued_chat = dict(
+            conn.execute(
+                "select org_id, run_id from runlane.runs where lane = 'interactive'"
+            ).fetchall()
+        )
+    moved = cli("migrate", "--citus", dsn=dsn)
+    assert moved.returncode == 0, moved.stderr
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert conn.execute(
+            "select count(*) from citus_tables where citus_table_type = 'distributed' "
+            "and table_name::text like 'runlane.%'"
+        ).fetchone() == (len(DISTRIBUTED),)
+        assert conn.execute(counts).fetchone() == before, "every row moved into the shards"
+        for org, run_id in queued_chat.items():
+            joined = conn.execute(
+                "select run_id, disposition from runlane.send_message(%s, 'thread-1', 'more')",
+                (f"agent-{org}",),
+            ).fetchone()
+            assert joined == (run_id, "steering"), f"{org}'s conversation goes on"
+        assert conn.execute(
+            "select state from runlane.runs where lane = 'background' and org_id = 'org-moved-0'"
+        ).fetchone() == ("canceled",)
