@@ -9,7 +9,6 @@ org_id; there the calls of one organization reach the one node that holds it."""
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
@@ -54,29 +53,15 @@ def nodes_reached(conn: psycopg.Connection, statement: str, params=()) -> tuple[
     """The statement's rows, and the ports of the nodes its commands went to (Citus's
     remote-command log: one NOTICE per command sent, its DETAIL naming the server)."""
     notices: list[str] = []
-
-    def note(diag: psycopg.errors.Diagnostic) -> None:
-        notices.append(diag.message_detail or "")
-
-    conn.add_notice_handler(note)
+    conn.add_notice_handler(lambda diag: notices.append(diag.message_detail or ""))
     conn.execute("set citus.log_remote_commands = on")
     try:
         rows = conn.execute(statement, params).fetchall()
     finally:
         conn.execute("reset citus.log_remote_commands")
-        conn.remove_notice_handler(note)
+        conn._notice_handlers.clear()
     ports = {int(port) for port in re.findall(r"on server [^:]+:(\d+)", "\n".join(notices))}
     return rows, ports
-
-
-def organization_with_agent(conn: psycopg.Connection, org: str, **agent: str) -> str:
-    """An organization, its user `user-<org>` and its agent `agent-<org>` (echo, with the
-    `agent` keys given), made by the management calls; returns the agent's id."""
-    conn.execute("select runlane.put_org(%s)", (org,))
-    conn.execute("select runlane.put_user(%s, %s)", (f"user-{org}", org))
-    keys = {"org_id": org, "owner_id": f"user-{org}", "model": "echo", **agent}
-    conn.execute("select runlane.put_agent(%s, %s)", (f"agent-{org}", json.dumps(keys)))
-    return f"agent-{org}"
 
 
 @pytest.fixture(scope="module")
@@ -275,7 +260,16 @@ def test_one_organizations_chat_calls_reach_only_the_node_that_holds_it(citus_no
     with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
         orgs = [f"org-chat-{i}" for i in range(8)]
         for org in orgs:
-            organization_with_agent(conn, org, schedule="daily at 09:00")
+            conn.execute("select runlane.put_org(%s)", (org,))
+            conn.execute("select runlane.put_user(%s, %s)", (f"user-{org}", org))
+            conn.execute(
+                "select runlane.put_agent(%s, %s)",
+                (
+                    f"agent-{org}",
+                    f'{{"org_id": "{org}", "owner_id": "user-{org}", "model": "echo", '
+                    '"schedule": "daily at 09:00"}',
+                ),
+            )
         homes = {org: node_of(conn, org) for org in orgs}
         assert len(set(homes.values())) == 2, "the organizations spread over both nodes"
         for org in orgs:
@@ -314,9 +308,14 @@ def test_run_keyed_calls_answer_on_the_distributed_schema(citus_nodes):
     the run (a read that asks every node), then lock and write by the whole key."""
     coordinator = citus_nodes[0]
     with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
-        agent = organization_with_agent(conn, "org-runs")
+        conn.execute("select runlane.put_org('org-runs')")
+        conn.execute("select runlane.put_user('user-runs', 'org-runs')")
+        conn.execute(
+            "select runlane.put_agent('agent-runs', "
+            '\'{"org_id": "org-runs", "owner_id": "user-runs", "model": "echo"}\')'
+        )
         message_id, run_id, _ = conn.execute(
-            "select * from runlane.submit_message(%s, 'thread-1', 'hello')", (agent,)
+            "select * from runlane.submit_message('agent-runs', 'thread-1', 'hello')"
         ).fetchone()
         status = conn.execute("select state from runlane.run_status(%s)", (run_id,)).fetchone()
         assert status == ("queued",)
@@ -349,7 +348,15 @@ def test_a_crashed_worker_node_holds_up_only_the_organizations_it_holds(citus_no
     with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
         orgs = [f"org-crash-{i}" for i in range(8)]
         for org in orgs:
-            organization_with_agent(conn, org)
+            conn.execute("select runlane.put_org(%s)", (org,))
+            conn.execute("select runlane.put_user(%s, %s)", (f"user-{org}", org))
+            conn.execute(
+                "select runlane.put_agent(%s, %s)",
+                (
+                    f"agent-{org}",
+                    f'{{"org_id": "{org}", "owner_id": "user-{org}", "model": "echo"}}',
+                ),
+            )
         down = [org for org in orgs if node_of(conn, org) == second.port]
         up = [org for org in orgs if org not in down]
         assert down and up, "the organizations spread over both nodes"
@@ -399,7 +406,15 @@ def test_migrate_citus_moves_a_database_in_use_with_its_rows(citus_nodes):
         migrate(conn)  # plain: the tables are the coordinator's own
         for i in range(6):
             org = f"org-moved-{i}"
-            organization_with_agent(conn, org)
+            conn.execute("select runlane.put_org(%s)", (org,))
+            conn.execute("select runlane.put_user(%s, %s)", (f"user-{org}", org))
+            conn.execute(
+                "select runlane.put_agent(%s, %s)",
+                (
+                    f"agent-{org}",
+                    f'{{"org_id": "{org}", "owner_id": "user-{org}", "model": "echo"}}',
+                ),
+            )
             conn.execute("select runlane.send_message(%s, 'thread-1', 'hello')", (f"agent-{org}",))
             conn.execute("select runlane.run_now(%s)", (f"agent-{org}",))
         conn.execute(

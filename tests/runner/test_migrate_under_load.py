@@ -103,15 +103,12 @@ def test_migrate_applies_0012_under_a_live_write_load(empty_db_dsn):
                 "migrate",
                 "--dsn",
                 empty_db_dsn,
-                # (0029 locks a dozen tables at once; an attempt that meets a finish
-                # holding outputs and waiting on the journal gives up and retries, so
-                # under this unbroken load it may need more than 20 s of attempts)
                 "--lock-timeout",
-                "60",
+                "20",
             ],
             capture_output=True,
             text=True,
-            timeout=180,
+            timeout=120,
         )
         # the load goes on a little after the upgrade, against the new schema
         after = len(submitter.acknowledged)

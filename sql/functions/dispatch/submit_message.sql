@@ -77,7 +77,13 @@ begin
     perform runlane._check_body('message body', p_body);
 
     -- (the organization first, then every statement by the whole key: on Citus, one node)
-    v_org := runlane._agent_org(p_agent_id);
+    -- (runlane._agent_org, inline: every message's path)
+    if to_regclass('runlane.agent_orgs') is not null then
+        select o.org_id into v_org from runlane.agent_orgs as o where o.agent_id = p_agent_id;
+    end if;
+    if v_org is null then
+        select a.org_id into v_org from runlane.agents as a where a.agent_id = p_agent_id;
+    end if;
     select a.* into v_agent
     from runlane.agents as a
     where a.agent_id = submit_message.p_agent_id
