@@ -10,7 +10,9 @@ on plain PostgreSQL, then distributes once:
      added again once both are distributed, deferred to the commit;
   2. then the global tables as reference tables (a copy on every node). Made first, one
      would turn the whole key-connected group into citus-local tables;
-  3. then the functions again, so Citus creates them on every node.
+  3. then the functions again, so Citus creates them on every node;
+  4. then every API login's entry again, with the oid the login has on each worker node
+     (a login's oid is one server's), so calls sent straight to a node know it.
 
 What Citus cannot hold is dropped on the way, each for a reason the engine's rules give:
 the fill triggers (`<table>_org_id`: every row must arrive with its organization to reach
@@ -18,7 +20,8 @@ its node), the logins' and scopes' keys to `platform_settings` and the computer 
 key to `runs` (a reference table cannot point at a distributed one).
 
 Distributing copies every table's rows into shards under its locks: it is a step taken
-with the workers stopped, like the contract step. Running it again changes nothing.
+with the workers stopped, like the contract step. Running it again distributes nothing
+more and brings the logins' node entries up to date (for a node added since).
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ REFERENCE = (
     "user_orgs",
     "computer_leases",
     "api_logins",
+    "api_login_nodes",
     "api_scopes",
     "stream_keys",
     "leader",
@@ -133,7 +137,19 @@ def migrate_citus(conn: psycopg.Connection, lock_timeout: float = 60.0) -> list[
     conn.execute("set citus.enable_unsafe_triggers = on")
     _distribute(conn)
     install_functions(conn)
+    _enter_logins_on_every_node(conn)
     return applied
+
+
+def _enter_logins_on_every_node(conn: psycopg.Connection) -> None:
+    """Every API login's entry again, which records the oid it has on each worker node
+    (runlane.scope_api_login): entries made before the schema was distributed, or before
+    a node was added, hold there too."""
+    conn.execute(
+        "select runlane.scope_api_login(r.rolname, l.org_id) "
+        "from runlane.api_logins as l join pg_catalog.pg_roles as r on r.oid = l.role_oid "
+        "where r.rolcanlogin"
+    )
 
 
 def _distribute(conn: psycopg.Connection) -> None:

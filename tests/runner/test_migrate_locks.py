@@ -92,6 +92,7 @@ EXPECTED = {
         ("runlane.threads", AE),
         ("runlane.users", AE),
     ],
+    30: [],  # a new table
 }
 
 

@@ -5,7 +5,8 @@
 -- * Keyed by session_user, the login that authenticated (inside a security definer
 --   function current_user is the function's owner, and a SET ROLE would let a scoped login
 --   become runlane_api and shed its scope), by its role oid: a renamed login keeps its
---   entry, a new login that takes an old name has none.
+--   entry, a new login that takes an old name has none. On a Citus worker node, by the
+--   oid the login has there (runlane._api_login).
 -- * runlane.api_logins has a row for the login: its org_id (NULL = every organization, on
 --   purpose). A scoped login that is a member of runlane_worker, however the grant was
 --   made, is refused (42501): a worker acts on every organization.
@@ -13,8 +14,9 @@
 --   runlane_api (a worker reads the operator views for every organization); a login that
 --   holds runlane_api, directly or through another role, is refused (42501, the hint
 --   names runlane grant-login): an API login acts only where this database says so.
--- * One primary-key lookup per call (role memberships are answered from the backend's
---   cache). On a schema before 0020 (a staged upgrade) the scopes of 0007 apply, by name.
+-- * One primary-key lookup per call, two on a Citus worker node (role memberships are
+--   answered from the backend's cache). On a schema before 0020 (a staged upgrade) the
+--   scopes of 0007 apply, by name.
 -- * Private: called once by every function granted to runlane_api, before it reads any
 --   object, so an unknown and a foreign id cost the same.
 create or replace function runlane._api_org()
@@ -25,6 +27,7 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_org text;
+    v_entered boolean;
 begin
     if to_regclass('runlane.api_logins') is null then
         -- GUARD: schema older than 0020: 0007's scopes by name, none before 0007
@@ -37,10 +40,9 @@ begin
         return v_org;
     end if;
 
-    select l.org_id into v_org
-    from runlane.api_logins as l
-    where l.role_oid = to_regrole(quote_ident(session_user));
-    if found then
+    select l.entered, l.org_id into v_entered, v_org
+    from runlane._api_login() as l;
+    if v_entered then
         if v_org is not null and pg_has_role(session_user, 'runlane_worker', 'member') then
             raise exception 'login % is limited to one organization and is also a member of runlane_worker',
                 session_user

@@ -19,9 +19,8 @@ begin
         return;  -- GUARD: schema older than 0020
     end if;
     select l.org_id into v_org
-    from runlane.api_logins as l
-    where l.role_oid = to_regrole(quote_ident(session_user)) and l.org_id is not null;
-    if found then
+    from runlane._api_login() as l;
+    if v_org is not null then
         raise exception 'login % is limited to organization % and may not act as a worker',
             session_user, runlane._quote_for_error(v_org)
             using errcode = '42501',

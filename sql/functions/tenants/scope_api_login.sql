@@ -8,6 +8,10 @@
 --   is this database's (runlane.api_logins) and names the role, not its name: a rename
 --   keeps it, a new role with an old name gets none. Returns the organization the login
 --   is now limited to (NULL for every organization).
+-- * On a Citus cluster (after runlane migrate --citus), run on the coordinator: the entry
+--   also records the oid the login has on each worker node (runlane.api_login_nodes), so
+--   it holds for calls sent to any node. A node where the login is missing, or added
+--   later, gets no row: the login is refused there until entered again.
 -- * Refuses (22023) a role that cannot log in (an entry names the login that connects,
 --   session_user: an entry for a group role would not cover its members) and, with an
 --   organization, a login that is a member of runlane_worker (a worker acts on every
@@ -22,6 +26,10 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_oid oid;
+    v_now timestamptz := now();  -- (a value: Citus calls no function in an upsert's SET)
+    v_on_nodes boolean := false;  -- runlane.api_login_nodes is Citus's (migrate --citus)
+    v_group int;
+    v_node_oid oid;
 begin
     if p_login is null then
         raise exception 'scope_api_login needs a login name'
@@ -54,7 +62,34 @@ begin
     insert into runlane.api_logins as l (role_oid, org_id)
     values (v_oid, p_org_id)
     on conflict (role_oid) do update
-    set org_id = excluded.org_id, entered_at = now();
+    set org_id = excluded.org_id, entered_at = v_now;
+
+    -- STEP: on a Citus cluster, the login's oid on each worker node, where a call sent
+    -- straight to the node finds its entry by (runlane._api_login). Citus names its
+    -- catalogs and functions only in dynamic SQL: this function installs without it.
+    if to_regclass('runlane.api_login_nodes') is not null
+       and to_regclass('pg_catalog.pg_dist_partition') is not null then
+        execute 'select exists (select 1 from pg_catalog.pg_dist_partition where logicalrelid = $1)'
+            into v_on_nodes
+            using 'runlane.api_login_nodes'::regclass;
+    end if;
+    if v_on_nodes then
+        delete from runlane.api_login_nodes as n
+        where n.login_oid = v_oid
+           or not exists (select 1 from runlane.api_logins as l where l.role_oid = n.login_oid);
+        for v_group, v_node_oid in execute $sql$
+            select n.groupid, r.result::oid
+            from pg_catalog.run_command_on_all_nodes(
+                format('select oid from pg_catalog.pg_roles where rolname = %L and rolcanlogin', $1)
+            ) as r
+            inner join pg_catalog.pg_dist_node as n on n.nodeid = r.nodeid
+            where n.groupid <> 0 and r.success and r.result ~ '^[0-9]+$'
+        $sql$ using p_login
+        loop
+            insert into runlane.api_login_nodes (node_group, role_oid, login_oid)
+            values (v_group, v_node_oid, v_oid);
+        end loop;
+    end if;
     return p_org_id;
 end;
 $$;
