@@ -19,18 +19,27 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_scope text := runlane._api_org();  -- first: a foreign and an unknown id take one path
+    v_org text;
 begin
     if p_message_id is null then
         raise exception 'message id is required'
             using errcode = '22004';
     end if;
 
+    -- (a scoped login's organization names the message's node on Citus; then the run is
+    -- read there by its whole key)
+    if v_scope is null then
+        select m.org_id into v_org
+        from runlane.messages as m
+        where m.message_id = message_status.p_message_id;
+    else
+        v_org := v_scope;
+    end if;
     return query
     select m.message_id, coalesce(r.state, 'held'), m.run_id
     from runlane.messages as m
     left join runlane.runs as r on r.run_id = m.run_id and r.org_id = m.org_id
-    where m.message_id = message_status.p_message_id
-      and (v_scope is null or m.org_id = v_scope);
+    where m.message_id = message_status.p_message_id and m.org_id = v_org;
     if not found then
         raise exception 'unknown message %', p_message_id
             using errcode = 'RL008';

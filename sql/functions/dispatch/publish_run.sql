@@ -34,10 +34,10 @@ begin
 
     perform runlane._check_wake_at(p_wake_at);
 
-    select r.lane, r.org_id into v_lane, v_org
+    v_org := runlane._run_org(p_run_id, v_scope);
+    select r.lane into v_lane
     from runlane.runs as r
-    where r.run_id = publish_run.p_run_id
-      and (v_scope is null or r.org_id = v_scope);
+    where r.run_id = publish_run.p_run_id and r.org_id = v_org;
     if not found then
         raise exception 'unknown run %', p_run_id
             using errcode = 'RL008';

@@ -25,33 +25,32 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_scope text := runlane._api_org();  -- first: a foreign and an unknown id take one path
+    v_org text;
+    v_run record;
 begin
     if p_run_id is null then
         raise exception 'run id is required'
             using errcode = '22004';
     end if;
 
-    return query
-    select
-        r.run_id,
-        r.state,
-        r.reason,
-        r.attempts,
-        (
-            select max(o.output_id)
-            from runlane.run_outputs as o
-            where o.run_id = r.run_id
-              and o.org_id = r.org_id  -- (the whole key: on Citus a join within one node)
-              and o.kind in ('text', 'final', 'message_tool', 'card')
-        ),
-        r.finished_at
+    v_org := runlane._run_org(p_run_id, v_scope);
+    -- (the run, then its outputs, each by the whole key in this function's one snapshot;
+    -- on Citus no function may run inside a statement that goes to a node)
+    select r.run_id, r.state, r.reason, r.attempts, r.finished_at into v_run
     from runlane.runs as r
-    where r.run_id = run_status.p_run_id
-      and (v_scope is null or r.org_id = v_scope);
+    where r.run_id = run_status.p_run_id and r.org_id = v_org;
     if not found then
         raise exception 'unknown run %', p_run_id
             using errcode = 'RL008';
     end if;
+    return query
+    select
+        v_run.run_id,
+        v_run.state,
+        v_run.reason,
+        v_run.attempts,
+        runlane._newest_visible_output(p_run_id, v_org),
+        v_run.finished_at;
 end;
 $$;
 

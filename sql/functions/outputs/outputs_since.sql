@@ -21,6 +21,7 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_scope text := runlane._api_org();  -- first: a foreign and an unknown id take one path
+    v_org text;  -- the run's, named in every statement (on Citus, one node)
 begin
     if p_run_id is null or p_after_output_id is null or p_limit is null then
         raise exception 'run id, after-output id and limit are required'
@@ -30,26 +31,44 @@ begin
         raise exception 'limit must be between 1 and 10000, got %', p_limit
             using errcode = '22023';
     end if;
+    v_org := runlane._run_org(p_run_id, v_scope);
     -- One statement when there is output: the run's scope is checked in the same read.
-    return query
-    select o.*
-    from runlane.run_outputs as o
-    where
-        o.run_id = outputs_since.p_run_id
-        and o.output_id > outputs_since.p_after_output_id
-        and o.kind in ('text', 'final', 'message_tool', 'card')
-        and exists (
-            select 1 from runlane.runs as r
-            where r.run_id = outputs_since.p_run_id and (v_scope is null or r.org_id = v_scope)
-        )
-    order by o.output_id
-    limit p_limit;
+    if runlane._rows_name_their_org() then
+        return query
+        select o.*
+        from runlane.run_outputs as o
+        where
+            o.run_id = outputs_since.p_run_id
+            and o.org_id = v_org  -- (the whole key: on Citus, one node)
+            and o.output_id > outputs_since.p_after_output_id
+            and o.kind in ('text', 'final', 'message_tool', 'card')
+            and exists (
+                select 1 from runlane.runs as r
+                where r.run_id = outputs_since.p_run_id and r.org_id = v_org
+            )
+        order by o.output_id
+        limit p_limit;
+    else  -- (a schema before 0027: outputs name no organization)
+        return query
+        select o.*
+        from runlane.run_outputs as o
+        where
+            o.run_id = outputs_since.p_run_id
+            and o.output_id > outputs_since.p_after_output_id
+            and o.kind in ('text', 'final', 'message_tool', 'card')
+            and exists (
+                select 1 from runlane.runs as r
+                where r.run_id = outputs_since.p_run_id and r.org_id = v_org
+            )
+        order by o.output_id
+        limit p_limit;
+    end if;
 
     -- No row: nothing new, or a run this login may not read (unknown or another
     -- organization's, told apart by nothing).
     if not found and not exists (
         select 1 from runlane.runs as r
-        where r.run_id = outputs_since.p_run_id and (v_scope is null or r.org_id = v_scope)
+        where r.run_id = outputs_since.p_run_id and r.org_id = v_org
     ) then
         raise exception 'unknown run %', p_run_id
             using errcode = 'RL008';
