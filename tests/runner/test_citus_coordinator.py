@@ -339,6 +339,130 @@ def test_run_keyed_calls_answer_on_the_distributed_schema(citus_nodes):
         assert unknown.value.sqlstate == "RL008"
 
 
+def commands_sent(conn: psycopg.Connection, statement: str, params=()) -> tuple[list, dict]:
+    """The statement's rows, and the commands Citus ran for it: {"local": n, "remote": n}
+    (its command logs: one NOTICE per command run on this server, one per command sent)."""
+    notices: list[str] = []
+    conn.add_notice_handler(lambda diag: notices.append(diag.message_primary or ""))
+    conn.execute("set citus.log_remote_commands = on")
+    conn.execute("set citus.log_local_commands = on")
+    try:
+        rows = conn.execute(statement, params).fetchall()
+    finally:
+        conn.execute("reset citus.log_remote_commands")
+        conn.execute("reset citus.log_local_commands")
+        conn._notice_handlers.clear()
+    return rows, {
+        "local": sum(n.startswith("executing the command locally") for n in notices),
+        "remote": sum(n.startswith("issuing") for n in notices),
+    }
+
+
+def test_an_organizations_calls_sent_to_its_node_run_there_alone(citus_nodes):
+    """runlane.org_node names the node that holds an organization. There, with an API
+    login entered on the coordinator (runlane grant-login), every call of that organization
+    runs each of its commands on that node and sends none elsewhere: the one-hop path. A
+    login held to the organization knows its runs' node from its scope, so the run-keyed
+    calls stay there too; a login for every organization reads the run on every node first.
+    A login oid is one server's: the entry holds on the nodes by the oids recorded there,
+    and an API login never entered is refused on a node as on the coordinator."""
+    coordinator = citus_nodes[0]
+    ports = {node.port: node for node in citus_nodes}
+    with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
+        orgs = [f"org-hop-{i}" for i in range(6)]
+        for org in orgs:
+            conn.execute("select runlane.put_org(%s)", (org,))
+            conn.execute("select runlane.put_user(%s, %s)", (f"user-{org}", org))
+            conn.execute(
+                "select runlane.put_agent(%s, %s)",
+                (
+                    f"agent-{org}",
+                    f'{{"org_id": "{org}", "owner_id": "user-{org}", "model": "echo"}}',
+                ),
+            )
+        homes = {org: node_of(conn, org) for org in orgs}
+        for org in orgs:
+            assert conn.execute(
+                "select host, port from runlane.org_node(%s)", (org,)
+            ).fetchone() == ("127.0.0.1", homes[org])
+        one_per_node = {homes[org]: org for org in orgs}
+        assert len(one_per_node) == 2, "the organizations spread over both nodes"
+        conn.execute("create role app_every login")
+        conn.execute("create role app_never login")
+        conn.execute("grant runlane_api to app_never")  # a grant, never entered here
+        for i in range(2):
+            conn.execute(f"create role app_scoped_{i} login")
+    for i, org in enumerate(one_per_node.values()):
+        entered = cli(
+            "grant-login",
+            f"app_scoped_{i}",
+            "--api",
+            "--org",
+            org,
+            dsn=coordinator.dsn_for("sharded"),
+        )
+        assert entered.returncode == 0, entered.stderr
+    entered = cli("grant-login", "app_every", "--api", dsn=coordinator.dsn_for("sharded"))
+    assert entered.returncode == 0, entered.stderr
+
+    for i, (port, org) in enumerate(one_per_node.items()):
+        node_dsn = ports[port].dsn_for("sharded")
+        agent = f"agent-{org}"
+        with psycopg.connect(node_dsn, user=f"app_scoped_{i}", autocommit=True) as app:
+            calls = {}
+            [(message_id, run_id, disposition)], calls["submit_message"] = commands_sent(
+                app, "select * from runlane.submit_message(%s, 'thread-1', 'hello')", (agent,)
+            )
+            assert disposition == "created"
+            steering, calls["send_message"] = commands_sent(
+                app,
+                "select disposition from runlane.send_message(%s, 'thread-1', 'more')",
+                (agent,),
+            )
+            assert steering == [("steering",)]
+            _, calls["run_now"] = commands_sent(
+                app, "select run_id from runlane.run_now(%s)", (agent,)
+            )
+            _, calls["put_agent"] = commands_sent(
+                app, 'select runlane.put_agent(%s, \'{"prompt": "Hi"}\')', (agent,)
+            )
+            _, calls["get_agent"] = commands_sent(app, "select runlane.get_agent(%s)", (agent,))
+            state, calls["run_status"] = commands_sent(
+                app, "select state from runlane.run_status(%s)", (run_id,)
+            )
+            assert state == [("queued",)]
+            _, calls["outputs_since"] = commands_sent(
+                app, "select * from runlane.outputs_since(%s, 0)", (run_id,)
+            )
+            _, calls["message_status"] = commands_sent(
+                app, "select * from runlane.message_status(%s)", (message_id,)
+            )
+            _, calls["publish_run"] = commands_sent(
+                app, "select runlane.publish_run(%s)", (run_id,)
+            )
+            canceled, calls["cancel_run"] = commands_sent(
+                app, "select runlane.cancel_run(%s)", (run_id,)
+            )
+            assert canceled == [("canceled",)]
+            assert {name: sent["remote"] for name, sent in calls.items()} == dict.fromkeys(calls, 0)
+            assert all(sent["local"] > 0 for sent in calls.values())
+            other = next(o for o in orgs if o != org)
+            with pytest.raises(psycopg.Error) as foreign:
+                app.execute("select runlane.get_agent(%s)", (f"agent-{other}",))
+            assert foreign.value.sqlstate == "RL008", "held to its organization on the node too"
+        with psycopg.connect(node_dsn, user="app_every", autocommit=True) as app:
+            [(_, run_id, _)], sent = commands_sent(
+                app, "select * from runlane.submit_message(%s, 'thread-2', 'hello')", (agent,)
+            )
+            assert sent["remote"] == 0
+            _, sent = commands_sent(app, "select state from runlane.run_status(%s)", (run_id,))
+            assert sent["remote"] > 0, "a run id alone: the run is looked for on every node"
+        with psycopg.connect(node_dsn, user="app_never", autocommit=True) as app:
+            with pytest.raises(psycopg.Error) as refused:
+                app.execute("select runlane.get_agent(%s)", (agent,))
+            assert refused.value.sqlstate == "42501"
+
+
 def test_a_crashed_worker_node_holds_up_only_the_organizations_it_holds(citus_nodes):
     """A worker node stopped as by a crash: its organizations' calls fail, naming the
     node, until it returns; the other node's organizations go on; nothing acknowledged

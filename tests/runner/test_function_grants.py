@@ -59,6 +59,9 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.put_agent(text,jsonb)": API,
     "runlane.get_agent(text)": API,
     "runlane._agent_patch_types()": NOBODY,
+    "runlane._api_login()": NOBODY,
+    "runlane._newest_visible_output(bigint,text)": NOBODY,
+    "runlane._run_org(bigint,text)": NOBODY,
     "runlane._check_patch(text,jsonb,jsonb)": NOBODY,
     "runlane._require_registry_window(text,interval,integer)": NOBODY,
     "runlane._patch_int(text,jsonb,integer)": NOBODY,
@@ -151,6 +154,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     # schedules and budget: read-only queries
     "runlane.parse_schedule(text)": BOTH,
     "runlane.next_slot(text,text,timestamp with time zone)": BOTH,
+    "runlane.org_node(text)": BOTH,
     "runlane.weekly_spend(text,timestamp with time zone)": BOTH,
     # tenants: the stream token readers match runlane_outputs hints with (scoped like
     # every api function); scoping a login is the schema owner's, granted to nobody

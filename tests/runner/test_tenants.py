@@ -72,7 +72,7 @@ FOREIGN_CALLS = {
 }
 # Pure functions of their arguments, or one number of the server's: no organization's
 # object to protect.
-NO_OBJECTS = {"parse_schedule", "next_slot", "notify_queue_usage"}
+NO_OBJECTS = {"parse_schedule", "next_slot", "notify_queue_usage", "org_node"}
 # Views over every object of the login's organization: they filter instead of refusing
 # (test_a_scoped_api_login_sees_only_its_organization_in_the_operator_views).
 FILTERED_VIEWS = {

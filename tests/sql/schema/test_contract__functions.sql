@@ -1,6 +1,6 @@
 -- Every function DESIGN.md fixes exists with exactly its name and parameter types.
 begin;
-select plan(55);
+select plan(56);
 
 select has_function('runlane', 'submit_message', array['text', 'text', 'text'], 'submit_message(agent, thread, body)');
 select has_function('runlane', 'publish_run', array['bigint', 'timestamp with time zone'], 'publish_run(run, wake_at)');
@@ -68,6 +68,7 @@ select has_function('runlane', 'erase_agent', array['text'], 'erase_agent(agent)
 select has_function('runlane', 'erase_user', array['text'], 'erase_user(user)');
 select has_function('runlane', 'erase_org', array['text'], 'erase_org(org)');
 select has_function('runlane', 'parse_schedule', array['text'], 'parse_schedule(schedule)');
+select has_function('runlane', 'org_node', array['text'], 'org_node(org)');
 select has_function(
     'runlane', 'next_slot', array['text', 'text', 'timestamp with time zone'],
     'next_slot(schedule, timezone, after)'

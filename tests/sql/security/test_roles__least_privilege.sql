@@ -119,7 +119,9 @@ select set_eq(
         -- a stream follower reads it to poll fast while notifications cannot be trusted
         'notify_queue_usage',
         -- one read of the new outputs of every stream a burst of hints named
-        'outputs_since_many'
+        'outputs_since_many',
+        -- on Citus, the node an organization's calls go to in one hop
+        'org_node'
     ],
     'the api role executes exactly the client functions'
 );
