@@ -37,8 +37,12 @@ begin
     end if;
 
     -- (the run's organization first, then the lock by the whole key: on Citus a locking
-    -- read must name one organization)
-    v_org := runlane._run_org(p_run_id, v_scope);
+    -- read must name one organization, and a login held to one names it)
+    if v_scope is null then
+        select r.org_id into v_org from runlane.runs as r where r.run_id = cancel_run.p_run_id;
+    else
+        v_org := v_scope;
+    end if;
     select r.* into v_run
     from runlane.runs as r
     where r.run_id = cancel_run.p_run_id and r.org_id = v_org

@@ -10,6 +10,8 @@
 -- * RL008 for an unknown message and, for a login scoped to one organization
 --   (runlane._api_org), for another organization's message: the same message and the
 --   same work. 22004 for a null id. Read in one snapshot; never writes or locks.
+-- * The message is read by id (a login held to one organization names it too: on Citus,
+--   one node), then its run by the run's whole key: two primary-key probes.
 create or replace function runlane.message_status(p_message_id bigint)
 returns table (message_id bigint, state text, run_id bigint)
 language plpgsql
@@ -20,30 +22,35 @@ as $$
 declare
     v_scope text := runlane._api_org();  -- first: a foreign and an unknown id take one path
     v_org text;
+    v_run_id bigint;
+    v_state text;
 begin
     if p_message_id is null then
         raise exception 'message id is required'
             using errcode = '22004';
     end if;
 
-    -- (a scoped login's organization names the message's node on Citus; then the run is
-    -- read there by its whole key)
+    -- (the message, whose organization a login held to one names, and on Citus its node;
+    -- then its run by the run's whole key, in this function's one snapshot)
     if v_scope is null then
-        select m.org_id into v_org
+        select m.org_id, m.run_id into v_org, v_run_id
         from runlane.messages as m
         where m.message_id = message_status.p_message_id;
     else
-        v_org := v_scope;
+        select m.org_id, m.run_id into v_org, v_run_id
+        from runlane.messages as m
+        where m.message_id = message_status.p_message_id and m.org_id = v_scope;
     end if;
-    return query
-    select m.message_id, coalesce(r.state, 'held'), m.run_id
-    from runlane.messages as m
-    left join runlane.runs as r on r.run_id = m.run_id and r.org_id = m.org_id
-    where m.message_id = message_status.p_message_id and m.org_id = v_org;
     if not found then
         raise exception 'unknown message %', p_message_id
             using errcode = 'RL008';
     end if;
+    if v_run_id is not null then
+        select r.state into v_state
+        from runlane.runs as r
+        where r.run_id = v_run_id and r.org_id = v_org;
+    end if;
+    return query select p_message_id, coalesce(v_state, 'held'), v_run_id;
 end;
 $$;
 

@@ -25,17 +25,22 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_scope text := runlane._api_org();  -- first: a foreign and an unknown id take one path
-    v_org text;
+    v_org text;  -- the run's, named in every statement (on Citus, one node)
     v_run record;
+    v_last_output_id bigint;
 begin
     if p_run_id is null then
         raise exception 'run id is required'
             using errcode = '22004';
     end if;
 
-    v_org := runlane._run_org(p_run_id, v_scope);
-    -- (the run, then its outputs, each by the whole key in this function's one snapshot;
-    -- on Citus no function may run inside a statement that goes to a node)
+    -- (a login held to one organization names it: a foreign run is then not found, and on
+    -- Citus every statement goes to that organization's node; else the run's own)
+    if v_scope is null then
+        select r.org_id into v_org from runlane.runs as r where r.run_id = run_status.p_run_id;
+    else
+        v_org := v_scope;
+    end if;
     select r.run_id, r.state, r.reason, r.attempts, r.finished_at into v_run
     from runlane.runs as r
     where r.run_id = run_status.p_run_id and r.org_id = v_org;
@@ -43,14 +48,21 @@ begin
         raise exception 'unknown run %', p_run_id
             using errcode = 'RL008';
     end if;
+    -- (read in this function's one snapshot, as the run was)
+    if to_regclass('runlane.agent_orgs') is not null then  -- (0029: outputs name their org)
+        select max(o.output_id) into v_last_output_id
+        from runlane.run_outputs as o
+        where o.run_id = run_status.p_run_id
+          and o.org_id = v_org  -- (the whole key: on Citus one node)
+          and o.kind in ('text', 'final', 'message_tool', 'card');
+    else
+        select max(o.output_id) into v_last_output_id
+        from runlane.run_outputs as o
+        where o.run_id = run_status.p_run_id
+          and o.kind in ('text', 'final', 'message_tool', 'card');
+    end if;
     return query
-    select
-        v_run.run_id,
-        v_run.state,
-        v_run.reason,
-        v_run.attempts,
-        runlane._newest_visible_output(p_run_id, v_org),
-        v_run.finished_at;
+    select v_run.run_id, v_run.state, v_run.reason, v_run.attempts, v_last_output_id, v_run.finished_at;
 end;
 $$;
 

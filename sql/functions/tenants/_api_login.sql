@@ -8,9 +8,9 @@
 --   login has there (runlane.api_login_nodes), so a call sent straight to the node that
 --   holds an organization knows its login as the coordinator does, and a login with no
 --   row for that node is unknown there.
--- * Two primary-key probes at most; a catalog check and no query of Citus's on plain
---   PostgreSQL. Private: runlane._api_org and runlane._refuse_scoped_worker ask it, on a
---   schema from 0020 on.
+-- * Two primary-key probes at most. Private: runlane._api_org and
+--   runlane._refuse_scoped_worker ask it where Citus is installed (without Citus they read
+--   the entry by the oid themselves, one call fewer), on a schema from 0020 on.
 create or replace function runlane._api_login(out entered boolean, out org_id text)
 language plpgsql
 stable

@@ -40,8 +40,16 @@ begin
         return v_org;
     end if;
 
-    select l.entered, l.org_id into v_entered, v_org
-    from runlane._api_login() as l;
+    if to_regclass('pg_catalog.pg_dist_local_group') is null then
+        -- (no Citus: the login's oid is this server's, the entry's own)
+        select l.org_id into v_org
+        from runlane.api_logins as l
+        where l.role_oid = to_regrole(quote_ident(session_user));
+        v_entered := found;
+    else
+        select l.entered, l.org_id into v_entered, v_org
+        from runlane._api_login() as l;
+    end if;
     if v_entered then
         if v_org is not null and pg_has_role(session_user, 'runlane_worker', 'member') then
             raise exception 'login % is limited to one organization and is also a member of runlane_worker',

@@ -18,8 +18,15 @@ begin
     if to_regclass('runlane.api_logins') is null then
         return;  -- GUARD: schema older than 0020
     end if;
-    select l.org_id into v_org
-    from runlane._api_login() as l;
+    if to_regclass('pg_catalog.pg_dist_local_group') is null then
+        -- (no Citus: the login's oid is this server's, the entry's own)
+        select l.org_id into v_org
+        from runlane.api_logins as l
+        where l.role_oid = to_regrole(quote_ident(session_user));
+    else
+        select l.org_id into v_org
+        from runlane._api_login() as l;
+    end if;
     if v_org is not null then
         raise exception 'login % is limited to organization % and may not act as a worker',
             session_user, runlane._quote_for_error(v_org)
