@@ -363,7 +363,8 @@ def test_an_organizations_calls_sent_to_its_node_run_there_alone(citus_nodes):
     login entered on the coordinator (runlane grant-login), every call of that organization
     runs each of its commands on that node and sends none elsewhere: the one-hop path. A
     login held to the organization knows its runs' node from its scope, so the run-keyed
-    calls stay there too; a login for every organization reads the run on every node first.
+    calls stay there too; a login for every organization reads the run on every node first,
+    unless the session names the organization (runlane.org_id).
     A login oid is one server's: the entry holds on the nodes by the oids recorded there,
     and an API login never entered is refused on a node as on the coordinator."""
     coordinator = citus_nodes[0]
@@ -457,6 +458,15 @@ def test_an_organizations_calls_sent_to_its_node_run_there_alone(citus_nodes):
             assert sent["remote"] == 0
             _, sent = commands_sent(app, "select state from runlane.run_status(%s)", (run_id,))
             assert sent["remote"] > 0, "a run id alone: the run is looked for on every node"
+            app.execute("select set_config('runlane.org_id', %s, false)", (org,))
+            for statement in (
+                "select state from runlane.run_status(%s)",
+                "select * from runlane.outputs_since(%s, 0)",
+                "select runlane.publish_run(%s)",
+                "select runlane.cancel_run(%s)",
+            ):
+                _, sent = commands_sent(app, statement, (run_id,))
+                assert sent["remote"] == 0, f"naming its organization keeps {statement} on the node"
         with psycopg.connect(node_dsn, user="app_never", autocommit=True) as app:
             with pytest.raises(psycopg.Error) as refused:
                 app.execute("select runlane.get_agent(%s)", (agent,))

@@ -427,6 +427,45 @@ def test_an_unscoped_api_login_acts_on_every_organization_and_reads_prompts_in_g
         )
 
 
+def test_naming_an_organization_narrows_a_login_for_every_one_and_never_widens(
+    conn, login, tenants
+):
+    """runlane.org_id: a login for every organization that names org-a acts as one held
+    to it (org-b's run is unknown, org-a's agent works), for the transaction with SET
+    LOCAL; a login held to org-a may name only org-a."""
+    unscoped = login("runlane_api")
+    with psycopg.connect(unscoped, autocommit=True) as c:
+        c.execute("set runlane.org_id = 'org-a'")
+        with pytest.raises(psycopg.Error) as foreign:
+            c.execute("select * from runlane.run_status(%s)", (tenants["run_b"],))
+        assert foreign.value.sqlstate == "RL008"
+        assert foreign.value.diag.message_primary == f"unknown run {tenants['run_b']}"
+        assert c.execute("select runlane.get_agent('agent-a') ->> 'org_id'").fetchone() == (
+            "org-a",
+        )
+        c.execute("reset runlane.org_id")
+        assert c.execute("select state from runlane.run_status(%s)", (tenants["run_b"],)).fetchone()
+        with c.transaction():
+            c.execute("set local runlane.org_id = 'org-a'")
+            with pytest.raises(psycopg.Error) as within:
+                c.execute("select runlane.get_agent('agent-b')")
+            assert within.value.sqlstate == "RL008"
+        assert c.execute("select runlane.get_agent('agent-b') ->> 'org_id'").fetchone() == (
+            "org-b",
+        )
+    scoped = login("runlane_api", org="org-a")
+    with psycopg.connect(scoped, autocommit=True) as c:
+        c.execute("set runlane.org_id = 'org-a'")
+        assert c.execute("select runlane.get_agent('agent-a') ->> 'org_id'").fetchone() == (
+            "org-a",
+        )
+        c.execute("set runlane.org_id = 'org-b'")
+        with pytest.raises(psycopg.Error) as widened:
+            c.execute("select runlane.get_agent('agent-b')")
+        assert widened.value.sqlstate == "42501"
+        assert "acts for organization 'org-a' only" in widened.value.diag.message_primary
+
+
 def test_scope_api_login_refuses_workers_group_roles_and_unknown_organizations(
     conn, login, tenants
 ):

@@ -14,6 +14,11 @@
 --   runlane_api (a worker reads the operator views for every organization); a login that
 --   holds runlane_api, directly or through another role, is refused (42501, the hint
 --   names runlane grant-login): an API login acts only where this database says so.
+-- * The setting runlane.org_id (SET, SET LOCAL or set_config; empty or unset: none)
+--   narrows a login that acts for every organization to the one it names, for every call
+--   of the session or transaction: another organization's ids then answer as unknown
+--   ones, and on Citus each statement names that organization (one node). A login held
+--   to one organization may name only its own (else 42501). Naming never widens.
 -- * One primary-key lookup per call, two on a Citus worker node (role memberships are
 --   answered from the backend's cache). On a schema before 0020 (a staged upgrade) the
 --   scopes of 0007 apply, by name.
@@ -28,30 +33,27 @@ as $$
 declare
     v_org text;
     v_entered boolean;
+    v_named text := nullif(current_setting('runlane.org_id', true), '');
 begin
     if to_regclass('runlane.api_logins') is null then
         -- GUARD: schema older than 0020: 0007's scopes by name, none before 0007
-        if to_regclass('runlane.api_scopes') is null then
-            return null;
+        if to_regclass('runlane.api_scopes') is not null then
+            select s.org_id into v_org
+            from runlane.api_scopes as s
+            where s.login = session_user;
         end if;
-        select s.org_id into v_org
-        from runlane.api_scopes as s
-        where s.login = session_user;
-        return v_org;
-    end if;
-
-    if to_regclass('pg_catalog.pg_dist_local_group') is null then
-        -- (no Citus: the login's oid is this server's, the entry's own)
-        select l.org_id into v_org
-        from runlane.api_logins as l
-        where l.role_oid = to_regrole(quote_ident(session_user));
-        v_entered := found;
     else
-        select l.entered, l.org_id into v_entered, v_org
-        from runlane._api_login() as l;
-    end if;
-    if v_entered then
-        if v_org is not null and pg_has_role(session_user, 'runlane_worker', 'member') then
+        if to_regclass('pg_catalog.pg_dist_local_group') is null then
+            -- (no Citus: the login's oid is this server's, the entry's own)
+            select l.org_id into v_org
+            from runlane.api_logins as l
+            where l.role_oid = to_regrole(quote_ident(session_user));
+            v_entered := found;
+        else
+            select l.entered, l.org_id into v_entered, v_org
+            from runlane._api_login() as l;
+        end if;
+        if v_entered and v_org is not null and pg_has_role(session_user, 'runlane_worker', 'member') then
             raise exception 'login % is limited to one organization and is also a member of runlane_worker',
                 session_user
                 using errcode = '42501',
@@ -59,22 +61,33 @@ begin
                           || '(use separate logins for workers and for one organization''s application).',
                           quote_ident(session_user));
         end if;
-        return v_org;
+        if not v_entered
+           and pg_has_role(session_user, 'runlane_api', 'member')
+           and not pg_has_role(
+               session_user,
+               (select n.nspowner from pg_catalog.pg_namespace as n where n.nspname = 'runlane'),
+               'member'
+           ) then
+            raise exception 'login % holds runlane_api but may not act in this database', session_user
+                using errcode = '42501',
+                      hint = format('Run runlane grant-login %s --api [--org X] here: --org limits it to one '
+                          || 'organization, without it the login acts for every organization.',
+                          quote_ident(session_user));
+        end if;
     end if;
 
-    if pg_has_role(session_user, 'runlane_api', 'member')
-       and not pg_has_role(
-           session_user,
-           (select n.nspowner from pg_catalog.pg_namespace as n where n.nspname = 'runlane'),
-           'member'
-       ) then
-        raise exception 'login % holds runlane_api but may not act in this database', session_user
-            using errcode = '42501',
-                  hint = format('Run runlane grant-login %s --api [--org X] here: --org limits it to one '
-                      || 'organization, without it the login acts for every organization.',
-                      quote_ident(session_user));
+    -- STEP: the organization the session names (runlane.org_id) narrows a login that acts
+    -- for every one; a login held to one may name only its own.
+    if v_named is null or v_named = v_org then
+        return v_org;
     end if;
-    return null;
+    if v_org is null then
+        return v_named;
+    end if;
+    raise exception 'login % acts for organization % only; runlane.org_id names %',
+        session_user, runlane._quote_for_error(v_org), runlane._quote_for_error(v_named)
+        using errcode = '42501',
+              hint = 'Reset runlane.org_id, or set it to the login''s own organization.';
 end;
 $$;
 
