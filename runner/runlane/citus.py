@@ -88,11 +88,6 @@ def _distributed_tables(conn: psycopg.Connection) -> set[str]:
     }
 
 
-def is_distributed(conn: psycopg.Connection) -> bool:
-    """Whether this database's runlane schema is distributed by Citus."""
-    return "platform_settings" in _distributed_tables(conn)
-
-
 def _require_coordinator(conn: psycopg.Connection) -> None:
     has_citus = one(
         conn.execute(

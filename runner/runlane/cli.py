@@ -569,6 +569,7 @@ def worker_cmd(
         config.metrics = Metrics(dsn)
         config.metrics.serve(metrics_port, metrics_addr)
         log.get().info("metrics.serving", **{"metrics.port": metrics_port})
+    from .worker.db import DistributedSchema
     from .worker.listen_probe import ListenUnavailable
 
     # What was built so far (modules, the agent, the configuration) lives as long as the
@@ -576,7 +577,8 @@ def worker_cmd(
     gc.freeze()
     try:
         eventloop.run(serve(config))
-    except ListenUnavailable as exc:  # e.g. a transaction-pooled PgBouncer: never silent
+    # (a transaction-pooled PgBouncer, a schema Citus distributed: never silent)
+    except (ListenUnavailable, DistributedSchema) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
 

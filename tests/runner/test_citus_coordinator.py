@@ -473,6 +473,23 @@ def test_an_organizations_calls_sent_to_its_node_run_there_alone(citus_nodes):
             assert refused.value.sqlstate == "42501"
 
 
+def test_a_worker_refuses_a_distributed_schema_and_says_why(citus_nodes):
+    """Workers do not claim on a schema Citus distributed: `runlane worker` says so once
+    and exits 2, instead of failing every claim with Citus's planner error."""
+    refused = cli(
+        "worker",
+        "--agent",
+        "runlane.agents.echo:agent",
+        "--lane",
+        "interactive",
+        "--no-maintenance",
+        dsn=citus_nodes[0].dsn_for("sharded"),
+    )
+    assert refused.returncode == 2, refused.stderr
+    assert "distributed by Citus" in refused.stderr
+    assert "docs/scaling.md" in refused.stderr
+
+
 def test_a_crashed_worker_node_holds_up_only_the_organizations_it_holds(citus_nodes):
     """A worker node stopped as by a crash: its organizations' calls fail, naming the
     node, until it returns; the other node's organizations go on; nothing acknowledged

@@ -48,6 +48,20 @@ from .fair_gate import FairGate
 # Write sequence numbers and claim keys need migration 0004 (runs.write_seq,
 # claim_receipts). Against an older schema (a rolling upgrade still at the expand step)
 # the worker passes NULL numbers and keys: the same calls, not deduplicated.
+# Whether Citus holds runlane.runs (runlane migrate --citus): its catalog exists only where
+# Citus is installed, so it is asked for first.
+HAS_CITUS = "select to_regclass('pg_catalog.pg_dist_partition') is not null as citus"
+RUNS_DISTRIBUTED = """
+select exists (
+    select 1 from pg_catalog.pg_dist_partition where logicalrelid = 'runlane.runs'::regclass
+) as distributed
+"""
+
+
+class DistributedSchema(RuntimeError):
+    """The schema is distributed by Citus, where workers do not claim: refuse to start."""
+
+
 WRITE_SEQS = """
 select exists (
     select 1 from pg_catalog.pg_attribute
@@ -253,6 +267,26 @@ class Database:
                 await self.pause(backoff)
                 backoff = min(backoff * 2, 1.0)
         raise AssertionError("unreachable")
+
+    async def refuse_distributed_schema(self) -> None:
+        """Raises DistributedSchema where Citus holds runlane.runs: claim_runs reads across
+        organizations, which Citus cannot plan, and a worker that started would fail every
+        claim instead of saying why once."""
+        lane = self.config.lanes[0]
+        try:
+            distributed = (await self.call(lane, HAS_CITUS, retries=0))["citus"] and (
+                await self.call(lane, RUNS_DISTRIBUTED, retries=0)
+            )["distributed"]
+        except psycopg.Error as exc:  # (out of reach: the claims will say so)
+            log.get().warning("worker.schema_check_failed", **log.error_fields(exc))
+            return
+        if distributed:
+            raise DistributedSchema(
+                "this database's runlane schema is distributed by Citus (runlane migrate "
+                "--citus), and workers do not claim runs there yet: run workers on a "
+                "database that is not distributed (docs/scaling.md, Sharding by organization "
+                "on Citus)"
+            )
 
     async def check_write_seqs(self) -> None:
         """Whether the schema has migration 0004 (asked at startup and, until it has, with

@@ -26,7 +26,7 @@ from typing import Any
 from .. import log
 from ..maintenance import Maintenance
 from .config import WorkerConfig
-from .db import Database
+from .db import Database, DistributedSchema
 from .dispatcher import LaneDispatcher, admission_for
 from .finisher import Finisher
 from .listen_probe import ListenUnavailable, prove_listen
@@ -119,6 +119,11 @@ class Worker:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
         await self.database.open()
+        try:
+            await self._unless_stopped(self.database.refuse_distributed_schema())
+        except DistributedSchema:
+            await self.database.close()
+            raise
         await self._unless_stopped(self.database.check_write_seqs())
         if self.config.listen:
             await self._prove_listen()
