@@ -473,6 +473,49 @@ def test_an_organizations_calls_sent_to_its_node_run_there_alone(citus_nodes):
             assert refused.value.sqlstate == "42501"
 
 
+def test_a_login_entry_on_the_nodes_follows_the_role_not_its_name(citus_nodes):
+    """On every node an entry names the login's role there: renamed (Citus renames it on
+    every node), the login keeps acting for its organization; dropped and made again
+    under the same name, the new login is refused on a node as on the coordinator."""
+    coordinator = citus_nodes[0]
+    with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
+        conn.execute("select runlane.put_org('org-role')")
+        conn.execute("select runlane.put_user('user-role', 'org-role')")
+        conn.execute(
+            "select runlane.put_agent('agent-role', "
+            '\'{"org_id": "org-role", "owner_id": "user-role", "model": "echo"}\')'
+        )
+        node = next(n for n in citus_nodes[1:] if n.port == node_of(conn, "org-role"))
+        conn.execute("create role app_role_before login")
+    entered = cli(
+        "grant-login",
+        "app_role_before",
+        "--api",
+        "--org",
+        "org-role",
+        dsn=coordinator.dsn_for("sharded"),
+    )
+    assert entered.returncode == 0, entered.stderr
+    with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
+        conn.execute("alter role app_role_before rename to app_role_after")
+    with psycopg.connect(node.dsn_for("sharded"), user="app_role_after", autocommit=True) as app:
+        agent = app.execute("select runlane.get_agent('agent-role') ->> 'org_id'").fetchone()
+        assert agent == ("org-role",), "renamed, the login keeps its entry on the node"
+    with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
+        conn.execute("drop role app_role_after")
+        conn.execute("create role app_role_after login")
+        conn.execute("grant runlane_api to app_role_after")
+    for server in (coordinator, node):
+        with psycopg.connect(
+            server.dsn_for("sharded"), user="app_role_after", autocommit=True
+        ) as app:
+            with pytest.raises(psycopg.Error) as refused:
+                app.execute("select runlane.get_agent('agent-role')")
+            assert refused.value.sqlstate == "42501", (
+                f"a new role under an old name on {server.port}"
+            )
+
+
 def test_a_worker_refuses_a_distributed_schema_and_says_why(citus_nodes):
     """Workers do not claim on a schema Citus distributed: `runlane worker` says so once
     and exits 2, instead of failing every claim with Citus's planner error."""

@@ -453,6 +453,13 @@ def test_naming_an_organization_narrows_a_login_for_every_one_and_never_widens(
         assert c.execute("select runlane.get_agent('agent-b') ->> 'org_id'").fetchone() == (
             "org-b",
         )
+        # Any text is a name compared whole, never SQL: it narrows to nobody's organization.
+        for hostile in ("org-b' or true --", "org-%", "x" * 10_000):
+            c.execute("select set_config('runlane.org_id', %s, false)", (hostile,))
+            with pytest.raises(psycopg.Error) as nobody:
+                c.execute("select runlane.get_agent('agent-b')")
+            assert nobody.value.sqlstate == "RL008", hostile[:20]
+        c.execute("reset runlane.org_id")
     scoped = login("runlane_api", org="org-a")
     with psycopg.connect(scoped, autocommit=True) as c:
         c.execute("set runlane.org_id = 'org-a'")
@@ -464,6 +471,11 @@ def test_naming_an_organization_narrows_a_login_for_every_one_and_never_widens(
             c.execute("select runlane.get_agent('agent-b')")
         assert widened.value.sqlstate == "42501"
         assert "acts for organization 'org-a' only" in widened.value.diag.message_primary
+        c.execute("select set_config('runlane.org_id', %s, false)", ("y" * 10_000,))
+        with pytest.raises(psycopg.Error) as long_name:
+            c.execute("select runlane.get_agent('agent-a')")
+        assert long_name.value.sqlstate == "42501"
+        assert len(long_name.value.diag.message_primary) < 600, "a name is cut in the message"
 
 
 def test_scope_api_login_refuses_workers_group_roles_and_unknown_organizations(
