@@ -26,8 +26,6 @@ as $$
 declare
     v_scope text := runlane._api_org();  -- first: a foreign and an unknown id take one path
     v_org text;  -- the run's, named in every statement (on Citus, one node)
-    v_run record;
-    v_last_output_id bigint;
 begin
     if p_run_id is null then
         raise exception 'run id is required'
@@ -41,28 +39,46 @@ begin
     else
         v_org := v_scope;
     end if;
-    select r.run_id, r.state, r.reason, r.attempts, r.finished_at into v_run
-    from runlane.runs as r
-    where r.run_id = run_status.p_run_id and r.org_id = v_org;
+    -- (one statement, in one snapshot; named, the organization keeps the outputs' read on
+    -- its node on Citus; a schema before 0027 has outputs that name none)
+    if to_regclass('runlane.agent_orgs') is not null then
+        return query
+        select
+            r.run_id,
+            r.state,
+            r.reason,
+            r.attempts,
+            (
+                select max(o.output_id)
+                from runlane.run_outputs as o
+                where o.run_id = r.run_id
+                  and o.org_id = v_org
+                  and o.kind in ('text', 'final', 'message_tool', 'card')
+            ),
+            r.finished_at
+        from runlane.runs as r
+        where r.run_id = run_status.p_run_id and r.org_id = v_org;
+    else
+        return query
+        select
+            r.run_id,
+            r.state,
+            r.reason,
+            r.attempts,
+            (
+                select max(o.output_id)
+                from runlane.run_outputs as o
+                where o.run_id = r.run_id
+                  and o.kind in ('text', 'final', 'message_tool', 'card')
+            ),
+            r.finished_at
+        from runlane.runs as r
+        where r.run_id = run_status.p_run_id and r.org_id = v_org;
+    end if;
     if not found then
         raise exception 'unknown run %', p_run_id
             using errcode = 'RL008';
     end if;
-    -- (read in this function's one snapshot, as the run was)
-    if to_regclass('runlane.agent_orgs') is not null then  -- (0029: outputs name their org)
-        select max(o.output_id) into v_last_output_id
-        from runlane.run_outputs as o
-        where o.run_id = run_status.p_run_id
-          and o.org_id = v_org  -- (the whole key: on Citus one node)
-          and o.kind in ('text', 'final', 'message_tool', 'card');
-    else
-        select max(o.output_id) into v_last_output_id
-        from runlane.run_outputs as o
-        where o.run_id = run_status.p_run_id
-          and o.kind in ('text', 'final', 'message_tool', 'card');
-    end if;
-    return query
-    select v_run.run_id, v_run.state, v_run.reason, v_run.attempts, v_last_output_id, v_run.finished_at;
 end;
 $$;
 
