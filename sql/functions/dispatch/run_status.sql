@@ -40,7 +40,8 @@ begin
         v_org := v_scope;
     end if;
     -- (one statement, in one snapshot; named, the organization keeps the outputs' read on
-    -- its node on Citus; a schema before 0027 has outputs that name none)
+    -- its node on Citus, which needs 0029; before it outputs are read by run id alone, and
+    -- before 0027 they name no organization)
     if to_regclass('runlane.agent_orgs') is not null then
         return query
         select

@@ -39,7 +39,7 @@ begin
         v_org := v_scope;
     end if;
     -- One statement when there is output: the run's scope is checked in the same read.
-    if to_regclass('runlane.agent_orgs') is not null then  -- (0029: outputs name their org)
+    if to_regclass('runlane.agent_orgs') is not null then  -- (0029, which Citus needs)
         return query
         select o.*
         from runlane.run_outputs as o
@@ -54,7 +54,7 @@ begin
             )
         order by o.output_id
         limit p_limit;
-    else  -- (a schema before 0027: outputs name no organization)
+    else  -- (before 0029: by run id alone; before 0027 outputs name no organization)
         return query
         select o.*
         from runlane.run_outputs as o

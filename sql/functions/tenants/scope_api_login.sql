@@ -64,9 +64,9 @@ begin
     on conflict (role_oid) do update
     set org_id = excluded.org_id, entered_at = v_now;
 
-    -- STEP: on a Citus cluster, the login's oid on each worker node, where a call sent
-    -- straight to the node finds its entry by (runlane._api_login). Citus names its
-    -- catalogs and functions only in dynamic SQL: this function installs without it.
+    -- STEP: on a Citus cluster, the login's oid on each worker node, by which a call sent
+    -- straight to a node finds the entry (runlane._api_login). Citus's catalogs and
+    -- functions are named only in dynamic SQL: this function installs without Citus.
     if to_regclass('runlane.api_login_nodes') is not null
        and to_regclass('pg_catalog.pg_dist_partition') is not null then
         execute 'select exists (select 1 from pg_catalog.pg_dist_partition where logicalrelid = $1)'
