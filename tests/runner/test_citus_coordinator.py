@@ -15,6 +15,7 @@ import sys
 
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 from worker_helpers import WorkerProcess, wait_until
 
 from runlane.citus import DISTRIBUTED, REFERENCE
@@ -49,19 +50,57 @@ def node_of(conn: psycopg.Connection, org_id: str) -> int:
     ).fetchone()[0]
 
 
-def nodes_reached(conn: psycopg.Connection, statement: str, params=()) -> tuple[list, set[int]]:
-    """The statement's rows, and the ports of the nodes its commands went to (Citus's
-    remote-command log: one NOTICE per command sent, its DETAIL naming the server)."""
-    notices: list[str] = []
-    conn.add_notice_handler(lambda diag: notices.append(diag.message_detail or ""))
+def citus_log(conn: psycopg.Connection, statement: str, params=()) -> tuple[list, list]:
+    """The statement's rows, and Citus's command log for it: one (message, detail) per
+    command run on this server ("executing the command locally") or sent to another
+    ("issuing", the detail naming the server)."""
+    notices: list[tuple[str, str]] = []
+
+    def keep(diag) -> None:
+        notices.append((diag.message_primary or "", diag.message_detail or ""))
+
+    conn.add_notice_handler(keep)
     conn.execute("set citus.log_remote_commands = on")
+    conn.execute("set citus.log_local_commands = on")
     try:
         rows = conn.execute(statement, params).fetchall()
     finally:
         conn.execute("reset citus.log_remote_commands")
-        conn._notice_handlers.clear()
-    ports = {int(port) for port in re.findall(r"on server [^:]+:(\d+)", "\n".join(notices))}
-    return rows, ports
+        conn.execute("reset citus.log_local_commands")
+        conn.remove_notice_handler(keep)
+    return rows, notices
+
+
+def nodes_reached(conn: psycopg.Connection, statement: str, params=()) -> tuple[list, set[int]]:
+    """The statement's rows, and the ports of the nodes its commands were sent to."""
+    rows, notices = citus_log(conn, statement, params)
+    details = "\n".join(detail for _, detail in notices)
+    return rows, {int(port) for port in re.findall(r"on server [^:]+:(\d+)", details)}
+
+
+def commands_sent(conn: psycopg.Connection, statement: str, params=()) -> tuple[list, dict]:
+    """The statement's rows, and how many of its commands ran on this server and how many
+    were sent elsewhere: {"local": n, "remote": n}."""
+    rows, notices = citus_log(conn, statement, params)
+    return rows, {
+        "local": sum(m.startswith("executing the command locally") for m, _ in notices),
+        "remote": sum(m.startswith("issuing") for m, _ in notices),
+    }
+
+
+def organization_with_agent(conn: psycopg.Connection, org: str, **agent) -> str:
+    """Organization `org`, its user `user-<org>` and agent `agent-<org>` (model echo, with
+    the further keys given); returns the agent's id."""
+    conn.execute("select runlane.put_org(%s)", (org,))
+    conn.execute("select runlane.put_user(%s, %s)", (f"user-{org}", org))
+    conn.execute(
+        "select runlane.put_agent(%s, %s)",
+        (
+            f"agent-{org}",
+            Jsonb({"org_id": org, "owner_id": f"user-{org}", "model": "echo", **agent}),
+        ),
+    )
+    return f"agent-{org}"
 
 
 @pytest.fixture(scope="module")
@@ -260,16 +299,7 @@ def test_one_organizations_chat_calls_reach_only_the_node_that_holds_it(citus_no
     with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
         orgs = [f"org-chat-{i}" for i in range(8)]
         for org in orgs:
-            conn.execute("select runlane.put_org(%s)", (org,))
-            conn.execute("select runlane.put_user(%s, %s)", (f"user-{org}", org))
-            conn.execute(
-                "select runlane.put_agent(%s, %s)",
-                (
-                    f"agent-{org}",
-                    f'{{"org_id": "{org}", "owner_id": "user-{org}", "model": "echo", '
-                    '"schedule": "daily at 09:00"}',
-                ),
-            )
+            organization_with_agent(conn, org, schedule="daily at 09:00")
         homes = {org: node_of(conn, org) for org in orgs}
         assert len(set(homes.values())) == 2, "the organizations spread over both nodes"
         for org in orgs:
@@ -339,25 +369,6 @@ def test_run_keyed_calls_answer_on_the_distributed_schema(citus_nodes):
         assert unknown.value.sqlstate == "RL008"
 
 
-def commands_sent(conn: psycopg.Connection, statement: str, params=()) -> tuple[list, dict]:
-    """The statement's rows, and the commands Citus ran for it: {"local": n, "remote": n}
-    (its command logs: one NOTICE per command run on this server, one per command sent)."""
-    notices: list[str] = []
-    conn.add_notice_handler(lambda diag: notices.append(diag.message_primary or ""))
-    conn.execute("set citus.log_remote_commands = on")
-    conn.execute("set citus.log_local_commands = on")
-    try:
-        rows = conn.execute(statement, params).fetchall()
-    finally:
-        conn.execute("reset citus.log_remote_commands")
-        conn.execute("reset citus.log_local_commands")
-        conn._notice_handlers.clear()
-    return rows, {
-        "local": sum(n.startswith("executing the command locally") for n in notices),
-        "remote": sum(n.startswith("issuing") for n in notices),
-    }
-
-
 def test_an_organizations_calls_sent_to_its_node_run_there_alone(citus_nodes):
     """runlane.org_node names the node that holds an organization. There, with an API
     login entered on the coordinator (runlane grant-login), every call of that organization
@@ -372,15 +383,7 @@ def test_an_organizations_calls_sent_to_its_node_run_there_alone(citus_nodes):
     with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
         orgs = [f"org-hop-{i}" for i in range(6)]
         for org in orgs:
-            conn.execute("select runlane.put_org(%s)", (org,))
-            conn.execute("select runlane.put_user(%s, %s)", (f"user-{org}", org))
-            conn.execute(
-                "select runlane.put_agent(%s, %s)",
-                (
-                    f"agent-{org}",
-                    f'{{"org_id": "{org}", "owner_id": "user-{org}", "model": "echo"}}',
-                ),
-            )
+            organization_with_agent(conn, org)
         homes = {org: node_of(conn, org) for org in orgs}
         for org in orgs:
             assert conn.execute(
@@ -479,12 +482,7 @@ def test_a_login_entry_on_the_nodes_follows_the_role_not_its_name(citus_nodes):
     under the same name, the new login is refused on a node as on the coordinator."""
     coordinator = citus_nodes[0]
     with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
-        conn.execute("select runlane.put_org('org-role')")
-        conn.execute("select runlane.put_user('user-role', 'org-role')")
-        conn.execute(
-            "select runlane.put_agent('agent-role', "
-            '\'{"org_id": "org-role", "owner_id": "user-role", "model": "echo"}\')'
-        )
+        agent = organization_with_agent(conn, "org-role")
         node = next(n for n in citus_nodes[1:] if n.port == node_of(conn, "org-role"))
         conn.execute("create role app_role_before login")
     entered = cli(
@@ -499,8 +497,8 @@ def test_a_login_entry_on_the_nodes_follows_the_role_not_its_name(citus_nodes):
     with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
         conn.execute("alter role app_role_before rename to app_role_after")
     with psycopg.connect(node.dsn_for("sharded"), user="app_role_after", autocommit=True) as app:
-        agent = app.execute("select runlane.get_agent('agent-role') ->> 'org_id'").fetchone()
-        assert agent == ("org-role",), "renamed, the login keeps its entry on the node"
+        found = app.execute("select runlane.get_agent(%s) ->> 'org_id'", (agent,)).fetchone()
+        assert found == ("org-role",), "renamed, the login keeps its entry on the node"
     with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
         conn.execute("drop role app_role_after")
         conn.execute("create role app_role_after login")
@@ -510,7 +508,7 @@ def test_a_login_entry_on_the_nodes_follows_the_role_not_its_name(citus_nodes):
             server.dsn_for("sharded"), user="app_role_after", autocommit=True
         ) as app:
             with pytest.raises(psycopg.Error) as refused:
-                app.execute("select runlane.get_agent('agent-role')")
+                app.execute("select runlane.get_agent(%s)", (agent,))
             assert refused.value.sqlstate == "42501", (
                 f"a new role under an old name on {server.port}"
             )
@@ -542,15 +540,7 @@ def test_a_crashed_worker_node_holds_up_only_the_organizations_it_holds(citus_no
     with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
         orgs = [f"org-crash-{i}" for i in range(8)]
         for org in orgs:
-            conn.execute("select runlane.put_org(%s)", (org,))
-            conn.execute("select runlane.put_user(%s, %s)", (f"user-{org}", org))
-            conn.execute(
-                "select runlane.put_agent(%s, %s)",
-                (
-                    f"agent-{org}",
-                    f'{{"org_id": "{org}", "owner_id": "user-{org}", "model": "echo"}}',
-                ),
-            )
+            organization_with_agent(conn, org)
         down = [org for org in orgs if node_of(conn, org) == second.port]
         up = [org for org in orgs if org not in down]
         assert down and up, "the organizations spread over both nodes"
@@ -600,15 +590,7 @@ def test_migrate_citus_moves_a_database_in_use_with_its_rows(citus_nodes):
         migrate(conn)  # plain: the tables are the coordinator's own
         for i in range(6):
             org = f"org-moved-{i}"
-            conn.execute("select runlane.put_org(%s)", (org,))
-            conn.execute("select runlane.put_user(%s, %s)", (f"user-{org}", org))
-            conn.execute(
-                "select runlane.put_agent(%s, %s)",
-                (
-                    f"agent-{org}",
-                    f'{{"org_id": "{org}", "owner_id": "user-{org}", "model": "echo"}}',
-                ),
-            )
+            organization_with_agent(conn, org)
             conn.execute("select runlane.send_message(%s, 'thread-1', 'hello')", (f"agent-{org}",))
             conn.execute("select runlane.run_now(%s)", (f"agent-{org}",))
         conn.execute(
