@@ -17,23 +17,30 @@ session holding the key (pid, user, application), for an operator to end
 
 Each migration takes its table locks UP FRONT (`migration_locks`, `_apply`): before its
 SQL runs, inside its transaction, it locks every existing runlane table it will touch in
-the strongest mode it will need there, in sorted order, so no lock is upgraded in the
-middle of a migration. An upgrade is what deadlocked 0012 under a write load: CREATE
-INDEX holds SHARE on runs, a worker that has read runs waits on it to write, and DROP
-INDEX then waits for ACCESS EXCLUSIVE behind the worker's read: a cycle. One attempt
-waits for all of those locks together at most SHORT_LOCK_WAIT and at most half the
-server's `deadlock_timeout` (live workers queue behind a waiting request, so the wait is
-a stall of their writes and is kept short), then the empty transaction is rolled back and
-retried with backoff until `lock_timeout` is spent. The bound is on the whole attempt,
-not on each lock: a client that starts waiting behind the migrator's first lock and holds
-one the migrator asks for later closes a cycle, and PostgreSQL ends whichever of the two
-checks for deadlock first, each `deadlock_timeout` after its own wait began. With one
-second per lock, a client that queued while the migrator waited on another lock checked
-first and got 40P01 (0016 locks messages, then runs, under a chat load). Giving up
-within half of `deadlock_timeout` of the attempt's start releases every lock before any
-client waiting behind one of them checks. A deadlock (40P01) or lock timeout (55P03)
-raised by the migration's own statements (their waits are bounded the same way) is
-retried like a failed attempt: the transaction rolled back, nothing was applied.
+the strongest mode it will need there, so no lock is upgraded in the middle of a
+migration. An upgrade is what deadlocked 0012 under a write load: CREATE INDEX holds
+SHARE on runs, a worker that has read runs waits on it to write, and DROP INDEX then
+waits for ACCESS EXCLUSIVE behind the worker's read: a cycle.
+
+Taking several locks one after another is itself a hold-and-wait, so one attempt is
+shaped to give up fast and start again where it got stuck:
+- It waits for its first lock at most SHORT_LOCK_WAIT, and at most half the server's
+  `deadlock_timeout` (live workers queue behind a waiting request, so the wait is a stall
+  of their writes and is kept short). It holds nothing else meanwhile.
+- It waits for each further lock at most STEP_LOCK_WAIT. A worker transaction that holds
+  one of them and then asks for a table the attempt already holds queues behind the
+  attempt: a cycle that only the attempt's giving up ends. With 0029's eleven tables and
+  a chat load, some worker transaction was in that state at almost every attempt, and
+  attempts that waited out their whole SHORT_LOCK_WAIT on it failed for 20 s on end.
+- The next attempt, after a backoff, waits first for the lock the last one could not
+  take; the rest follow in sorted order.
+The attempt's bound is on all its waits together, not on each lock, and it gives up
+within half of `deadlock_timeout` of its start: a client queued behind one of its locks
+checks for deadlock one `deadlock_timeout` after its own wait began, and by then every
+lock is released (with one second per lock, such a client checked first and got 40P01:
+0016 locks messages, then runs, under a chat load). A deadlock (40P01) or lock timeout
+(55P03) raised by the migration's own statements (their waits are bounded the same way)
+is retried like a failed attempt: the transaction rolled back, nothing was applied.
 """
 
 from __future__ import annotations
@@ -55,6 +62,7 @@ FUNCTIONS_NEED_VERSION = 2
 MIGRATION_LOCK = 7_317_001  # pg_advisory_lock key shared by all migrators
 LOCK_TIMEOUT = 60.0  # seconds a migrator waits for MIGRATION_LOCK, and per migration
 SHORT_LOCK_WAIT = 1.0  # seconds one attempt waits for a migration's table locks, at most
+STEP_LOCK_WAIT = 0.05  # seconds one attempt waits for each table lock after its first
 
 HOLDERS = """
 select l.pid, a.usename, a.application_name
@@ -445,13 +453,15 @@ def _set_local_lock_timeout(conn: psycopg.Connection, seconds: float) -> None:
 def _apply(
     conn: psycopg.Connection, m: Migration, lock_timeout: float, attempt_wait: float
 ) -> None:
-    """Apply `m` in one transaction, its table locks taken first (planned_locks), the
-    attempt waiting attempt_wait seconds at most for all of them together and retried with
-    backoff until lock_timeout seconds are spent; a 40P01/55P03 of its own statements is
-    retried the same way."""
+    """Apply `m` in one transaction, its table locks taken first (planned_locks): the
+    attempt waits attempt_wait seconds at most for all of them together, STEP_LOCK_WAIT
+    for each after the first, and is retried with backoff until lock_timeout seconds are
+    spent, each retry waiting first for the lock the last attempt could not take (module
+    doc); a 40P01/55P03 of its own statements is retried the same way."""
     deadline = time.monotonic() + lock_timeout
     backoff = 0.05
     attempts = 0
+    stuck_on: tuple[str, str] | None = None
     while True:
         attempts += 1
         started = time.monotonic()
@@ -461,10 +471,13 @@ def _apply(
             with conn.transaction():
                 plan = planned_locks(conn, m)
                 if plan is not None:
-                    for table, mode in plan:
+                    if stuck_on in plan:
+                        plan = [stuck_on, *(lock for lock in plan if lock != stuck_on)]
+                    for i, (table, mode) in enumerate(plan):
                         waiting_for = (table, mode)
                         # what is left of the attempt's wait, not a fresh one per lock
-                        _set_local_lock_timeout(conn, give_up - time.monotonic())
+                        left = give_up - time.monotonic()
+                        _set_local_lock_timeout(conn, left if i == 0 else min(left, STEP_LOCK_WAIT))
                         conn.execute(f"lock table {table} in {mode} mode")
                     waiting_for = None
                     # Also bounds the statements' own waits: a lock not planned for.
@@ -477,6 +490,8 @@ def _apply(
                 conn.execute(m.sql)
             return
         except (psycopg.errors.DeadlockDetected, psycopg.errors.LockNotAvailable) as exc:
+            if waiting_for is not None:
+                stuck_on = waiting_for
             left = deadline - time.monotonic()
             if left > 0:
                 time.sleep(min(left, backoff * random.uniform(0.5, 1.0)))

@@ -294,3 +294,43 @@ def test_a_client_queued_behind_an_earlier_lock_is_not_the_deadlock_victim(empty
         thread.join(60)
     assert "error" not in outcome, outcome.get("error")
     assert outcome["applied"] == [16]
+
+
+def test_an_attempt_waits_first_for_the_lock_the_last_one_could_not_take(empty_db_dsn):
+    """0016 locks messages, then runs. While a reader keeps runs, the first attempt takes
+    messages and gives up on runs after STEP_LOCK_WAIT; every later attempt waits for runs
+    first, holding nothing, so chat writes to messages are not stalled behind migrate
+    while it waits (a worker holding runs that then asks for messages would be stuck
+    behind it: the cycle that kept 0029 from applying under a chat load)."""
+    with psycopg.connect(empty_db_dsn, autocommit=True) as conn:
+        migrate(conn, to=15)
+    outcome: dict[str, object] = {}
+
+    def migrator_locks() -> dict[str, bool]:
+        return dict(
+            watcher.execute("""
+            select l.relation::regclass::text, l.granted
+            from pg_locks as l join pg_stat_activity as a on a.pid = l.pid
+            where a.application_name = 'migrator' and l.locktype = 'relation'
+              and l.relation in ('runlane.messages'::regclass, 'runlane.runs'::regclass)
+            """).fetchall()
+        )
+
+    with (
+        psycopg.connect(empty_db_dsn) as reader,
+        psycopg.connect(empty_db_dsn, autocommit=True) as watcher,
+    ):
+        reader.execute("select count(*) from runlane.runs")  # ACCESS SHARE, kept
+        thread = _migrate_in_background(empty_db_dsn, outcome, to=16, lock_timeout=30)
+        wait_until(
+            lambda: migrator_locks() == {"runlane.runs": False},
+            what="migrate to wait for runs holding nothing on messages",
+        )
+        for _ in range(40):  # about 0.8 s: the later attempts, and the backoffs between
+            time.sleep(0.02)
+            assert "runlane.messages" not in migrator_locks()
+        assert outcome == {}  # still trying, nothing applied
+        reader.commit()
+        thread.join(60)
+    assert "error" not in outcome, outcome.get("error")
+    assert outcome["applied"] == [16]
