@@ -11,7 +11,8 @@ on plain PostgreSQL, then distributes once:
   2. then the global tables as reference tables (a copy on every node). Made first, one
      would turn the whole key-connected group into citus-local tables;
   3. then the functions again, so Citus creates them on every node;
-  4. then every API login's entry again, with the oid the login has on each worker node
+  4. then a copy of the global tables on every node, a node added since included;
+  5. then every API login's entry again, with the oid the login has on each worker node
      (a login's oid is one server's), so calls sent straight to a node know it.
 
 What Citus cannot hold is dropped on the way, each for a reason the engine's rules give:
@@ -21,7 +22,7 @@ key to `runs` (a reference table cannot point at a distributed one).
 
 Distributing copies every table's rows into shards under its locks: it is a step taken
 with the workers stopped, like the contract step. Running it again distributes nothing
-more and brings the logins' node entries up to date (for a node added since).
+more and brings a node added since up to date: its copies and its logins' entries.
 """
 
 from __future__ import annotations
@@ -132,6 +133,10 @@ def migrate_citus(conn: psycopg.Connection, lock_timeout: float = 60.0) -> list[
     conn.execute("set citus.enable_unsafe_triggers = on")
     _distribute(conn)
     install_functions(conn)
+    # A node added since holds no copy of the global tables until asked: every call there
+    # would read them from another server. ('block_writes': plain COPY, no logical
+    # replication needed; the tables are small and the step runs with the workers stopped.)
+    conn.execute("select replicate_reference_tables('block_writes')")
     _enter_logins_on_every_node(conn)
     return applied
 

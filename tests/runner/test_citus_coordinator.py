@@ -624,3 +624,76 @@ def test_migrate_citus_moves_a_database_in_use_with_its_rows(citus_nodes):
         assert conn.execute(
             "select state from runlane.runs where lane = 'background' and org_id = 'org-moved-0'"
         ).fetchone() == ("canceled",)
+
+
+def test_a_node_added_later_refuses_logins_until_migrate_citus_enters_them(citus_nodes):
+    """A login's entry on a node is its oid there, recorded when it is entered. A worker
+    node added afterwards has none: an API login is refused there (never let through),
+    told to run `runlane migrate --citus`, which enters every login on the new node and
+    gives it its copy of the global tables. A login entered again meanwhile acts there at
+    once: its entry is read from another server's copy, by the login's oid as a value
+    (session_user inside the statement would be evaluated there, as the connection's)."""
+    coordinator = citus_nodes[0]
+    sharded = coordinator.dsn_for("sharded")
+    with psycopg.connect(sharded, autocommit=True) as conn:
+        agent = organization_with_agent(conn, "org-late")
+        conn.execute("create role app_before_the_node login")
+    entered = cli("grant-login", "app_before_the_node", "--api", "--org", "org-late", dsn=sharded)
+    assert entered.returncode == 0, entered.stderr
+    late = LocalCluster(settings=CITUS)
+    try:
+        late.start()
+        with psycopg.connect(late.dsn, autocommit=True) as conn:
+            conn.execute("create database sharded")
+        with psycopg.connect(late.dsn_for("sharded"), autocommit=True) as conn:
+            conn.execute("create extension citus")
+        with psycopg.connect(sharded, autocommit=True) as conn:
+            conn.execute("select citus_add_node('127.0.0.1', %s)", (late.port,))
+        with (
+            psycopg.connect(
+                late.dsn_for("sharded"), user="app_before_the_node", autocommit=True
+            ) as app,
+            pytest.raises(psycopg.Error) as refused,
+        ):
+            app.execute("select runlane.get_agent(%s)", (agent,))
+        assert refused.value.sqlstate == "42501"
+        assert "knows no login yet" in refused.value.diag.message_primary
+        assert "runlane migrate --citus" in refused.value.diag.message_hint
+
+        # Entered again, the login acts on the new node before it has its copies (its
+        # entry read from another server's copy, as this login's).
+        entered = cli(
+            "grant-login", "app_before_the_node", "--api", "--org", "org-late", dsn=sharded
+        )
+        assert entered.returncode == 0, entered.stderr
+        with psycopg.connect(
+            late.dsn_for("sharded"), user="app_before_the_node", autocommit=True
+        ) as app:
+            found = app.execute("select runlane.get_agent(%s) ->> 'org_id'", (agent,)).fetchone()
+            assert found == ("org-late",), "entered again, the login acts on the new node"
+
+        again = cli("migrate", "--citus", dsn=sharded)
+        assert again.returncode == 0, again.stderr
+        with psycopg.connect(sharded, autocommit=True) as conn:
+            copies = conn.execute(
+                "select count(*) from pg_dist_placement as p "
+                "join pg_dist_shard as s using (shardid) join pg_dist_node as n using (groupid) "
+                "where n.nodeport = %s and s.logicalrelid = any(%s::regclass[])",
+                (late.port, [f"runlane.{table}" for table in REFERENCE]),
+            ).fetchone()
+        assert copies == (len(REFERENCE),), "the new node holds its own copy of each global table"
+        with psycopg.connect(
+            late.dsn_for("sharded"), user="app_before_the_node", autocommit=True
+        ) as app:
+            found = app.execute("select runlane.get_agent(%s) ->> 'org_id'", (agent,)).fetchone()
+            assert found == ("org-late",), "entered on the new node, the login acts there"
+            with pytest.raises(psycopg.Error) as foreign:
+                app.execute("select runlane.get_agent('agent-org-role')")
+            assert foreign.value.sqlstate == "RL008", "and still for its organization only"
+    finally:
+        with psycopg.connect(sharded, autocommit=True) as conn:
+            conn.execute(
+                "select citus_remove_node('127.0.0.1', %s) from pg_dist_node where nodeport = %s",
+                (late.port, late.port),
+            )
+        late.destroy()

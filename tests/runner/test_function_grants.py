@@ -60,6 +60,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.get_agent(text)": API,
     "runlane._agent_patch_types()": NOBODY,
     "runlane._api_login()": NOBODY,
+    "runlane._citus_node_without_logins()": NOBODY,
     "runlane._check_patch(text,jsonb,jsonb)": NOBODY,
     "runlane._require_registry_window(text,interval,integer)": NOBODY,
     "runlane._patch_int(text,jsonb,integer)": NOBODY,

@@ -18,6 +18,10 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_group int := 0;  -- this server's Citus node group: 0 without Citus and on a coordinator
+    -- (a value, not an expression in the statements: on a node without its own copy of the
+    -- reference tables Citus sends them to another server, where session_user is the
+    -- connection's user, not the login's)
+    v_role oid := to_regrole(quote_ident(session_user));
 begin
     if to_regclass('pg_catalog.pg_dist_local_group') is not null then
         -- (Citus's catalog, named in dynamic SQL: the function installs without Citus)
@@ -26,13 +30,13 @@ begin
     if v_group = 0 or to_regclass('runlane.api_login_nodes') is null then
         select l.org_id into org_id
         from runlane.api_logins as l
-        where l.role_oid = to_regrole(quote_ident(session_user));
+        where l.role_oid = v_role;
     else
         select l.org_id into org_id
         from runlane.api_login_nodes as n
         inner join runlane.api_logins as l on l.role_oid = n.login_oid
         where n.node_group = v_group
-          and n.role_oid = to_regrole(quote_ident(session_user));
+          and n.role_oid = v_role;
     end if;
     entered := found;
 end;

@@ -13,7 +13,8 @@
 -- * No row: NULL for superusers, members of the schema owner and logins outside
 --   runlane_api (a worker reads the operator views for every organization); a login that
 --   holds runlane_api, directly or through another role, is refused (42501, the hint
---   names runlane grant-login): an API login acts only where this database says so.
+--   names runlane grant-login, or on a Citus worker node added since the logins were
+--   entered, runlane migrate --citus): an API login acts only where this database says so.
 -- * The setting runlane.org_id (SET, SET LOCAL or set_config; empty or unset: none)
 --   narrows a login that acts for every organization to the one it names, for every call
 --   of the session or transaction: another organization's ids then answer as unknown
@@ -69,6 +70,13 @@ begin
                    (select n.nspowner from pg_catalog.pg_namespace as n where n.nspname = 'runlane'),
                    'member'
                ) then
+                if runlane._citus_node_without_logins() then
+                    raise exception 'login % holds runlane_api, and this Citus worker node knows no login yet',
+                        session_user
+                        using errcode = '42501',
+                              hint = 'A node added to the cluster learns the logins when runlane migrate '
+                                  || '--citus runs again on the coordinator.';
+                end if;
                 raise exception 'login % holds runlane_api but may not act in this database', session_user
                     using errcode = '42501',
                           hint = format('Run runlane grant-login %s --api [--org X] here: --org limits it '
