@@ -374,8 +374,10 @@ def test_an_organizations_calls_sent_to_its_node_run_there_alone(citus_nodes):
     login entered on the coordinator (runlane grant-login), every call of that organization
     runs each of its commands on that node and sends none elsewhere: the one-hop path. A
     login held to the organization knows its runs' node from its scope, so the run-keyed
-    calls stay there too; a login for every organization reads the run on every node first,
-    unless the session names the organization (runlane.org_id).
+    calls (status, outputs, timing, reply) and the keyed ones stay there too; a login for
+    every organization reads the run on every node first, unless the session names the
+    organization (runlane.org_id), and outputs_since_many, one join over many runs, asks
+    it to.
     A login oid is one server's: the entry holds on the nodes by the oids recorded there,
     and an API login never entered is refused on a node as on the coordinator."""
     coordinator = citus_nodes[0]
@@ -427,6 +429,15 @@ def test_an_organizations_calls_sent_to_its_node_run_there_alone(citus_nodes):
             _, calls["run_now"] = commands_sent(
                 app, "select run_id from runlane.run_now(%s)", (agent,)
             )
+            for replay in ("", " again"):
+                _, calls[f"submit_message with a key{replay}"] = commands_sent(
+                    app,
+                    "select * from runlane.submit_message(%s, 'thread-3', 'hi', 'key-1')",
+                    (agent,),
+                )
+                _, calls[f"run_now with a key{replay}"] = commands_sent(
+                    app, "select run_id from runlane.run_now(%s, 'key-2')", (agent,)
+                )
             _, calls["put_agent"] = commands_sent(
                 app, 'select runlane.put_agent(%s, \'{"prompt": "Hi"}\')', (agent,)
             )
@@ -440,6 +451,13 @@ def test_an_organizations_calls_sent_to_its_node_run_there_alone(citus_nodes):
             )
             _, calls["message_status"] = commands_sent(
                 app, "select * from runlane.message_status(%s)", (message_id,)
+            )
+            for name in ("run_timing", "superseded_through", "run_reply"):
+                _, calls[name] = commands_sent(app, f"select runlane.{name}(%s)", (run_id,))
+            _, calls["outputs_since_many"] = commands_sent(
+                app,
+                "select * from runlane.outputs_since_many(array[%s], array[0::bigint])",
+                (run_id,),
             )
             _, calls["publish_run"] = commands_sent(
                 app, "select runlane.publish_run(%s)", (run_id,)
@@ -461,10 +479,21 @@ def test_an_organizations_calls_sent_to_its_node_run_there_alone(citus_nodes):
             assert sent["remote"] == 0
             _, sent = commands_sent(app, "select state from runlane.run_status(%s)", (run_id,))
             assert sent["remote"] > 0, "a run id alone: the run is looked for on every node"
+            with pytest.raises(psycopg.Error) as unnamed:
+                app.execute(
+                    "select * from runlane.outputs_since_many(array[%s], array[0::bigint])",
+                    (run_id,),
+                )
+            assert unnamed.value.sqlstate == "0A000"
+            assert "runlane.org_id" in unnamed.value.diag.message_hint
             app.execute("select set_config('runlane.org_id', %s, false)", (org,))
             for statement in (
                 "select state from runlane.run_status(%s)",
                 "select * from runlane.outputs_since(%s, 0)",
+                "select * from runlane.outputs_since_many(array[%s], array[0::bigint])",
+                "select runlane.run_timing(%s)",
+                "select runlane.superseded_through(%s)",
+                "select * from runlane.run_reply(%s)",
                 "select runlane.publish_run(%s)",
                 "select runlane.cancel_run(%s)",
             ):

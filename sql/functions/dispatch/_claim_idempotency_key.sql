@@ -34,9 +34,13 @@ begin
                   hint = format('Pass a key, or call %s without one.', p_kind);
     end if;
     perform runlane._check_id('idempotency key', p_key);
+    -- (the agent read by its whole key, and the key row below by its organization: on
+    -- Citus each statement then reaches the one node that holds it)
+    v_org := runlane._agent_org(p_agent_id);
     select a.org_id into v_org
     from runlane.agents as a
     where a.agent_id = _claim_idempotency_key.p_agent_id
+      and a.org_id = v_org
       and (v_scope is null or a.org_id = v_scope);
     if not found then
         raise exception 'unknown agent %', runlane._quote_for_error(p_agent_id)
@@ -59,9 +63,17 @@ begin
             return null;  -- this call owns the key
         end if;
 
-        select k.* into v_row
-        from runlane.idempotency_keys as k
-        where k.agent_id = _claim_idempotency_key.p_agent_id and k.idempotency_key = _claim_idempotency_key.p_key;
+        if runlane._rows_name_their_org() then
+            select k.* into v_row
+            from runlane.idempotency_keys as k
+            where k.agent_id = _claim_idempotency_key.p_agent_id
+              and k.idempotency_key = _claim_idempotency_key.p_key
+              and k.org_id = v_org;
+        else
+            select k.* into v_row
+            from runlane.idempotency_keys as k
+            where k.agent_id = _claim_idempotency_key.p_agent_id and k.idempotency_key = _claim_idempotency_key.p_key;
+        end if;
         if found then
             if v_row.kind <> p_kind or v_row.request_hash <> p_request_hash then
                 raise exception 'idempotency key % of agent % was already used for another request',

@@ -81,9 +81,18 @@ begin
 
     v_run := runlane.run_now(p_agent_id);  -- gates, skip when busy; prompt already NULL
 
-    update runlane.idempotency_keys as k
-    set run_id = v_run.run_id, disposition = v_run.state, response = to_jsonb(v_run)
-    where k.agent_id = run_now.p_agent_id and k.idempotency_key = run_now.p_idempotency_key;
+    if runlane._rows_name_their_org() then
+        -- (the run's organization, the agent's: on Citus the statement reaches its node)
+        update runlane.idempotency_keys as k
+        set run_id = v_run.run_id, disposition = v_run.state, response = to_jsonb(v_run)
+        where k.agent_id = run_now.p_agent_id
+          and k.idempotency_key = run_now.p_idempotency_key
+          and k.org_id = v_run.org_id;
+    else
+        update runlane.idempotency_keys as k
+        set run_id = v_run.run_id, disposition = v_run.state, response = to_jsonb(v_run)
+        where k.agent_id = run_now.p_agent_id and k.idempotency_key = run_now.p_idempotency_key;
+    end if;
 
     return v_run;
 end;

@@ -255,6 +255,7 @@ declare
     v_message_id bigint;
     v_run_id bigint;
     v_disposition text;
+    v_org text;
 begin
     -- GUARD: the key (and the agent, its scope) first; an earlier call's answer is
     -- returned as it was.
@@ -272,9 +273,18 @@ begin
     into v_message_id, v_run_id, v_disposition
     from runlane.submit_message(p_agent_id, p_thread_id, p_body) as s;
 
-    update runlane.idempotency_keys as k
-    set message_id = v_message_id, run_id = v_run_id, disposition = v_disposition
-    where k.agent_id = submit_message.p_agent_id and k.idempotency_key = submit_message.p_idempotency_key;
+    if runlane._rows_name_their_org() then
+        v_org := runlane._agent_org(p_agent_id);  -- (a value: the statement names it)
+        update runlane.idempotency_keys as k
+        set message_id = v_message_id, run_id = v_run_id, disposition = v_disposition
+        where k.agent_id = submit_message.p_agent_id
+          and k.idempotency_key = submit_message.p_idempotency_key
+          and k.org_id = v_org;
+    else
+        update runlane.idempotency_keys as k
+        set message_id = v_message_id, run_id = v_run_id, disposition = v_disposition
+        where k.agent_id = submit_message.p_agent_id and k.idempotency_key = submit_message.p_idempotency_key;
+    end if;
 
     return query select v_message_id, v_run_id, v_disposition;
 end;

@@ -25,15 +25,24 @@ as $$
 declare
     v_scope text := runlane._api_org();  -- first: a foreign and an unknown id take one path
     v_thread text;
+    v_org text;  -- the run's
     v_after bigint;
 begin
     if p_run_id is null then
         raise exception 'run id is required'
             using errcode = '22004';
     end if;
-    select r.thread_id into v_thread
-    from runlane.runs as r
-    where r.run_id = run_reply.p_run_id and (v_scope is null or r.org_id = v_scope);
+    -- (a login held to one organization, or a session naming one, reads by the whole key:
+    -- on Citus the call then stays on that organization's node)
+    if v_scope is null then
+        select r.thread_id, r.org_id into v_thread, v_org
+        from runlane.runs as r
+        where r.run_id = run_reply.p_run_id;
+    else
+        select r.thread_id, r.org_id into v_thread, v_org
+        from runlane.runs as r
+        where r.run_id = run_reply.p_run_id and r.org_id = v_scope;
+    end if;
     if not found then
         raise exception 'unknown run %', p_run_id
             using errcode = 'RL008',
@@ -41,6 +50,20 @@ begin
     end if;
     v_after := runlane.superseded_through(p_run_id);
 
+    if to_regclass('runlane.agent_orgs') is null then
+        -- (before 0029: by run id alone; before 0027 outputs name no organization)
+        return query
+        select
+            v_thread,
+            coalesce(string_agg(o.body, '' order by o.output_id), ''),
+            count(*)::int,
+            coalesce(sum(char_length(o.body)), 0)::int
+        from runlane.run_outputs as o
+        where o.run_id = run_reply.p_run_id
+          and o.output_id > v_after
+          and o.kind in ('text', 'final', 'message_tool', 'card');
+        return;
+    end if;
     return query
     select
         v_thread,
@@ -49,6 +72,7 @@ begin
         coalesce(sum(char_length(o.body)), 0)::int
     from runlane.run_outputs as o
     where o.run_id = run_reply.p_run_id
+      and o.org_id = v_org
       and o.output_id > v_after
       and o.kind in ('text', 'final', 'message_tool', 'card');
 end;

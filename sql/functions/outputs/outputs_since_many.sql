@@ -10,7 +10,9 @@
 --   to one) contributes no row, exactly like a run with nothing new: callers hold a
 --   stream token per run, so they know their runs exist.
 -- * One statement, one index range per element (run_outputs_run_idx), no loop; not
---   fenced, never writes.
+--   fenced, never writes. With an organization (the login's scope, or the session's
+--   runlane.org_id) every table is read by it: on Citus, one node. Without one, on a
+--   schema Citus distributed, 0A000 (the hint says to name the organization).
 -- * 22004 for a null array or element; 22023 when the arrays differ in length, hold
 --   more than 1000 elements, or p_limit is outside 1..10000.
 create or replace function runlane.outputs_since_many(
@@ -27,6 +29,7 @@ as $$
 declare
     v_scope text := runlane._api_org();  -- first: a foreign and an unknown id take one path
     v_n int := cardinality(p_run_ids);
+    v_distributed boolean := false;
 begin
     if p_run_ids is null or p_after_output_ids is null or p_limit is null then
         raise exception 'run ids, after-output ids and limit are required'
@@ -53,6 +56,42 @@ begin
             using errcode = '22023';
     end if;
 
+    if v_scope is not null and to_regclass('runlane.agent_orgs') is not null then
+        -- (a login held to one organization, or a session naming one: every table read by
+        -- that organization, so on Citus the statement runs on its node alone)
+        return query
+        select o.*
+        from unnest(p_run_ids, p_after_output_ids) with ordinality as q (run_id, after_id, pos)
+        inner join runlane.runs as r
+            on r.run_id = q.run_id and r.org_id = v_scope
+        cross join lateral (
+            select ro.*
+            from runlane.run_outputs as ro
+            where
+                ro.run_id = q.run_id
+                and ro.org_id = v_scope
+                and ro.output_id > q.after_id
+                and ro.kind in ('text', 'final', 'message_tool', 'card')
+            order by ro.output_id
+            limit p_limit
+        ) as o
+        order by q.pos, o.output_id;
+        return;
+    end if;
+    -- GUARD: runs of any organization are read in one join, which Citus cannot plan
+    -- across nodes: there the caller names the organization. (Citus's catalog in dynamic
+    -- SQL, asked only where Citus is installed.)
+    if to_regclass('pg_catalog.pg_dist_partition') is not null then
+        execute 'select exists (select 1 from pg_catalog.pg_dist_partition where logicalrelid = $1)'
+            into v_distributed
+            using 'runlane.runs'::regclass;
+        if v_distributed then
+            raise exception 'outputs_since_many needs an organization on a Citus cluster'
+                using errcode = '0A000',
+                      hint = 'Set runlane.org_id to the runs'' organization (one call per organization), '
+                          || 'or call as a login held to it.';
+        end if;
+    end if;
     return query
     select o.*
     from unnest(p_run_ids, p_after_output_ids) with ordinality as q (run_id, after_id, pos)

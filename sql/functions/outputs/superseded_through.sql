@@ -23,18 +23,45 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_scope text := runlane._api_org();  -- first: a foreign and an unknown id take one path
+    v_org text;  -- the run's, named in every later statement (on Citus, one node)
     v_restart int;
 begin
     if p_run_id is null then
         raise exception 'run id is required'
             using errcode = '22004';
     end if;
-    if not exists (
-        select 1 from runlane.runs as r
-        where r.run_id = superseded_through.p_run_id and (v_scope is null or r.org_id = v_scope)
-    ) then
+    -- (a login held to one organization, or a session naming one, reads by the whole key)
+    if v_scope is null then
+        select r.org_id into v_org
+        from runlane.runs as r
+        where r.run_id = superseded_through.p_run_id;
+    else
+        select r.org_id into v_org
+        from runlane.runs as r
+        where r.run_id = superseded_through.p_run_id and r.org_id = v_scope;
+    end if;
+    if not found then
         raise exception 'unknown run %', p_run_id
             using errcode = 'RL008';
+    end if;
+
+    if to_regclass('runlane.agent_orgs') is null then
+        -- (before 0029: by run id alone; before 0027 journal and outputs name no organization)
+        select max((e.detail ->> 'attempt')::int) into v_restart
+        from runlane.run_events as e
+        where
+            e.run_id = superseded_through.p_run_id
+            and e.event = 'run.claimed'
+            and e.detail ->> 'resumed' = 'false';
+
+        return coalesce((
+            select max(o.output_id)
+            from runlane.run_outputs as o
+            where
+                o.run_id = superseded_through.p_run_id
+                and o.attempt < v_restart
+                and o.kind in ('text', 'final', 'message_tool', 'card')
+        ), 0);
     end if;
 
     -- The latest attempt that started over.
@@ -42,6 +69,7 @@ begin
     from runlane.run_events as e
     where
         e.run_id = superseded_through.p_run_id
+        and e.org_id = v_org
         and e.event = 'run.claimed'
         and e.detail ->> 'resumed' = 'false';
 
@@ -50,6 +78,7 @@ begin
         from runlane.run_outputs as o
         where
             o.run_id = superseded_through.p_run_id
+            and o.org_id = v_org
             and o.attempt < v_restart
             and o.kind in ('text', 'final', 'message_tool', 'card')
     ), 0);

@@ -33,19 +33,28 @@ begin
             using errcode = '22004';
     end if;
 
-    select r.* into v_run
-    from runlane.runs as r
-    where r.run_id = run_timing.p_run_id
-      and (v_scope is null or r.org_id = v_scope);
+    -- (a login held to one organization, or a session naming one, reads by the whole key:
+    -- on Citus one node; the message then by the run's organization)
+    if v_scope is null then
+        select r.* into v_run
+        from runlane.runs as r
+        where r.run_id = run_timing.p_run_id;
+    else
+        select r.* into v_run
+        from runlane.runs as r
+        where r.run_id = run_timing.p_run_id and r.org_id = v_scope;
+    end if;
 
     if not found then
         raise exception 'unknown run %', p_run_id
             using errcode = 'RL008';
     end if;
 
-    select m.created_at into v_origin
-    from runlane.messages as m
-    where m.message_id = v_run.source_message_id;
+    if v_run.source_message_id is not null then
+        select m.created_at into v_origin
+        from runlane.messages as m
+        where m.message_id = v_run.source_message_id and m.org_id = v_run.org_id;
+    end if;
 
     -- The object itself is built by runlane._timing_of (shared with finish_runs).
     return runlane._timing_of(v_run, coalesce(v_origin, v_run.created_at));
