@@ -726,3 +726,69 @@ def test_a_node_added_later_refuses_logins_until_migrate_citus_enters_them(citus
                 (late.port, late.port),
             )
         late.destroy()
+
+
+def tables_reached_remotely(notices: list) -> set[str]:
+    """The tables whose shards the logged commands sent to another server name."""
+    return {
+        table
+        for message, _ in notices
+        if message.startswith("issuing")
+        for table in re.findall(r"runlane\.([a-z_]+?)_\d+\b", message)
+    }
+
+
+def test_an_organization_is_erased_on_its_node(citus_nodes):
+    """Erasure names the organization in every statement: sent to the organization's node
+    by a login held to it, erase_thread, erase_agent, erase_user and erase_org delete what
+    they promise there, reach no other node's shards (only the global tables, copied on
+    every node, are written everywhere), and leave every other organization whole."""
+    coordinator = citus_nodes[0]
+    sharded = coordinator.dsn_for("sharded")
+    with psycopg.connect(sharded, autocommit=True) as conn:
+        agent = organization_with_agent(conn, "org-erase")
+        conn.execute(
+            "select runlane.put_agent('agent-org-erase-2', %s)",
+            (Jsonb({"org_id": "org-erase", "owner_id": "user-org-erase", "model": "echo"}),),
+        )
+        kept = organization_with_agent(conn, "org-kept")
+        conn.execute("select runlane.send_message(%s, 'thread-1', 'stay')", (kept,))
+        node = next(n for n in citus_nodes[1:] if n.port == node_of(conn, "org-erase"))
+        conn.execute("create role app_eraser login")
+        counts = "select " + ", ".join(
+            f"(select count(*) from runlane.{table} where org_id = 'org-kept')"
+            for table in ("runs", "messages", "threads", "run_events", "agents", "users")
+        )
+        before = conn.execute(counts).fetchone()
+    entered = cli("grant-login", "app_eraser", "--api", "--org", "org-erase", dsn=sharded)
+    assert entered.returncode == 0, entered.stderr
+
+    with psycopg.connect(node.dsn_for("sharded"), user="app_eraser", autocommit=True) as app:
+        for thread in ("thread-1", "thread-2"):
+            _, run_id, _ = app.execute(
+                "select * from runlane.send_message(%s, %s, 'hello')", (agent, thread)
+            ).fetchone()
+            app.execute("select runlane.cancel_run(%s)", (run_id,))
+        erased = {}
+        for name, statement, params in (
+            ("erase_thread", "select runlane.erase_thread(%s, 'thread-1')", (agent,)),
+            ("erase_agent", "select runlane.erase_agent(%s)", (agent,)),
+            ("erase_user", "select runlane.erase_user('user-org-erase')", ()),
+            ("erase_org", "select runlane.erase_org('org-erase')", ()),
+        ):
+            [(runs,)], notices = citus_log(app, statement, params)
+            erased[name] = runs
+            reached = tables_reached_remotely(notices)
+            assert reached <= set(REFERENCE), f"{name} reached other nodes' shards: {reached}"
+        assert erased == {"erase_thread": 1, "erase_agent": 1, "erase_user": 0, "erase_org": 0}
+
+    with psycopg.connect(sharded, autocommit=True) as conn:
+        left = conn.execute(
+            "select (select count(*) from runlane.runs where org_id = 'org-erase') "
+            "+ (select count(*) from runlane.agents where org_id = 'org-erase') "
+            "+ (select count(*) from runlane.users where org_id = 'org-erase') "
+            "+ (select count(*) from runlane.agent_orgs where org_id = 'org-erase') "
+            "+ (select count(*) from runlane.platform_settings where org_id = 'org-erase')"
+        ).fetchone()
+        assert left == (0,), "nothing of the organization is left"
+        assert conn.execute(counts).fetchone() == before, "another organization is whole"

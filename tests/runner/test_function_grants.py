@@ -70,9 +70,9 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane.erase_user(text)": API,
     "runlane.erase_org(text)": API,
     "runlane._require_erasure_schema()": NOBODY,
-    "runlane._lock_for_erasure(text[])": NOBODY,
-    "runlane._erase_agents(text,text[])": NOBODY,
-    "runlane._erase_runs(bigint[])": NOBODY,
+    "runlane._lock_for_erasure(text[],text)": NOBODY,
+    "runlane._erase_agents(text,text[],text)": NOBODY,
+    "runlane._erase_runs(bigint[],text)": NOBODY,
     # fenced worker writes
     "runlane.heartbeat(bigint,bigint,interval)": WORKER,
     "runlane.append_output(bigint,bigint,text,text)": WORKER,

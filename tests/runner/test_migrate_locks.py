@@ -93,6 +93,7 @@ EXPECTED = {
         ("runlane.users", AE),
     ],
     30: [],  # a new table
+    31: [],  # DROP FUNCTION: no table
 }
 
 

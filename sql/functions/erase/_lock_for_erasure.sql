@@ -1,5 +1,5 @@
--- _lock_for_erasure: locks what an erasure of agents deletes, in the order every other
--- writer takes it, until the caller's transaction ends.
+-- _lock_for_erasure: locks what an erasure of agents of one organization deletes, in the
+-- order every other writer takes it, until the caller's transaction ends.
 --
 -- Guarantees:
 -- * Locks the chat-thread rows of p_agents (runlane.threads), then the agents' rows,
@@ -10,21 +10,31 @@
 --   waited for the agent's row finds it gone when the erasure commits (its insert fails
 --   and writes nothing). A thread row created meanwhile by such a writer rolls back with it.
 -- * Waits at most lock_timeout (the caller's 5 s), then raises 55P03 with a hint.
-create or replace function runlane._lock_for_erasure(p_agents text[])
+-- * Each statement names the organization (on Citus: its node alone); thread rows name
+--   none before 0027 and are read by agent there.
+create or replace function runlane._lock_for_erasure(p_agents text[], p_org_id text)
 returns void
 language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
 begin
-    perform 1
-    from runlane.threads as t
-    where t.agent_id = any(p_agents)
-    order by t.agent_id, t.thread_id
-    for update;
+    if runlane._rows_name_their_org() then
+        perform 1
+        from runlane.threads as t
+        where t.agent_id = any(p_agents) and t.org_id = p_org_id
+        order by t.agent_id, t.thread_id
+        for update;
+    else  -- (before 0027)
+        perform 1
+        from runlane.threads as t
+        where t.agent_id = any(p_agents)
+        order by t.agent_id, t.thread_id
+        for update;
+    end if;
 
     perform 1
     from runlane.agents as a
-    where a.agent_id = any(p_agents)
+    where a.agent_id = any(p_agents) and a.org_id = p_org_id
     order by a.agent_id
     for update;
 exception when lock_not_available then
@@ -36,7 +46,8 @@ exception when lock_not_available then
 end;
 $$;
 
-comment on function runlane._lock_for_erasure(text[]) is
-'Locks the thread rows, then the rows, of the agents to erase, in key order; 55P03 after lock_timeout.';
+comment on function runlane._lock_for_erasure(text[], text) is
+'Locks the thread rows, then the rows, of one organization''s agents to erase, in key order; '
+'55P03 after lock_timeout.';
 
-revoke all on function runlane._lock_for_erasure(text[]) from public;
+revoke all on function runlane._lock_for_erasure(text[], text) from public;

@@ -14,6 +14,8 @@
 --   and then fails, writing nothing.
 -- * Afterwards every function answers for the agent, and for its runs and messages, as
 --   for ids that never existed (RL008); the id may be used for a new agent.
+-- * Every statement names the agent's organization (runlane._agent_org): on Citus the
+--   erasure runs on that organization's node.
 -- * Errors: RL008 unknown agent (also another organization's for a login scoped to one:
 --   the same message); 22004 a null id; 22023 a blank or over-long id; 55P03 after
 --   lock_timeout (5 s) of waiting for a lock; 55000 on a schema before 0022.
@@ -26,11 +28,14 @@ set lock_timeout = '5s'
 as $$
 declare
     v_scope text := runlane._api_org();  -- first: a foreign and an unknown id take one path
+    v_org text;  -- the agent's, named in every statement (on Citus, one node)
 begin
     perform runlane._check_id('agent id', p_agent_id);
+    v_org := runlane._agent_org(p_agent_id);
     if not exists (
         select 1 from runlane.agents as a
         where a.agent_id = erase_agent.p_agent_id
+          and a.org_id = v_org
           and (v_scope is null or a.org_id = v_scope)
     ) then
         raise exception 'unknown agent %', runlane._quote_for_error(p_agent_id)
@@ -38,13 +43,18 @@ begin
     end if;
     perform runlane._require_erasure_schema();
 
-    perform runlane._lock_for_erasure(array[p_agent_id]);
+    perform runlane._lock_for_erasure(array[p_agent_id], v_org);
     -- GUARD: erased by a concurrent call while this one waited.
-    if not exists (select 1 from runlane.agents as a where a.agent_id = erase_agent.p_agent_id) then
+    if not exists (
+        select 1 from runlane.agents as a
+        where a.agent_id = erase_agent.p_agent_id and a.org_id = v_org
+    ) then
         raise exception 'unknown agent %', runlane._quote_for_error(p_agent_id)
             using errcode = 'RL008';
     end if;
-    return runlane._erase_agents(format('agent %s', runlane._quote_for_error(p_agent_id)), array[p_agent_id]);
+    return runlane._erase_agents(
+        format('agent %s', runlane._quote_for_error(p_agent_id)), array[p_agent_id], v_org
+    );
 end;
 $$;
 
