@@ -50,11 +50,14 @@ def node_of(conn: psycopg.Connection, org_id: str) -> int:
     ).fetchone()[0]
 
 
-def citus_log(conn: psycopg.Connection, statement: str, params=()) -> tuple[list, list]:
+def citus_log(
+    conn: psycopg.Connection, statement: str, params=(), notices: list | None = None
+) -> tuple[list, list]:
     """The statement's rows, and Citus's command log for it: one (message, detail) per
     command run on this server ("executing the command locally") or sent to another
-    ("issuing", the detail naming the server)."""
-    notices: list[tuple[str, str]] = []
+    ("issuing", the detail naming the server), appended to `notices` when given (so a
+    caller keeps the log of a statement that fails)."""
+    notices = [] if notices is None else notices
 
     def keep(diag) -> None:
         notices.append((diag.message_primary or "", diag.message_detail or ""))
@@ -71,6 +74,14 @@ def citus_log(conn: psycopg.Connection, statement: str, params=()) -> tuple[list
     return rows, notices
 
 
+def counted(notices: list) -> dict:
+    """How many logged commands ran on this server and how many were sent elsewhere."""
+    return {
+        "local": sum(m.startswith("executing the command locally") for m, _ in notices),
+        "remote": sum(m.startswith("issuing") for m, _ in notices),
+    }
+
+
 def nodes_reached(conn: psycopg.Connection, statement: str, params=()) -> tuple[list, set[int]]:
     """The statement's rows, and the ports of the nodes its commands were sent to."""
     rows, notices = citus_log(conn, statement, params)
@@ -82,10 +93,7 @@ def commands_sent(conn: psycopg.Connection, statement: str, params=()) -> tuple[
     """The statement's rows, and how many of its commands ran on this server and how many
     were sent elsewhere: {"local": n, "remote": n}."""
     rows, notices = citus_log(conn, statement, params)
-    return rows, {
-        "local": sum(m.startswith("executing the command locally") for m, _ in notices),
-        "remote": sum(m.startswith("issuing") for m, _ in notices),
-    }
+    return rows, counted(notices)
 
 
 def organization_with_agent(conn: psycopg.Connection, org: str, **agent) -> str:
@@ -792,3 +800,65 @@ def test_an_organization_is_erased_on_its_node(citus_nodes):
         ).fetchone()
         assert left == (0,), "nothing of the organization is left"
         assert conn.execute(counts).fetchone() == before, "another organization is whole"
+
+
+def answer_and_commands(conn: psycopg.Connection, statement: str, params=()) -> tuple:
+    """(sqlstate or None, its message with the ids in params blanked, commands counted)."""
+    notices: list = []
+    state, message = None, ""
+    try:
+        citus_log(conn, statement, params, notices)
+    except psycopg.Error as exc:
+        state, message = exc.sqlstate, exc.diag.message_primary or ""
+    for value in params:
+        message = message.replace(str(value), "ID")
+    return state, message, counted(notices)
+
+
+def test_a_foreign_id_costs_a_login_held_to_one_organization_what_an_unknown_one_does(
+    citus_nodes,
+):
+    """On Citus the cost of an answer could tell apart what its text does not: an id of an
+    organization on another node needs that node, an unknown one every node. A login held
+    to one organization reads only there, so on its node a foreign and an unknown agent or
+    user id get the same error after the same commands, none of them sent elsewhere."""
+    coordinator = citus_nodes[0]
+    sharded = coordinator.dsn_for("sharded")
+    with psycopg.connect(sharded, autocommit=True) as conn:
+        orgs = [f"org-oracle-{i}" for i in range(6)]
+        for org in orgs:
+            organization_with_agent(conn, org)
+        mine = orgs[0]
+        home = node_of(conn, mine)
+        node = next(n for n in citus_nodes[1:] if n.port == home)
+        foreign = [org for org in orgs[1:] if node_of(conn, org) != home][0]
+        conn.execute("create role app_oracle login")
+    entered = cli("grant-login", "app_oracle", "--api", "--org", mine, dsn=sharded)
+    assert entered.returncode == 0, entered.stderr
+
+    by_agent = (
+        "select runlane.get_agent(%s)",
+        "select * from runlane.submit_message(%s, 'thread-1', 'hi')",
+        "select * from runlane.send_message(%s, 'thread-1', 'hi')",
+        "select * from runlane.submit_message(%s, 'thread-1', 'hi', 'key-1')",
+        "select run_id from runlane.run_now(%s)",
+        "select run_id from runlane.run_now(%s, 'key-2')",
+        "select run_id from runlane.create_run(%s, 'manual', null, null)",
+        "select runlane.erase_thread(%s, 'thread-1')",
+        "select runlane.erase_agent(%s)",
+    )
+    by_user = (
+        "select runlane.erase_user(%s)",
+        "select runlane.weekly_spend(%s, now())",
+    )
+    with psycopg.connect(node.dsn_for("sharded"), user="app_oracle", autocommit=True) as app:
+        for statements, known, unknown in (
+            (by_agent, f"agent-{foreign}", "agent-nowhere"),
+            (by_user, f"user-{foreign}", "user-nowhere"),
+        ):
+            for statement in statements:
+                of_foreign = answer_and_commands(app, statement, (known,))
+                of_unknown = answer_and_commands(app, statement, (unknown,))
+                assert of_foreign[0] is not None, f"{statement} refuses a foreign id"
+                assert of_foreign == of_unknown, statement
+                assert of_foreign[2]["remote"] == 0, statement

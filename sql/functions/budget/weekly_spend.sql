@@ -19,6 +19,7 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_scope text := runlane._api_org();  -- first: a foreign and an unknown id take one path
+    v_org text;  -- the owner's, named in every statement (on Citus, one node)
     v_tz text;
     v_monday timestamp;
     v_start timestamptz;
@@ -32,11 +33,20 @@ begin
             using errcode = '22004';
     end if;
     perform runlane._check_instant('now', p_now);
+    -- (held to one organization: only there, so a foreign id costs an unknown one's; else
+    -- the user ids' namespace, from 0029)
+    v_org := v_scope;
+    if v_org is null and to_regclass('runlane.user_orgs') is not null then
+        select o.org_id into v_org from runlane.user_orgs as o where o.user_id = p_owner_id;
+    end if;
+    if v_org is null then
+        select u.org_id into v_org from runlane.users as u where u.user_id = p_owner_id;
+    end if;
     select coalesce(u.timezone, s.timezone, 'UTC') into v_tz
     from runlane.users as u
     left join runlane.platform_settings as s on s.org_id = u.org_id
     where u.user_id = p_owner_id
-      and (v_scope is null or u.org_id = v_scope);
+      and u.org_id = v_org;
     if not found then
         raise exception 'unknown owner %', runlane._quote_for_error(p_owner_id)
             using errcode = '22023';
@@ -52,17 +62,27 @@ begin
     end if;
     v_last := date_bin('15 minutes', v_end, timestamptz '2000-01-01 00:00:00+00');
 
-    select coalesce(sum(b.amount), 0) into v_total
-    from runlane.charge_buckets as b
-    where b.owner_id = weekly_spend.p_owner_id
-      and b.bucket_start >= v_first
-      and b.bucket_start < v_last;
+    if runlane._rows_name_their_org() then
+        select coalesce(sum(b.amount), 0) into v_total
+        from runlane.charge_buckets as b
+        where b.owner_id = weekly_spend.p_owner_id
+          and b.org_id = v_org
+          and b.bucket_start >= v_first
+          and b.bucket_start < v_last;
+    else  -- (before 0027: buckets name no organization)
+        select coalesce(sum(b.amount), 0) into v_total
+        from runlane.charge_buckets as b
+        where b.owner_id = weekly_spend.p_owner_id
+          and b.bucket_start >= v_first
+          and b.bucket_start < v_last;
+    end if;
 
     -- GUARD: only a boundary off the quarter-hour grid has a partial quarter to read.
     if v_first > v_start or v_last < v_end then
         select v_total + coalesce(sum(c.amount), 0) into v_total
         from runlane.charges as c
         where c.owner_id = weekly_spend.p_owner_id
+          and c.org_id = v_org
           and (
               (c.charged_at >= v_start and c.charged_at < v_first)
               or (c.charged_at >= v_last and c.charged_at < v_end)

@@ -36,7 +36,8 @@ begin
     perform runlane._check_id('idempotency key', p_key);
     -- (the agent read by its whole key, and the key row below by its organization: on
     -- Citus each statement then reaches the one node that holds it)
-    v_org := runlane._agent_org(p_agent_id);
+    -- (held to one organization: only there, so a foreign id costs an unknown one's)
+    v_org := coalesce(v_scope, runlane._agent_org(p_agent_id));
     select a.org_id into v_org
     from runlane.agents as a
     where a.agent_id = _claim_idempotency_key.p_agent_id

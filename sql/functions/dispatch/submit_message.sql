@@ -76,13 +76,18 @@ begin
     perform runlane._check_id('thread id', p_thread_id);
     perform runlane._check_body('message body', p_body);
 
-    -- (the organization first, then every statement by the whole key: on Citus, one node)
-    -- (runlane._agent_org, inline: every message's path)
-    if to_regclass('runlane.agent_orgs') is not null then
-        select o.org_id into v_org from runlane.agent_orgs as o where o.agent_id = p_agent_id;
-    end if;
-    if v_org is null then
-        select a.org_id into v_org from runlane.agents as a where a.agent_id = p_agent_id;
+    -- (the organization first, then every statement by the whole key: on Citus, one node.
+    -- A login held to one organization reads only there, so a foreign id costs what an
+    -- unknown one does; else runlane._agent_org, inline: every message's path)
+    if v_scope is not null then
+        v_org := v_scope;
+    else
+        if to_regclass('runlane.agent_orgs') is not null then
+            select o.org_id into v_org from runlane.agent_orgs as o where o.agent_id = p_agent_id;
+        end if;
+        if v_org is null then
+            select a.org_id into v_org from runlane.agents as a where a.agent_id = p_agent_id;
+        end if;
     end if;
     select a.* into v_agent
     from runlane.agents as a

@@ -31,7 +31,8 @@ declare
     v_org text;  -- the agent's, named in every statement (on Citus, one node)
 begin
     perform runlane._check_id('agent id', p_agent_id);
-    v_org := runlane._agent_org(p_agent_id);
+    -- (held to one organization: only there, so a foreign id costs an unknown one's)
+    v_org := coalesce(v_scope, runlane._agent_org(p_agent_id));
     if not exists (
         select 1 from runlane.agents as a
         where a.agent_id = erase_agent.p_agent_id

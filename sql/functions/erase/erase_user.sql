@@ -35,7 +35,9 @@ declare
 begin
     perform runlane._check_id('user id', p_user_id);
     -- (the user ids' namespace, from 0029: on Citus a copy on every node, read locally)
-    if to_regclass('runlane.user_orgs') is not null then
+    -- (held to one organization: only there, so a foreign id costs an unknown one's)
+    v_org := v_scope;
+    if v_org is null and to_regclass('runlane.user_orgs') is not null then
         select o.org_id into v_org from runlane.user_orgs as o where o.user_id = erase_user.p_user_id;
     end if;
     if v_org is null then
