@@ -382,7 +382,7 @@ def test_an_organizations_calls_sent_to_its_node_run_there_alone(citus_nodes):
     login entered on the coordinator (runlane grant-login), every call of that organization
     runs each of its commands on that node and sends none elsewhere: the one-hop path. A
     login held to the organization knows its runs' node from its scope, so the run-keyed
-    calls (status, outputs, timing, reply) and the keyed ones stay there too; a login for
+    calls (status, outputs, timing, reply, detail) and the keyed ones stay there too; a login for
     every organization reads the run on every node first, unless the session names the
     organization (runlane.org_id), and outputs_since_many, one join over many runs, asks
     it to.
@@ -460,8 +460,11 @@ def test_an_organizations_calls_sent_to_its_node_run_there_alone(citus_nodes):
             _, calls["message_status"] = commands_sent(
                 app, "select * from runlane.message_status(%s)", (message_id,)
             )
-            for name in ("run_timing", "superseded_through", "run_reply"):
+            for name in ("run_timing", "superseded_through", "run_reply", "run_detail"):
                 _, calls[name] = commands_sent(app, f"select runlane.{name}(%s)", (run_id,))
+            _, calls["weekly_spend"] = commands_sent(
+                app, "select runlane.weekly_spend(%s, now())", (f"user-{org}",)
+            )
             _, calls["outputs_since_many"] = commands_sent(
                 app,
                 "select * from runlane.outputs_since_many(array[%s], array[0::bigint])",
@@ -502,6 +505,7 @@ def test_an_organizations_calls_sent_to_its_node_run_there_alone(citus_nodes):
                 "select runlane.run_timing(%s)",
                 "select runlane.superseded_through(%s)",
                 "select * from runlane.run_reply(%s)",
+                "select * from runlane.run_detail(%s)",
                 "select runlane.publish_run(%s)",
                 "select runlane.cancel_run(%s)",
             ):

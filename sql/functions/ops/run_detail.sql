@@ -48,11 +48,80 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_scope text := runlane._api_org();  -- first: a foreign and an unknown id take one path
+    v_org text;  -- the run's, named for every table (on Citus, one node)
+    v_run runlane.runs;
+    v_origin timestamptz;
+    v_timing jsonb;
+    v_error_class text;
+    v_visible int;
+    v_total int;
 begin
     if p_run_id is null then
         raise exception 'run id is required'
             using errcode = '22004';
     end if;
+    -- (a login held to one organization, or a session naming one, names it; else the
+    -- run's own, read first)
+    if v_scope is null then
+        select r.org_id into v_org from runlane.runs as r where r.run_id = run_detail.p_run_id;
+    else
+        v_org := v_scope;
+    end if;
+    if to_regclass('runlane.agent_orgs') is not null then  -- (0029, which Citus needs)
+        -- (statement by statement, each by the whole key: on Citus the run's row cannot be
+        -- handed to _timing_of inside a statement sent to its shard, whose row type differs)
+        select r.* into v_run
+        from runlane.runs as r
+        where r.run_id = run_detail.p_run_id and r.org_id = v_org;
+        if not found then
+            raise exception 'unknown run %', p_run_id
+                using errcode = 'RL008',
+                      hint = 'check the run id; a login scoped to one organization sees only its runs';
+        end if;
+        if v_run.source_message_id is not null then
+            select m.created_at into v_origin
+            from runlane.messages as m
+            where m.message_id = v_run.source_message_id and m.org_id = v_org;
+        end if;
+        v_timing := runlane._timing_of(v_run, coalesce(v_origin, v_run.created_at));
+        select
+            count(*) filter (where x.kind in ('text', 'final', 'message_tool', 'card'))::int,
+            count(*)::int
+        into v_visible, v_total
+        from runlane.run_outputs as x
+        where x.run_id = run_detail.p_run_id and x.org_id = v_org;
+        v_error_class := substring(v_run.last_error from '^([A-Za-z_][A-Za-z0-9_.]*): ');
+        return query
+        select
+            v_run.run_id,
+            v_run.agent_id,
+            v_run.org_id,
+            v_run.lane,
+            v_run.trigger,
+            v_run.state,
+            v_run.reason,
+            v_run.attempts,
+            v_run.max_attempts,
+            v_run.created_at,
+            v_run.first_started_at,
+            v_run.first_response_at,
+            v_run.finished_at,
+            case when v_run.state = 'queued' then v_run.wake_at end,
+            (v_timing ->> 'run.queue_wait_ms')::bigint,
+            (v_timing ->> 'run.first_response_ms')::bigint,
+            (v_timing ->> 'run.total_ms')::bigint,
+            v_error_class,
+            case
+                when v_error_class is null then v_run.last_error
+                else substr(v_run.last_error, char_length(v_error_class) + 3)
+            end,
+            v_visible,
+            v_total,
+            v_run.cost;
+        return;
+    end if;
+
+    -- (before 0029: by run id alone; before 0027 outputs name no organization)
 
     return query
     select
