@@ -23,8 +23,8 @@ begin
     end if;
     perform runlane._check_id('agent id', p_agent_id);
     -- another organization's agent is unknown to a login scoped to one (no gate leaks it)
-    -- (by the whole key, its organization looked up first: on Citus, one node)
-    -- (held to one organization: only there, so a foreign id costs an unknown one's)
+    -- (by the whole key, its organization first: on Citus, one node. A login held to one
+    -- organization reads only there, so a foreign id costs what an unknown one does.)
     v_org := coalesce(v_scope, runlane._agent_org(p_agent_id));
     select a.* into v_agent from runlane.agents as a
     where a.agent_id = p_agent_id and a.org_id = v_org and (v_scope is null or a.org_id = v_scope);

@@ -35,8 +35,8 @@ begin
     end if;
     perform runlane._check_id('idempotency key', p_key);
     -- (the agent read by its whole key, and the key row below by its organization: on
-    -- Citus each statement then reaches the one node that holds it)
-    -- (held to one organization: only there, so a foreign id costs an unknown one's)
+    -- Citus each statement then reaches the one node that holds it. A login held to one
+    -- organization reads only there, so a foreign id costs what an unknown one does.)
     v_org := coalesce(v_scope, runlane._agent_org(p_agent_id));
     select a.org_id into v_org
     from runlane.agents as a

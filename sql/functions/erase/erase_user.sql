@@ -34,8 +34,8 @@ declare
     v_erased int;
 begin
     perform runlane._check_id('user id', p_user_id);
-    -- (the user ids' namespace, from 0029: on Citus a copy on every node, read locally)
-    -- (held to one organization: only there, so a foreign id costs an unknown one's)
+    -- (held to one organization: only there, so a foreign id costs an unknown one's; else
+    -- the user ids' namespace, from 0029: on Citus a copy on every node, read locally)
     v_org := v_scope;
     if v_org is null and to_regclass('runlane.user_orgs') is not null then
         select o.org_id into v_org from runlane.user_orgs as o where o.user_id = erase_user.p_user_id;
