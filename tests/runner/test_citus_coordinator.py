@@ -384,8 +384,7 @@ def test_an_organizations_calls_sent_to_its_node_run_there_alone(citus_nodes):
     login held to the organization knows its runs' node from its scope, so the run-keyed
     calls (status, outputs, timing, reply, detail) and the keyed ones stay there too; a login for
     every organization reads the run on every node first, unless the session names the
-    organization (runlane.org_id), and outputs_since_many, one join over many runs, asks
-    it to.
+    organization (runlane.org_id).
     A login oid is one server's: the entry holds on the nodes by the oids recorded there,
     and an API login never entered is refused on a node as on the coordinator."""
     coordinator = citus_nodes[0]
@@ -490,13 +489,6 @@ def test_an_organizations_calls_sent_to_its_node_run_there_alone(citus_nodes):
             assert sent["remote"] == 0
             _, sent = commands_sent(app, "select state from runlane.run_status(%s)", (run_id,))
             assert sent["remote"] > 0, "a run id alone: the run is looked for on every node"
-            with pytest.raises(psycopg.Error) as unnamed:
-                app.execute(
-                    "select * from runlane.outputs_since_many(array[%s], array[0::bigint])",
-                    (run_id,),
-                )
-            assert unnamed.value.sqlstate == "0A000"
-            assert "runlane.org_id" in unnamed.value.diag.message_hint
             app.execute("select set_config('runlane.org_id', %s, false)", (org,))
             for statement in (
                 "select state from runlane.run_status(%s)",
@@ -866,3 +858,51 @@ def test_a_foreign_id_costs_a_login_held_to_one_organization_what_an_unknown_one
                 assert of_foreign[0] is not None, f"{statement} refuses a foreign id"
                 assert of_foreign == of_unknown, statement
                 assert of_foreign[2]["remote"] == 0, statement
+
+
+def test_outputs_since_many_follows_runs_of_organizations_on_every_node(citus_nodes):
+    """A follower acting for every organization reads many runs' outputs in one call: on
+    a distributed schema the runs' organizations are read first, then each
+    organization's runs on its node; the rows come as on plain PostgreSQL, by position,
+    then output id, each run after its own output, invisible kinds left out."""
+    coordinator = citus_nodes[0]
+    sharded = coordinator.dsn_for("sharded")
+    with psycopg.connect(sharded, autocommit=True) as conn:
+        orgs = [f"org-follow-{i}" for i in range(6)]
+        for org in orgs:
+            organization_with_agent(conn, org)
+        first = orgs[0]
+        other = next(org for org in orgs if node_of(conn, org) != node_of(conn, first))
+        runs = {}
+        for org in (first, other):
+            _, runs[org], _ = conn.execute(
+                "select * from runlane.send_message(%s, 'thread-1', 'hello')", (f"agent-{org}",)
+            ).fetchone()
+        outputs = {}
+        for org, kinds in ((first, ("text", "reasoning", "text", "final")), (other, ("text",))):
+            outputs[org] = [
+                conn.execute(
+                    "insert into runlane.run_outputs (run_id, org_id, attempt, kind, body) "
+                    "values (%s, %s, 1, %s, 'out') returning output_id",
+                    (runs[org], org, kind),
+                ).fetchone()[0]
+                for kind in kinds
+            ]
+        conn.execute("create role app_follower login")
+    entered = cli("grant-login", "app_follower", "--api", dsn=sharded)
+    assert entered.returncode == 0, entered.stderr
+
+    a, b = runs[first], runs[other]
+    visible_a = [outputs[first][i] for i in (0, 2, 3)]
+    expected = (
+        [(a, o) for o in visible_a]
+        + [(b, outputs[other][0])]
+        + [(a, o) for o in visible_a if o > visible_a[0]]
+    )
+    for server in citus_nodes:
+        with psycopg.connect(server.dsn_for("sharded"), user="app_follower") as app:
+            got = app.execute(
+                "select run_id, output_id from runlane.outputs_since_many(%s, %s)",
+                ([a, b, a, 424242], [0, 0, visible_a[0], 0]),
+            ).fetchall()
+            assert got == expected, f"on {server.port}"

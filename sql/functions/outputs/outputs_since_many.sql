@@ -12,7 +12,8 @@
 -- * One statement, one index range per element (run_outputs_run_idx), no loop; not
 --   fenced, never writes. With an organization (the login's scope, or the session's
 --   runlane.org_id) every table is read by it: on Citus, one node. Without one, on a
---   schema Citus distributed, 0A000 (the hint says to name the organization).
+--   schema Citus distributed, the runs' organizations are read first (every node), then
+--   one statement per organization on its node: the same rows, in the same order.
 -- * 22004 for a null array or element; 22023 when the arrays differ in length, hold
 --   more than 1000 elements, or p_limit is outside 1..10000.
 create or replace function runlane.outputs_since_many(
@@ -30,6 +31,9 @@ declare
     v_scope text := runlane._api_org();  -- first: a foreign and an unknown id take one path
     v_n int := cardinality(p_run_ids);
     v_distributed boolean := false;
+    v_org text;  -- on Citus: each organization of the runs in turn
+    v_rows runlane.run_outputs[] := '{}'::runlane.run_outputs[];
+    v_positions bigint[] := '{}'::bigint[];
 begin
     if p_run_ids is null or p_after_output_ids is null or p_limit is null then
         raise exception 'run ids, after-output ids and limit are required'
@@ -78,19 +82,45 @@ begin
         order by q.pos, o.output_id;
         return;
     end if;
-    -- GUARD: runs of any organization are read in one join, which Citus cannot plan
-    -- across nodes: there the caller names the organization. (Citus's catalog in dynamic
-    -- SQL, asked only where Citus is installed.)
+    -- Runs of any organization are read in one join, which Citus cannot plan across
+    -- nodes: there the runs' organizations are read first, then each organization's runs
+    -- on its node, the rows gathered and returned in the same order. (Citus's catalog in
+    -- dynamic SQL, asked only where Citus is installed.)
     if to_regclass('pg_catalog.pg_dist_partition') is not null then
         execute 'select exists (select 1 from pg_catalog.pg_dist_partition where logicalrelid = $1)'
             into v_distributed
             using 'runlane.runs'::regclass;
-        if v_distributed then
-            raise exception 'outputs_since_many needs an organization on a Citus cluster'
-                using errcode = '0A000',
-                      hint = 'Set runlane.org_id to the runs'' organization (one call per organization), '
-                          || 'or call as a login held to it.';
-        end if;
+    end if;
+    if v_distributed then
+        for v_org in
+            select distinct r.org_id from runlane.runs as r where r.run_id = any(p_run_ids)
+        loop
+            select
+                -- (a row built from the columns, not the shard's own row: its type is the
+                -- shard table's on the node)
+                coalesce(array_agg(row(o.*)::runlane.run_outputs order by q.pos, o.output_id), '{}') || v_rows,
+                coalesce(array_agg(q.pos order by q.pos, o.output_id), '{}') || v_positions
+            into v_rows, v_positions
+            from unnest(p_run_ids, p_after_output_ids) with ordinality as q (run_id, after_id, pos)
+            inner join runlane.runs as r
+                on r.run_id = q.run_id and r.org_id = v_org
+            cross join lateral (
+                select ro.*
+                from runlane.run_outputs as ro
+                where
+                    ro.run_id = q.run_id
+                    and ro.org_id = v_org
+                    and ro.output_id > q.after_id
+                    and ro.kind in ('text', 'final', 'message_tool', 'card')
+                order by ro.output_id
+                limit p_limit
+            ) as o;
+        end loop;
+        return query
+        select (v_rows[i]).*
+        from generate_subscripts(v_rows, 1) as i
+        order by v_positions[i], (v_rows[i]).output_id;
+        return;
     end if;
     return query
     select o.*
