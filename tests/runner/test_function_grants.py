@@ -61,6 +61,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane._agent_patch_types()": NOBODY,
     "runlane._api_login()": NOBODY,
     "runlane._citus_node_without_logins()": NOBODY,
+    "runlane._citus_distributed(text)": NOBODY,
     "runlane._check_patch(text,jsonb,jsonb)": NOBODY,
     "runlane._require_registry_window(text,interval,integer)": NOBODY,
     "runlane._patch_int(text,jsonb,integer)": NOBODY,

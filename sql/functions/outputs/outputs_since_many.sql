@@ -9,11 +9,13 @@
 -- * A run this login may not read (unknown, or another organization's for a login scoped
 --   to one) contributes no row, exactly like a run with nothing new: callers hold a
 --   stream token per run, so they know their runs exist.
--- * One statement, one index range per element (run_outputs_run_idx), no loop; not
---   fenced, never writes. With an organization (the login's scope, or the session's
---   runlane.org_id) every table is read by it: on Citus, one node. Without one, on a
---   schema Citus distributed, the runs' organizations are read first (every node), then
---   one statement per organization on its node: the same rows, in the same order.
+-- * One index range per element (run_outputs_run_idx); not fenced, never writes. A login
+--   for every organization reads in one statement. With an organization (the login's
+--   scope, or the session's runlane.org_id) the statement names it in every table: on
+--   Citus, one node. On a schema Citus distributed, a login for every organization reads
+--   the runs' organizations first (every node), then in one such statement per stretch
+--   of consecutive elements of one organization, on its node: the same rows, in the same
+--   order.
 -- * 22004 for a null array or element; 22023 when the arrays differ in length, hold
 --   more than 1000 elements, or p_limit is outside 1..10000.
 create or replace function runlane.outputs_since_many(
@@ -30,10 +32,13 @@ as $$
 declare
     v_scope text := runlane._api_org();  -- first: a foreign and an unknown id take one path
     v_n int := cardinality(p_run_ids);
-    v_distributed boolean := false;
-    v_org text;  -- on Citus: each organization of the runs in turn
-    v_rows runlane.run_outputs[] := '{}'::runlane.run_outputs[];
-    v_positions bigint[] := '{}'::bigint[];
+    v_ends int[];  -- the last element of each stretch of one organization (null: no stretch)
+    v_orgs text[];  -- each stretch's organization (null: unknown runs)
+    v_known_runs bigint[];
+    v_known_orgs text[];
+    v_first int;
+    v_last int;
+    v_org text;
 begin
     if p_run_ids is null or p_after_output_ids is null or p_limit is null then
         raise exception 'run ids, after-output ids and limit are required'
@@ -60,66 +65,63 @@ begin
             using errcode = '22023';
     end if;
 
+    -- Each element's organization, where a statement must name it: the one a login is
+    -- held to or a session names; on a schema Citus distributed, each run's own, read
+    -- first (one join over many organizations is beyond Citus's planner). Then one
+    -- statement per stretch of consecutive elements of one organization, naming it in
+    -- every table (on Citus: on its node alone), so the rows come in the call's order.
+    -- (Citus's catalog is asked only where Citus is installed: runlane._citus_distributed.)
     if v_scope is not null and to_regclass('runlane.agent_orgs') is not null then
-        -- (a login held to one organization, or a session naming one: every table read by
-        -- that organization, so on Citus the statement runs on its node alone)
-        return query
-        select o.*
-        from unnest(p_run_ids, p_after_output_ids) with ordinality as q (run_id, after_id, pos)
-        inner join runlane.runs as r
-            on r.run_id = q.run_id and r.org_id = v_scope
-        cross join lateral (
-            select ro.*
-            from runlane.run_outputs as ro
-            where
-                ro.run_id = q.run_id
-                and ro.org_id = v_scope
-                and ro.output_id > q.after_id
-                and ro.kind in ('text', 'final', 'message_tool', 'card')
-            order by ro.output_id
-            limit p_limit
-        ) as o
-        order by q.pos, o.output_id;
-        return;
-    end if;
-    -- Runs of any organization are read in one join, which Citus cannot plan across
-    -- nodes: there the runs' organizations are read first, then each organization's runs
-    -- on its node, the rows gathered and returned in the same order. (Citus's catalog in
-    -- dynamic SQL, asked only where Citus is installed.)
-    if to_regclass('pg_catalog.pg_dist_partition') is not null then
-        execute 'select exists (select 1 from pg_catalog.pg_dist_partition where logicalrelid = $1)'
-            into v_distributed
-            using 'runlane.runs'::regclass;
-    end if;
-    if v_distributed then
-        for v_org in
-            select distinct r.org_id from runlane.runs as r where r.run_id = any(p_run_ids)
-        loop
+        v_ends := array[v_n];
+        v_orgs := array[v_scope];
+    elsif runlane._citus_distributed('runlane.runs') then
+        select coalesce(array_agg(r.run_id), '{}'), coalesce(array_agg(r.org_id), '{}')
+        into v_known_runs, v_known_orgs
+        from runlane.runs as r
+        where r.run_id = any(p_run_ids);
+        -- (the stretches: where the next element's organization differs, or none follows)
+        select coalesce(array_agg(e.pos order by e.pos), '{}'), coalesce(array_agg(e.org_id order by e.pos), '{}')
+        into v_ends, v_orgs
+        from (
             select
-                -- (a row built from the columns, not the shard's own row: its type is the
-                -- shard table's on the node)
-                coalesce(array_agg(row(o.*)::runlane.run_outputs order by q.pos, o.output_id), '{}') || v_rows,
-                coalesce(array_agg(q.pos order by q.pos, o.output_id), '{}') || v_positions
-            into v_rows, v_positions
-            from unnest(p_run_ids, p_after_output_ids) with ordinality as q (run_id, after_id, pos)
-            inner join runlane.runs as r
-                on r.run_id = q.run_id and r.org_id = v_org
-            cross join lateral (
-                select ro.*
-                from runlane.run_outputs as ro
-                where
-                    ro.run_id = q.run_id
-                    and ro.org_id = v_org
-                    and ro.output_id > q.after_id
-                    and ro.kind in ('text', 'final', 'message_tool', 'card')
-                order by ro.output_id
-                limit p_limit
-            ) as o;
+                x.pos,
+                x.org_id,
+                lead(x.org_id) over (order by x.pos) is distinct from x.org_id
+                or x.pos = v_n as last_of_stretch
+            from (
+                select u.pos::int as pos, v_known_orgs[array_position(v_known_runs, u.run_id)] as org_id
+                from unnest(p_run_ids) with ordinality as u (run_id, pos)
+            ) as x
+        ) as e
+        where e.last_of_stretch;
+    end if;
+    if v_ends is not null then
+        v_first := 1;
+        for k in 1 .. cardinality(v_ends) loop
+            v_last := v_ends[k];
+            v_org := v_orgs[k];
+            if v_org is not null then  -- (an unknown run gives no row)
+                return query
+                select o.*
+                from unnest(p_run_ids[v_first:v_last], p_after_output_ids[v_first:v_last])
+                    with ordinality as q (run_id, after_id, pos)
+                inner join runlane.runs as r
+                    on r.run_id = q.run_id and r.org_id = v_org
+                cross join lateral (
+                    select ro.*
+                    from runlane.run_outputs as ro
+                    where
+                        ro.run_id = q.run_id
+                        and ro.org_id = v_org
+                        and ro.output_id > q.after_id
+                        and ro.kind in ('text', 'final', 'message_tool', 'card')
+                    order by ro.output_id
+                    limit p_limit
+                ) as o
+                order by q.pos, o.output_id;
+            end if;
+            v_first := v_last + 1;
         end loop;
-        return query
-        select (v_rows[i]).*
-        from generate_subscripts(v_rows, 1) as i
-        order by v_positions[i], (v_rows[i]).output_id;
         return;
     end if;
     return query

@@ -27,7 +27,6 @@ as $$
 declare
     v_oid oid;
     v_now timestamptz := now();  -- (a value: Citus calls no function in an upsert's SET)
-    v_on_nodes boolean := false;  -- runlane.api_login_nodes is Citus's (migrate --citus)
     v_group int;
     v_node_oid oid;
 begin
@@ -67,13 +66,7 @@ begin
     -- STEP: on a Citus cluster, the login's oid on each worker node, by which a call sent
     -- straight to a node finds the entry (runlane._api_login). Citus's catalogs and
     -- functions are named only in dynamic SQL: this function installs without Citus.
-    if to_regclass('runlane.api_login_nodes') is not null
-       and to_regclass('pg_catalog.pg_dist_partition') is not null then
-        execute 'select exists (select 1 from pg_catalog.pg_dist_partition where logicalrelid = $1)'
-            into v_on_nodes
-            using 'runlane.api_login_nodes'::regclass;
-    end if;
-    if v_on_nodes then
+    if runlane._citus_distributed('runlane.api_login_nodes') then
         delete from runlane.api_login_nodes as n
         where n.login_oid = v_oid
            or not exists (select 1 from runlane.api_logins as l where l.role_oid = n.login_oid);
