@@ -48,7 +48,7 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_scope text := runlane._api_org();  -- first: a foreign and an unknown id take one path
-    v_org text;  -- the run's, named for every table (on Citus, one node)
+    v_org text;  -- the run's, named in every later statement (on Citus, one node)
     v_run runlane.runs;
     v_origin timestamptz;
     v_timing jsonb;
@@ -60,24 +60,26 @@ begin
         raise exception 'run id is required'
             using errcode = '22004';
     end if;
-    -- (a login held to one organization, or a session naming one, names it; else the
-    -- run's own, read first)
-    if v_scope is null then
-        select r.org_id into v_org from runlane.runs as r where r.run_id = run_detail.p_run_id;
-    else
-        v_org := v_scope;
-    end if;
     if to_regclass('runlane.agent_orgs') is not null then  -- (0029, which Citus needs)
         -- (statement by statement, each by the whole key: on Citus the run's row cannot be
-        -- handed to _timing_of inside a statement sent to its shard, whose row type differs)
-        select r.* into v_run
-        from runlane.runs as r
-        where r.run_id = run_detail.p_run_id and r.org_id = v_org;
+        -- handed to _timing_of inside a statement sent to its shard, whose row type differs.
+        -- A login held to one organization, or a session naming one, reads the run there;
+        -- else by its id, which gives its organization.)
+        if v_scope is null then
+            select r.* into v_run
+            from runlane.runs as r
+            where r.run_id = run_detail.p_run_id;
+        else
+            select r.* into v_run
+            from runlane.runs as r
+            where r.run_id = run_detail.p_run_id and r.org_id = v_scope;
+        end if;
         if not found then
             raise exception 'unknown run %', p_run_id
                 using errcode = 'RL008',
                       hint = 'check the run id; a login scoped to one organization sees only its runs';
         end if;
+        v_org := v_run.org_id;
         if v_run.source_message_id is not null then
             select m.created_at into v_origin
             from runlane.messages as m
