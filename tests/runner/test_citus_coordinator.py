@@ -111,6 +111,17 @@ def organization_with_agent(conn: psycopg.Connection, org: str, **agent) -> str:
     return f"agent-{org}"
 
 
+def organizations_on_two_nodes(conn: psycopg.Connection, prefix: str) -> tuple[str, str]:
+    """Organizations `<prefix>-0` … `-5`, each with its user and agent
+    (organization_with_agent); returns the first and one whose rows live on the other
+    worker node."""
+    orgs = [f"{prefix}-{i}" for i in range(6)]
+    for org in orgs:
+        organization_with_agent(conn, org)
+    home = node_of(conn, orgs[0])
+    return orgs[0], next(org for org in orgs[1:] if node_of(conn, org) != home)
+
+
 @pytest.fixture(scope="module")
 def citus_nodes():
     """[coordinator, worker, worker], each with the citus extension in DATABASE, the two
@@ -821,13 +832,8 @@ def test_a_foreign_id_costs_a_login_held_to_one_organization_what_an_unknown_one
     coordinator = citus_nodes[0]
     sharded = coordinator.dsn_for("sharded")
     with psycopg.connect(sharded, autocommit=True) as conn:
-        orgs = [f"org-oracle-{i}" for i in range(6)]
-        for org in orgs:
-            organization_with_agent(conn, org)
-        mine = orgs[0]
-        home = node_of(conn, mine)
-        node = next(n for n in citus_nodes[1:] if n.port == home)
-        foreign = [org for org in orgs[1:] if node_of(conn, org) != home][0]
+        mine, foreign = organizations_on_two_nodes(conn, "org-oracle")
+        node = next(n for n in citus_nodes[1:] if n.port == node_of(conn, mine))
         conn.execute("create role app_oracle login")
     entered = cli("grant-login", "app_oracle", "--api", "--org", mine, dsn=sharded)
     assert entered.returncode == 0, entered.stderr
@@ -862,17 +868,13 @@ def test_a_foreign_id_costs_a_login_held_to_one_organization_what_an_unknown_one
 
 def test_outputs_since_many_follows_runs_of_organizations_on_every_node(citus_nodes):
     """A follower acting for every organization reads many runs' outputs in one call: on
-    a distributed schema the runs' organizations are read first, then each
+    a distributed schema the runs' organizations are read first, then each stretch of one
     organization's runs on its node; the rows come as on plain PostgreSQL, by position,
     then output id, each run after its own output, invisible kinds left out."""
     coordinator = citus_nodes[0]
     sharded = coordinator.dsn_for("sharded")
     with psycopg.connect(sharded, autocommit=True) as conn:
-        orgs = [f"org-follow-{i}" for i in range(6)]
-        for org in orgs:
-            organization_with_agent(conn, org)
-        first = orgs[0]
-        other = next(org for org in orgs if node_of(conn, org) != node_of(conn, first))
+        first, other = organizations_on_two_nodes(conn, "org-follow")
         runs = {}
         for org in (first, other):
             _, runs[org], _ = conn.execute(
