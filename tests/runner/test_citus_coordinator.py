@@ -908,3 +908,184 @@ def test_outputs_since_many_follows_runs_of_organizations_on_every_node(citus_no
                 ([a, b, a, 424242], [0, 0, visible_a[0], 0]),
             ).fetchall()
             assert got == expected, f"on {server.port}"
+
+
+def running_runs(
+    conn: psycopg.Connection, org: str, count: int, threads: str
+) -> list[tuple[int, int]]:
+    """`count` chat runs of `org`, each of its own thread (`<threads>-<i>`), running under
+    fence 1 for worker-1 as a claim leaves them; returns their (run id, fence)."""
+    runs = []
+    for i in range(count):
+        _, run_id, _ = conn.execute(
+            "select * from runlane.send_message(%s, %s, 'hello')",
+            (f"agent-{org}", f"{threads}-{i}"),
+        ).fetchone()
+        conn.execute(
+            "update runlane.runs set state = 'running', fence = 1, attempts = 1, "
+            "lease_owner = 'worker-1', lease_expires_at = now() + interval '1 minute', "
+            "heartbeat_at = now(), first_started_at = now() where org_id = %s and run_id = %s",
+            (org, run_id),
+        )
+        runs.append((run_id, 1))
+    return runs
+
+
+def every_fenced_write(runs: list[tuple[int, int]]) -> list[tuple[str, str, tuple]]:
+    """(name, statement, parameters) of each fenced worker write, numbered as a worker
+    numbers them: the first run gets every write of an attempt up to its finish; the
+    other three are released, retried and finished in a batch."""
+    (a, fa), (b, fb), (c, fc), (d, fd) = runs
+    return [
+        ("heartbeat", "select runlane.heartbeat(%s, %s)", (a, fa)),
+        ("append_output", "select runlane.append_output(%s, %s, 'text', 'hi', 1)", (a, fa)),
+        (
+            "append_outputs",
+            "select outcome from runlane.append_outputs("
+            "array[%s]::bigint[], array[%s]::bigint[], '{2}', '{text}', '{more}')",
+            (a, fa),
+        ),
+        ("save_checkpoint", "select runlane.save_checkpoint(%s, %s, '{\"step\": 1}', 3)", (a, fa)),
+        ("charge", "select runlane.charge(%s, %s, 0.5, 4)", (a, fa)),
+        ("take_steering", "select count(*) from runlane.take_steering(%s, %s, 5)", (a, fa)),
+        (
+            "finish_run",
+            "select runlane.finish_run(%s, %s, 'succeeded', null, 0, 6) ->> 'event'",
+            (a, fa),
+        ),
+        ("release_run", "select runlane.release_run(%s, %s, null, null, 1)", (b, fb)),
+        ("retry_run", "select runlane.retry_run(%s, %s, 'boom', interval '0', 1)", (c, fc)),
+        (
+            "finish_runs",
+            "select ok from runlane.finish_runs(array[%s]::bigint[], array[%s]::bigint[], "
+            "'{succeeded}', '{null}', '{0}', '{1}', '{text}', '{done}', '{1}')",
+            (d, fd),
+        ),
+    ]
+
+
+WRITES_ANSWER = {
+    "heartbeat": True,
+    "append_output": None,  # the first response's timing row: checked apart
+    "append_outputs": "applied",
+    "save_checkpoint": "",  # (void)
+    "charge": 0.5,
+    "take_steering": 0,
+    "finish_run": "run.finished",
+    "release_run": True,
+    "retry_run": "queued",
+    "finish_runs": True,
+}
+
+
+def test_every_fenced_worker_write_runs_on_the_node_of_its_organization(citus_nodes):
+    """A worker's writes on one run (heartbeat, outputs, checkpoint, charge, steering,
+    finish, release, retry, and the batches) name the run's organization in every
+    statement. A worker that names it (runlane.org_id) on the organization's node sends
+    no command elsewhere; one that does not is answered the same from any server, the
+    run's organization read first from every node; a worker naming another organization
+    finds the run unknown and changes nothing."""
+    coordinator = citus_nodes[0]
+    ports = {node.port: node for node in citus_nodes}
+    sharded = coordinator.dsn_for("sharded")
+    with psycopg.connect(sharded, autocommit=True) as conn:
+        first, other = organizations_on_two_nodes(conn, "org-write")
+        homes = {org: node_of(conn, org) for org in (first, other)}
+        named_runs = {org: running_runs(conn, org, 4, "named") for org in (first, other)}
+        unnamed_runs = running_runs(conn, first, 4, "unnamed")
+        foreign_run, foreign_fence = running_runs(conn, other, 1, "foreign")[0]
+        beat = "select state, heartbeat_at from runlane.runs where run_id = %s"
+        foreign_before = conn.execute(beat, (foreign_run,)).fetchone()
+
+    def answers(app: psycopg.Connection, runs: list[tuple[int, int]]) -> dict:
+        got = {}
+        for name, statement, params in every_fenced_write(runs):
+            [(answer,)], sent = commands_sent(app, statement, params)
+            got[name] = (answer, sent)
+        return got
+
+    for org in (first, other):
+        with psycopg.connect(ports[homes[org]].dsn_for("sharded"), autocommit=True) as app:
+            app.execute("select set_config('runlane.org_id', %s, false)", (org,))
+            got = answers(app, named_runs[org])
+        for name, (answer, sent) in got.items():
+            assert sent["remote"] == 0, f"{name} of {org} sent commands elsewhere: {sent}"
+            assert sent["local"] > 0, name
+            if name == "append_output":
+                assert answer["event"] == "run.first_response"
+            else:
+                assert answer == WRITES_ANSWER[name], name
+
+    # Without the name: the same answers from a server that does not hold the run.
+    elsewhere = next(node for node in citus_nodes[1:] if node.port != homes[first])
+    with psycopg.connect(elsewhere.dsn_for("sharded"), autocommit=True) as app:
+        got = answers(app, unnamed_runs)
+    for name, (answer, _) in got.items():
+        if name != "append_output":
+            assert answer == WRITES_ANSWER[name], name
+
+    with psycopg.connect(sharded, autocommit=True) as conn:
+        for runs in (named_runs[first], named_runs[other], unnamed_runs):
+            (a, _), (b, _), (c, _), (d, _) = runs
+            states = dict(
+                conn.execute(
+                    "select run_id, state || '/' || cost::text from runlane.runs "
+                    "where run_id = any(%s)",
+                    ([a, b, c, d],),
+                ).fetchall()
+            )
+            assert states == {
+                a: "succeeded/0.5",
+                b: "queued/0",
+                c: "queued/0",
+                d: "succeeded/0",
+            }
+            outputs = conn.execute(
+                "select run_id, array_agg(body order by output_id) from runlane.run_outputs "
+                "where run_id = any(%s) group by run_id order by run_id",
+                ([a, d],),
+            ).fetchall()
+            assert outputs == [(a, ["hi", "more"]), (d, ["done"])]
+
+        # A worker naming another organization: the run is unknown, nothing changes.
+        conn.execute("select set_config('runlane.org_id', %s, false)", (first,))
+        assert conn.execute(
+            "select runlane.heartbeat(%s, %s)", (foreign_run, foreign_fence)
+        ).fetchone() == (False,)
+        with pytest.raises(psycopg.Error) as unknown:
+            conn.execute(
+                "select runlane.finish_run(%s, %s, 'succeeded')", (foreign_run, foreign_fence)
+            )
+        assert unknown.value.sqlstate == "RL008"
+        conn.execute("reset runlane.org_id")
+        assert conn.execute(beat, (foreign_run,)).fetchone() == foreign_before
+
+
+def test_a_worker_batch_writes_runs_of_organizations_on_both_nodes(citus_nodes):
+    """append_outputs and finish_runs take runs of many organizations in one call, as a
+    worker batches them: on a distributed schema each organization's runs are locked on
+    its node, in organization order, and every run is written."""
+    coordinator = citus_nodes[0]
+    sharded = coordinator.dsn_for("sharded")
+    with psycopg.connect(sharded, autocommit=True) as conn:
+        first, other = organizations_on_two_nodes(conn, "org-batch")
+        (a, fa), (b, fb) = running_runs(conn, first, 1, "batch") + running_runs(
+            conn, other, 1, "batch"
+        )
+        applied = conn.execute(
+            "select run_id, outcome from runlane.append_outputs(%s, %s, '{1,1}', "
+            "'{text,text}', '{one,two}')",
+            ([a, b], [fa, fb]),
+        ).fetchall()
+        assert applied == [(a, "applied"), (b, "applied")]
+        finished = conn.execute(
+            "select run_id, ok, sqlstate from runlane.finish_runs(%s, %s, "
+            "'{succeeded,failed}', '{null,boom}', '{0,0}', '{0,0}', '{}', '{}', '{2,2}')",
+            ([a, b], [fa, fb]),
+        ).fetchall()
+        assert sorted(finished) == [(a, True, None), (b, True, None)]
+        assert conn.execute(
+            "select run_id, state, write_seq from runlane.runs where run_id = any(%s) "
+            "order by run_id",
+            ([a, b],),
+        ).fetchall() == [(a, "succeeded", 2), (b, "failed", 2)]

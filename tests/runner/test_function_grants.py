@@ -215,6 +215,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane._write_run_outputs(bigint[],text[],integer[],text[],text[])": NOBODY,
     "runlane._require_owner(bigint,bigint,bigint)": NOBODY,
     "runlane._require_owner(bigint,bigint,bigint,boolean)": NOBODY,
+    "runlane._run_org_for_write(bigint)": NOBODY,
     "runlane._write_applied(runlane.runs,bigint,bigint)": NOBODY,
     "runlane._resent_first_response(runlane.runs,bigint)": NOBODY,
     "runlane._agent_timezone(text,text)": NOBODY,

@@ -25,7 +25,8 @@ declare
 begin
     select a.owner_id into strict v_owner
     from runlane.agents as a
-    where a.agent_id = (_record_charge.p_run).agent_id;
+    where a.agent_id = (_record_charge.p_run).agent_id
+      and a.org_id = (_record_charge.p_run).org_id;
 
     insert into runlane.charges (run_id, org_id, owner_id, attempt, amount, charged_at)
     values ((p_run).run_id, (p_run).org_id, v_owner, (p_run).attempts, p_amount, p_at);

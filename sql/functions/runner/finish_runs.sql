@@ -67,6 +67,7 @@ declare
     v_together_ids bigint[];
     v_together_first jsonb[];
     v_together_timings jsonb[];
+    v_org text := nullif(current_setting('runlane.org_id', true), '');
 begin
     -- GUARD: arguments, before any run is touched.
     if p_run_ids is null or p_fences is null or p_outcomes is null or p_errors is null
@@ -95,8 +96,10 @@ begin
     -- STEP: together: the whole batch in a few statements (runlane._finish_runs_together)
     -- when every run is the common case; anything else (a run fenced out or off its
     -- computer, asked to stop, a resend, a bad argument, any error) rolls that attempt
-    -- back, whole, and the runs are finished one by one below.
-    if v_runs > 0 then
+    -- back, whole, and the runs are finished one by one below. On a schema Citus
+    -- distributes, one by one at once: the batch's statements read many organizations'
+    -- rows, which Citus cannot lock together; each run's own statements name its own.
+    if v_runs > 0 and not runlane._citus_distributed('runlane.runs') then
         begin
             select t.run_ids, t.first_responses, t.timings
             into v_together_ids, v_together_first, v_together_timings
@@ -137,7 +140,9 @@ begin
             sum(c.n) over (order by c.i) - c.n + 1 as first
         from unnest(p_output_counts) with ordinality as c (n, i)
     ) as u
-    left join runlane.runs as r on r.run_id = u.id;
+    left join runlane.runs as r
+        on r.run_id = u.id
+        and (v_org is null or r.org_id = v_org);  -- (runlane.org_id: on Citus, one node)
 
     foreach v_i in array coalesce(v_order, '{}') loop
         run_id := p_run_ids[v_i];
@@ -256,7 +261,7 @@ begin
             begin
                 select m.created_at into v_origin
                 from runlane.messages as m
-                where m.message_id = v_run.source_message_id;
+                where m.message_id = v_run.source_message_id and m.org_id = v_run.org_id;
                 v_origin := coalesce(v_origin, v_run.created_at);
                 if v_stamp is not null then
                     -- The run as it was when its first response was written: running.

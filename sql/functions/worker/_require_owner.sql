@@ -17,6 +17,9 @@
 -- to commit, so no write is ever accepted from a run that did not hold its computer at
 -- that moment.
 --
+-- The run is read by its id and organization (runlane._run_org_for_write): on Citus one
+-- node's row; the callers name v_run.org_id in their statements for the same reason.
+--
 -- The three-argument form (p_seq, the caller's per-attempt write sequence number) is for
 -- writes that may be resent after a lost reply: when the run's write_fence is p_fence and
 -- its write_seq >= p_seq, the write was already applied, and the row is returned locked
@@ -46,6 +49,7 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_run runlane.runs;
+    v_org text;  -- runlane._run_org_for_write: NULL on plain PostgreSQL
 begin
     if p_run_id is null or p_fence is null then
         raise exception 'run id and fence are required'
@@ -57,9 +61,11 @@ begin
                   hint = 'Number each attempt''s writes 1, 2, 3, … and resend a write with its number.';
     end if;
 
+    v_org := runlane._run_org_for_write(p_run_id);
     select r.* into v_run
     from runlane.runs as r
     where r.run_id = _require_owner.p_run_id
+      and (v_org is null or r.org_id = v_org)
     for no key update;
 
     if not found then
@@ -110,7 +116,7 @@ begin
     if p_seq is not null and p_record then
         update runlane.runs as r
         set write_fence = _require_owner.p_fence, write_seq = _require_owner.p_seq
-        where r.run_id = v_run.run_id;
+        where r.run_id = v_run.run_id and r.org_id = v_run.org_id;
     end if;
 
     return v_run;

@@ -39,6 +39,7 @@ declare
     v_output_id bigint;
     v_visible boolean;
     v_timing jsonb;
+    v_first_response_at timestamptz;
 begin
     -- GUARD: arguments, then ownership.
     if p_kind is null or p_body is null then
@@ -74,9 +75,10 @@ begin
 
     -- GUARD: the first visible output stamps the first response, once for the run's life.
     if v_visible and v_run.first_response_at is null then
+        v_first_response_at := clock_timestamp();  -- (Citus: no volatile call in the update)
         update runlane.runs as r
-        set first_response_at = clock_timestamp()
-        where r.run_id = v_run.run_id and r.first_response_at is null;
+        set first_response_at = v_first_response_at
+        where r.run_id = v_run.run_id and r.org_id = v_run.org_id and r.first_response_at is null;
 
         begin
             v_timing := runlane._timing_row(v_run.run_id, 'run.first_response');

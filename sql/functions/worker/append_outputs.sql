@@ -72,6 +72,8 @@ declare
     v_computers text[];  -- the computer of a bound run that reached the computer check
     v_holding bigint[];  -- the bound runs that hold their computer
     v_written bigint[];  -- the runs whose outputs were written
+    v_org text := nullif(current_setting('runlane.org_id', true), '');
+    v_first_response_at timestamptz;
 begin
     -- GUARD: the call's arrays (a caller bug: nothing is written).
     if p_run_ids is null or p_fences is null or p_seqs is null or p_kinds is null or p_bodies is null then
@@ -89,15 +91,34 @@ begin
         return;
     end if;
 
-    -- STEP: lock the call's runs, in run_id order.
-    select array_agg(l.r order by (l.r).run_id) into v_locked
-    from (
-        select r
-        from runlane.runs as r
-        where r.run_id = any(p_run_ids)
-        order by r.run_id
-        for no key update
-    ) as l;
+    -- STEP: lock the call's runs, in run_id order: those of the organization the session
+    -- names (runlane.org_id: on Citus, one node), or of any. On a schema Citus
+    -- distributes, without a name, organization by organization (a locking read names
+    -- one, in organization order), then the locked rows are read together.
+    if v_org is null and runlane._citus_distributed('runlane.runs') then
+        for v_org in
+            select distinct r.org_id from runlane.runs as r where r.run_id = any(p_run_ids) order by 1
+        loop
+            perform
+            from runlane.runs as r
+            where r.run_id = any(p_run_ids) and r.org_id = v_org
+            order by r.run_id
+            for no key update;
+        end loop;
+        v_org := null;
+        select array_agg(l.r order by (l.r).run_id) into v_locked
+        from (select r from runlane.runs as r where r.run_id = any(p_run_ids)) as l;
+    else
+        select array_agg(l.r order by (l.r).run_id) into v_locked
+        from (
+            select r
+            from runlane.runs as r
+            where r.run_id = any(p_run_ids)
+              and (v_org is null or r.org_id = v_org)
+            order by r.run_id
+            for no key update
+        ) as l;
+    end if;
 
     -- STEP: each run's case, from its elements and its locked row.
     select
@@ -242,19 +263,23 @@ begin
         ) as w
         cross join lateral runlane._write_run_outputs(w.run_ids, w.org_ids, w.attempts, w.kinds, w.bodies);
 
+        v_first_response_at := clock_timestamp();  -- (Citus: no volatile call in the update)
         with applying as (
-            select a.run_id, a.position, a.fence, a.last, a.stamp
+            select a.run_id, l.org_id, a.position, a.fence, a.last, a.stamp
             from unnest(v_ids, v_codes, v_fences, v_lasts, v_stamps) with ordinality
                 as a (run_id, code, fence, last, stamp, position)
+            inner join unnest(v_locked) as l on l.run_id = a.run_id
             where a.code = 'apply'
         ),
         recorded as (
             update runlane.runs as r
             set write_fence = a.fence,
                 write_seq = a.last,
-                first_response_at = coalesce(r.first_response_at, case when a.stamp then clock_timestamp() end)
+                first_response_at = coalesce(r.first_response_at, case when a.stamp then v_first_response_at end)
             from applying as a
             where r.run_id = a.run_id
+              and r.org_id = a.org_id
+              and (v_org is null or r.org_id = v_org)
             returning r.run_id, a.position
         )
         select array_agg(d.run_id order by d.position) into v_written

@@ -41,7 +41,7 @@ begin
     perform runlane._record_charge(v_run, p_amount);
     update runlane.runs as r
     set cost = r.cost + charge.p_amount
-    where r.run_id = v_run.run_id
+    where r.run_id = v_run.run_id and r.org_id = v_run.org_id
     returning r.cost into v_total;
     return v_total;
 end;

@@ -64,11 +64,15 @@ begin
         reason = v_reason,
         lease_owner = null,
         lease_expires_at = null
-    where r.run_id = release_run.p_run_id;
+    where r.run_id = v_run.run_id and r.org_id = v_run.org_id;
 
-    delete from runlane.computer_leases as cl
-    where cl.computer_id = v_run.computer_id
-      and cl.run_id = v_run.run_id;
+    -- GUARD: only a run on a computer holds a lease to free (on Citus the leases are a
+    -- reference table: a delete, even of no row, is a commit on every node).
+    if v_run.computer_id is not null then
+        delete from runlane.computer_leases as cl
+        where cl.computer_id = v_run.computer_id
+          and cl.run_id = v_run.run_id;
+    end if;
 
     perform runlane._write_run_events(
         array[v_run.run_id], array[v_run.org_id], 'run.released',

@@ -72,11 +72,15 @@ begin
         last_error = left(retry_run.p_error, 1000),
         lease_owner = null,
         lease_expires_at = null
-    where r.run_id = retry_run.p_run_id;
+    where r.run_id = v_run.run_id and r.org_id = v_run.org_id;
 
-    delete from runlane.computer_leases as cl
-    where cl.computer_id = v_run.computer_id
-      and cl.run_id = v_run.run_id;
+    -- GUARD: only a run on a computer holds a lease to free (on Citus the leases are a
+    -- reference table: a delete, even of no row, is a commit on every node).
+    if v_run.computer_id is not null then
+        delete from runlane.computer_leases as cl
+        where cl.computer_id = v_run.computer_id
+          and cl.run_id = v_run.run_id;
+    end if;
 
     perform runlane._write_run_events(
         array[v_run.run_id], array[v_run.org_id], 'run.retry_scheduled',

@@ -28,7 +28,7 @@ begin
 
     update runlane.runs as r
     set checkpoint = save_checkpoint.p_checkpoint
-    where r.run_id = save_checkpoint.p_run_id;
+    where r.run_id = v_run.run_id and r.org_id = v_run.org_id;
 end;
 $$;
 

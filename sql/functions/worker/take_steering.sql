@@ -29,7 +29,7 @@ begin
         return query  -- a resend: what the lost reply held is attached by now
         select m.message_id, m.body, m.created_at
         from runlane.messages as m
-        where m.run_id = v_run.run_id
+        where m.run_id = v_run.run_id and m.org_id = v_run.org_id
         order by m.message_id;
         return;
     end if;
@@ -47,6 +47,7 @@ begin
         set run_id = v_run.run_id
         where
             m.agent_id = v_run.agent_id
+            and m.org_id = v_run.org_id
             and m.thread_id = v_run.thread_id
             and m.run_id is null
         returning m.message_id, m.body, m.created_at
