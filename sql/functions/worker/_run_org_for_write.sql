@@ -23,7 +23,10 @@ as $$
 declare
     v_org text := nullif(current_setting('runlane.org_id', true), '');
 begin
-    if v_org is null and runlane._citus_distributed('runlane.runs') then
+    -- (Citus's catalog looked for first: on plain PostgreSQL one lookup, no further call)
+    if v_org is null
+       and to_regclass('pg_catalog.pg_dist_partition') is not null
+       and runlane._citus_distributed('runlane.runs') then
         select r.org_id into v_org
         from runlane.runs as r
         where r.run_id = p_run_id;
