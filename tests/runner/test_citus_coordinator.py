@@ -1089,3 +1089,65 @@ def test_a_worker_batch_writes_runs_of_organizations_on_both_nodes(citus_nodes):
             "order by run_id",
             ([a, b],),
         ).fetchall() == [(a, "succeeded", 2), (b, "failed", 2)]
+
+
+# The operator views a login held to one organization calls: (name, statement, the
+# column that names the organization, or None for a view of counts only).
+OPERATOR_VIEWS = [
+    ("org_status", "select org_id from runlane.org_status()", 0),
+    ("owner_spend", "select org_id from runlane.owner_spend(now())", 0),
+    ("agent_schedules", "select org_id from runlane.agent_schedules()", 0),
+    ("runs_page", "select org_id from runlane.runs_page()", 0),
+    ("timing_summary", "select samples from runlane.timing_summary('1 hour', null, now())", None),
+    (
+        "queue_delay_status",
+        "select delayed_runs from runlane.queue_delay_status('0 s', now())",
+        None,
+    ),
+    # (summed: a minute's end may pass between two calls)
+    (
+        "failure_minutes",
+        "select sum(failed) from runlane.failure_minutes('1 hour', now())",
+        None,
+    ),
+    ("lane_overview", "select queued from runlane.lane_overview('0 s', now())", None),
+]
+
+
+def test_the_operator_views_of_one_organization_run_on_its_node(citus_nodes):
+    """The dashboard's views, called by a login held to one organization on the node that
+    holds it, run there alone and show that organization only; a login for every
+    organization reads them on every node, from any server."""
+    coordinator = citus_nodes[0]
+    ports = {node.port: node for node in citus_nodes}
+    sharded = coordinator.dsn_for("sharded")
+    with psycopg.connect(sharded, autocommit=True) as conn:
+        first, other = organizations_on_two_nodes(conn, "org-view")
+        for org in (first, other):
+            conn.execute("select runlane.send_message(%s, 'thread-1', 'hello')", (f"agent-{org}",))
+        home = node_of(conn, first)
+        conn.execute("create role app_view_held login")
+        every_org = {
+            name: conn.execute(statement).fetchall() for name, statement, _ in OPERATOR_VIEWS
+        }
+    entered = cli("grant-login", "app_view_held", "--api", "--org", first, dsn=sharded)
+    assert entered.returncode == 0, entered.stderr
+
+    with psycopg.connect(ports[home].dsn_for("sharded"), user="app_view_held") as app:
+        for name, statement, org_column in OPERATOR_VIEWS:
+            rows, sent = commands_sent(app, statement)
+            assert sent["remote"] == 0, f"{name} sent commands elsewhere: {sent}"
+            assert rows, name
+            if org_column is not None:
+                assert {row[org_column] for row in rows} == {first}, name
+        [(queued,), _] = app.execute("select queued from runlane.lane_overview('0 s', now())")
+        assert queued == 1, "its one queued chat run"
+
+    for name, _, org_column in OPERATOR_VIEWS:
+        if org_column is not None:
+            orgs = {row[org_column] for row in every_org[name]}
+            assert {first, other} <= orgs, f"{name} for every organization"
+    elsewhere = next(node for node in citus_nodes[1:] if node.port != home)
+    with psycopg.connect(elsewhere.dsn_for("sharded"), autocommit=True) as conn:
+        for name, statement, _ in OPERATOR_VIEWS:
+            assert conn.execute(statement).fetchall() == every_org[name], name

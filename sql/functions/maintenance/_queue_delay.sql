@@ -9,10 +9,14 @@
 create or replace function runlane._queue_delay(
     p_threshold interval, p_now timestamptz, p_org_id text
 ) returns table (delayed_runs int, oldest_wait_ms bigint)
-language sql
+language plpgsql
 stable
 set search_path = pg_catalog, pg_temp
 as $$
+begin
+    -- (PL/pgSQL, not SQL: Citus plans no SQL function's parameterized query; here one
+    -- organization's count reaches only its node)
+    return query
     select
         count(*)::int,
         floor(extract(epoch from (p_now - min(greatest(r.created_at, r.wake_at)))) * 1000)::bigint
@@ -22,6 +26,7 @@ as $$
       -- greatest() ignores a null wake_at: a run without one waits from its creation.
       and greatest(r.created_at, r.wake_at) <= p_now - p_threshold
       and (p_org_id is null or r.org_id = p_org_id);
+end;
 $$;
 
 comment on function runlane._queue_delay(interval, timestamptz, text) is

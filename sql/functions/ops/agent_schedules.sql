@@ -7,8 +7,8 @@
 -- an agent does not run on schedule: 'off' (switched off by its owner), 'locked' (by an
 -- admin), 'no_model', 'manual' (no schedule), else 'scheduled'. Read-only. A login scoped
 -- to an organization (runlane._api_org) sees that organization's agents only; the scope is
--- read once per call (a materialized CTE: inlined, the planner called _api_org per agent,
--- 180 ms for 5,000 agents), and each (owner, organization) pair's zone once.
+-- read once per call (inlined in a statement, the planner called _api_org per agent, 180
+-- ms for 5,000 agents), and each (owner, organization) pair's zone once.
 create or replace function runlane.agent_schedules()
 returns table (
     agent_id text,
@@ -19,24 +19,35 @@ returns table (
     next_run_at timestamptz,
     next_run_local text
 )
-language sql
+language plpgsql
 stable
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
-    with scope as materialized (
-        select runlane._api_org() as org_id
-    ),
-    mine as (
-        select a.*
+declare
+    -- (a value, not a statement's: a scoped login's reads then name its organization, on
+    -- Citus its node alone)
+    v_org text := runlane._api_org();
+    v_owners text[];  -- the agents' owners with their organizations, and each one's zone
+    v_owner_orgs text[];
+    v_zones text[];
+begin
+    -- STEP: each owner's zone, once per owner (runlane._agent_timezone reads tables of its
+    -- own: called from no statement Citus sends to a node).
+    select coalesce(array_agg(p.owner_id), '{}'), coalesce(array_agg(p.org_id), '{}')
+    into v_owners, v_owner_orgs
+    from (
+        select distinct a.owner_id, a.org_id
         from runlane.agents as a
-        cross join scope
-        where scope.org_id is null or a.org_id = scope.org_id
-    ),
-    zones as materialized (
-        select p.owner_id, p.org_id, runlane._agent_timezone(p.owner_id, p.org_id) as tz
-        from (select distinct m.owner_id, m.org_id from mine as m) as p
-    )
+        where v_org is null or a.org_id = v_org
+    ) as p;
+    v_zones := array(
+        select runlane._agent_timezone(o.owner_id, o.org_id)
+        from unnest(v_owners, v_owner_orgs) with ordinality as o (owner_id, org_id, position)
+        order by o.position
+    );
+
+    return query
     select
         a.agent_id,
         a.org_id,
@@ -51,9 +62,12 @@ as $$
         end,
         a.next_run_at,
         to_char(a.next_run_at at time zone z.tz, 'YYYY-MM-DD HH24:MI')
-    from mine as a
-    join zones as z on z.owner_id = a.owner_id and z.org_id = a.org_id
+    from runlane.agents as a
+    join unnest(v_owners, v_owner_orgs, v_zones) as z (owner_id, org_id, tz)
+        on z.owner_id = a.owner_id and z.org_id = a.org_id
+    where v_org is null or a.org_id = v_org
     order by a.next_run_at nulls last, a.agent_id;
+end;
 $$;
 
 comment on function runlane.agent_schedules() is

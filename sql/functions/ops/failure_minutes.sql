@@ -30,6 +30,8 @@ declare
     v_org text := runlane._api_org();  -- a scoped login counts its organization's runs only
     v_minutes int;
     v_first timestamptz;  -- minute_end of the first minute
+    v_requeued_minutes int[];  -- the minutes with runs reap_stale requeued, and how many
+    v_requeued int[];
 begin
     if p_since is null or p_now is null then
         raise exception 'failure_minutes needs a window and an instant' using errcode = '22004';
@@ -41,6 +43,38 @@ begin
     end if;
     v_minutes := ceil(extract(epoch from p_since) / 60)::int;
     v_first := p_now - (v_minutes - 1) * interval '1 minute';
+
+    -- STEP: per minute, the runs reap_stale requeued (their run.lease_expired rows), of the
+    -- login's organization as the journal names it (on Citus: its node only).
+    if runlane._rows_name_their_org() then
+        select array_agg(q.m), array_agg(q.n) into v_requeued_minutes, v_requeued
+        from (
+            select ceil(date_part('epoch', e.created_at - v_first) / 60)::int as m, count(*)::int as n
+            from runlane.run_events as e
+            where e.event = 'run.lease_expired'
+              and e.created_at > v_first - interval '1 minute'
+              and e.created_at <= p_now
+              and (v_org is null or e.org_id = v_org)
+            group by 1
+        ) as q;
+    else  -- (before 0027 the journal names no organization: its run does)
+        select array_agg(q.m), array_agg(q.n) into v_requeued_minutes, v_requeued
+        from (
+            select ceil(date_part('epoch', e.created_at - v_first) / 60)::int as m, count(*)::int as n
+            from runlane.run_events as e
+            where e.event = 'run.lease_expired'
+              and e.created_at > v_first - interval '1 minute'
+              and e.created_at <= p_now
+              and (
+                  v_org is null
+                  or exists (
+                      select 1 from runlane.runs as r
+                      where r.run_id = e.run_id and r.org_id = v_org
+                  )
+              )
+            group by 1
+        ) as q;
+    end if;
 
     return query
     with ended as (
@@ -54,21 +88,6 @@ begin
           and r.state = 'failed'
           and (v_org is null or r.org_id = v_org)
         group by 1
-    ),
-    requeued as (
-        select ceil(date_part('epoch', e.created_at - v_first) / 60)::int as m, count(*)::int as n
-        from runlane.run_events as e
-        where e.event = 'run.lease_expired'
-          and e.created_at > v_first - interval '1 minute'
-          and e.created_at <= p_now
-          and (
-              v_org is null
-              or exists (
-                  select 1 from runlane.runs as r
-                  where r.run_id = e.run_id and r.org_id = v_org
-              )
-          )
-        group by 1
     )
     select
         v_first + g.m * interval '1 minute',
@@ -76,7 +95,7 @@ begin
         coalesce(d.reaped, 0) + coalesce(q.n, 0)
     from generate_series(0, v_minutes - 1) as g (m)
     left join ended as d on d.m = g.m
-    left join requeued as q on q.m = g.m
+    left join unnest(v_requeued_minutes, v_requeued) as q (m, n) on q.m = g.m
     order by g.m;
 end;
 $$;

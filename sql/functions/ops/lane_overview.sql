@@ -90,8 +90,12 @@ begin
     -- them for every call, four statements with a dozen subqueries, took a fifth of the
     -- call (3 of 14 ms with 100,000 queued runs). Their scope test stays a filter on
     -- entries of ranges that are short however long the queue is. The setting lasts
-    -- until this call returns (the SET clause above restores it).
-    perform pg_catalog.set_config('plan_cache_mode', 'force_generic_plan', true);
+    -- until this call returns (the SET clause above restores it). Not on a schema Citus
+    -- distributes: there only a plan for the call's organization reaches its node alone,
+    -- and a generic plan of these subqueries is no plan Citus can make.
+    if not runlane._citus_distributed('runlane.runs') then
+        perform pg_catalog.set_config('plan_cache_mode', 'force_generic_plan', true);
+    end if;
 
     foreach v_lane in array array['interactive', 'background'] loop
         -- the rest, ranges of runs_unfinished_lane_idx that are short however long the

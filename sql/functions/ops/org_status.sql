@@ -7,21 +7,25 @@
 -- unfinished runs (runs_unfinished_agent_idx), not one scan per organization.
 create or replace function runlane.org_status()
 returns table (org_id text, running_background int, queued_background int, agent_max_concurrency int)
-language sql
+language plpgsql
 stable
 security definer
 set search_path = pg_catalog, pg_temp
 as $$
-    with scope as materialized (
-        select runlane._api_org() as org_id
-    ),
-    counts as (
+declare
+    -- (a value, not a statement's: a scoped login's counts then name its organization,
+    -- on Citus its node alone)
+    v_org text := runlane._api_org();
+begin
+    return query
+    with counts as (
         select
             r.org_id,
             count(*) filter (where r.state = 'running')::int as running,
             count(*) filter (where r.state = 'queued')::int as queued
         from runlane.runs as r
         where r.state in ('queued', 'running') and r.lane = 'background'
+          and (v_org is null or r.org_id = v_org)
         group by r.org_id
     )
     select
@@ -30,10 +34,10 @@ as $$
         coalesce(c.queued, 0),
         s.agent_max_concurrency
     from runlane.platform_settings as s
-    cross join scope
     left join counts as c on c.org_id = s.org_id
-    where scope.org_id is null or s.org_id = scope.org_id
+    where v_org is null or s.org_id = v_org
     order by s.org_id;
+end;
 $$;
 
 comment on function runlane.org_status() is

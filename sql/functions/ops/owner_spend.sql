@@ -24,11 +24,31 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_org text := runlane._api_org();  -- a scoped login sees its organization's owners only
+    v_orgs text[];
+    v_owners text[];
+    v_agents int[];
+    v_budgets numeric[];
 begin
     if p_now is null then
         raise exception 'owner_spend needs an instant' using errcode = '22004';
     end if;
     perform runlane._check_instant('now', p_now);
+
+    -- STEP: the owners, then each one's spend: weekly_spend reads tables of its own, which
+    -- Citus runs from no statement sent to a node.
+    select
+        coalesce(array_agg(o.org_id order by o.org_id, o.owner_id), '{}'),
+        coalesce(array_agg(o.owner_id order by o.org_id, o.owner_id), '{}'),
+        coalesce(array_agg(o.agents order by o.org_id, o.owner_id), '{}'),
+        coalesce(array_agg(o.budget order by o.org_id, o.owner_id), '{}')
+    into v_orgs, v_owners, v_agents, v_budgets
+    from (
+        select a.org_id, a.owner_id, count(*)::int as agents, min(s.agent_weekly_budget) as budget
+        from runlane.agents as a
+        join runlane.platform_settings as s on s.org_id = a.org_id
+        where v_org is null or a.org_id = v_org
+        group by a.org_id, a.owner_id
+    ) as o;
 
     return query
     select
@@ -36,17 +56,12 @@ begin
         o.owner_id,
         o.agents,
         spend.amount,
-        s.agent_weekly_budget,
-        s.agent_weekly_budget is not null and spend.amount >= s.agent_weekly_budget
-    from (
-        select a.org_id, a.owner_id, count(*)::int as agents
-        from runlane.agents as a
-        where v_org is null or a.org_id = v_org
-        group by a.org_id, a.owner_id
-    ) as o
-    join runlane.platform_settings as s on s.org_id = o.org_id
+        o.budget,
+        o.budget is not null and spend.amount >= o.budget
+    from unnest(v_orgs, v_owners, v_agents, v_budgets) with ordinality
+        as o (org_id, owner_id, agents, budget, position)
     cross join lateral (select runlane.weekly_spend(o.owner_id, p_now) as amount) as spend
-    order by o.org_id, o.owner_id;
+    order by o.position;
 end;
 $$;
 

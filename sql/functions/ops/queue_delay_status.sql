@@ -22,6 +22,8 @@ set search_path = pg_catalog, pg_temp
 -- dashboard read took 770 ms)
 set jit = off
 as $$
+declare
+    v_org text := runlane._api_org();  -- first: a scoped login counts its organization only
 begin
     if p_threshold is null or p_now is null then
         raise exception 'queue_delay_status needs a threshold and an instant'
@@ -36,7 +38,7 @@ begin
     return query
     select d.delayed_runs, d.oldest_wait_ms,
            floor(extract(epoch from p_threshold) * 1000)::bigint
-    from runlane._queue_delay(p_threshold, p_now, runlane._api_org()) as d;
+    from runlane._queue_delay(p_threshold, p_now, v_org) as d;
 end;
 $$;
 

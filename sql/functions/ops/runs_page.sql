@@ -232,7 +232,11 @@ begin
             substring(r.last_error from '^([A-Za-z_][A-Za-z0-9_.]*): ')
         end
     from unnest(v_ids) with ordinality as p (run_id, ord)
-    join runlane.runs as r on r.run_id = p.run_id
+    join runlane.runs as r
+        on r.run_id = p.run_id
+        -- (the page's runs are of these already; named, on Citus they are read on one node)
+        and (v_org is null or r.org_id = v_org)
+        and (p_org_id is null or r.org_id = p_org_id)
     cross join lateral (select coalesce(r.heartbeat_at, r.first_started_at) as beat) as h
     order by p.ord;
 end;

@@ -46,7 +46,9 @@ begin
     with recent as (
         select r.*, coalesce(m.created_at, r.created_at) as origin
         from runlane.runs as r
-        left join runlane.messages as m on m.message_id = r.source_message_id
+        left join runlane.messages as m
+            on m.message_id = r.source_message_id
+            and m.org_id = r.org_id  -- (the whole key: on Citus a join within each node)
         where (p_trigger is null or r.trigger = p_trigger)
           and (v_org is null or r.org_id = v_org)
           and (
