@@ -236,6 +236,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane._require_owner(bigint,bigint)": NOBODY,
     "runlane._refuse_stopped(runlane.runs)": NOBODY,
     "runlane._agent_runs_newest_first(text,integer)": NOBODY,
+    "runlane._agent_runs_newest_first_of_org(text,text,integer)": NOBODY,
     # input validation: hostile and malformed input
     "runlane._quote_for_error(text)": NOBODY,
     "runlane._check_id(text,text)": NOBODY,

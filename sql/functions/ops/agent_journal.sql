@@ -32,6 +32,9 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_scope text := runlane._api_org();  -- first: a foreign and an unknown id take one path
+    v_org text;  -- the agent's, on Citus
+    v_run runlane.runs;
+    v_origin timestamptz;
 begin
     if p_agent_id is null then
         raise exception 'agent id is required' using errcode = '22004';
@@ -45,6 +48,36 @@ begin
         where a.agent_id = agent_journal.p_agent_id and (v_scope is null or a.org_id = v_scope)
     ) then
         raise exception 'unknown agent %', runlane._quote_for_error(p_agent_id) using errcode = 'RL008';
+    end if;
+
+    -- On a schema Citus distributes, run by run, each read naming the organization (one
+    -- node): Citus plans neither the inlined helper nor a per-run subquery beside it.
+    if runlane._citus_distributed('runlane.runs') then
+        v_org := runlane._agent_org(p_agent_id);
+        for v_run in
+            select * from runlane._agent_runs_newest_first_of_org(p_agent_id, v_org, p_limit)
+        loop
+            select count(*)::int into coalesced
+            from runlane.run_events as e
+            where e.run_id = v_run.run_id and e.org_id = v_org and e.event = 'routine.coalesced';
+            select m.created_at into v_origin
+            from runlane.messages as m
+            where m.message_id = v_run.source_message_id and m.org_id = v_org;
+            v_origin := coalesce(v_origin, v_run.created_at);
+            run_id := v_run.run_id;
+            created_at := v_run.created_at;
+            lane := v_run.lane;
+            trigger := v_run.trigger;
+            state := v_run.state;
+            reason := v_run.reason;
+            attempts := v_run.attempts;
+            occurrence := v_run.timer_occurrence;
+            occurrence_timezone := v_run.timer_timezone;
+            first_response_ms := runlane._ms_between(v_origin, v_run.first_response_at);
+            total_ms := runlane._ms_between(v_origin, v_run.finished_at);
+            return next;
+        end loop;
+        return;
     end if;
 
     return query

@@ -26,7 +26,24 @@ set search_path = pg_catalog, pg_temp
 as $$
 declare
     v_org text := runlane._api_org();  -- once per call, not once per agent
+    v_agent record;
 begin
+    -- On a schema Citus distributes, agent by agent, each read naming its organization
+    -- (one node): Citus plans no inlined helper's query beside the agents' read.
+    if runlane._citus_distributed('runlane.runs') then
+        for v_agent in
+            select a.agent_id, a.org_id
+            from runlane.agents as a
+            where v_org is null or a.org_id = v_org
+            order by a.agent_id
+        loop
+            return query
+            select v_agent.agent_id, r.run_id, r.created_at, r.lane, r.trigger, r.state, r.reason
+            from runlane._agent_runs_newest_first_of_org(v_agent.agent_id, v_agent.org_id, 1) as r;
+        end loop;
+        return;
+    end if;
+
     return query
     select a.agent_id, r.run_id, r.created_at, r.lane, r.trigger, r.state, r.reason
     from runlane.agents as a

@@ -47,6 +47,13 @@ declare
     v_org text := runlane._api_org();  -- once per call, not once per agent
     v_match text := nullif(lower(p_match), '');
     v_status text := nullif(p_status, '');
+    -- the page's agents, in agent_id order
+    v_ids text[];
+    v_orgs text[];
+    v_owners text[];
+    v_schedules text[];
+    v_nexts timestamptz[];
+    v_statuses text[];
 begin
     if p_limit is null then
         raise exception 'agent_page needs a page size' using errcode = '22004';
@@ -62,8 +69,16 @@ begin
                   hint = 'One of scheduled, manual, off, locked, no_model.';
     end if;
 
-    return query
-    with page as materialized (
+    -- STEP: the page's agents.
+    select
+        coalesce(array_agg(p.agent_id order by p.agent_id), '{}'),
+        coalesce(array_agg(p.org_id order by p.agent_id), '{}'),
+        coalesce(array_agg(p.owner_id order by p.agent_id), '{}'),
+        coalesce(array_agg(p.schedule order by p.agent_id), '{}'),
+        coalesce(array_agg(p.next_run_at order by p.agent_id), '{}'),
+        coalesce(array_agg(p.status order by p.agent_id), '{}')
+    into v_ids, v_orgs, v_owners, v_schedules, v_nexts, v_statuses
+    from (
         select a.agent_id, a.org_id, a.owner_id, a.schedule, a.next_run_at, s.status
         from runlane.agents as a
         cross join lateral (
@@ -87,7 +102,35 @@ begin
           and (v_status is null or s.status = v_status)
         order by a.agent_id
         limit p_limit
-    )
+    ) as p;
+
+    -- STEP: each one's zone and newest run. On a schema Citus distributes, agent by agent,
+    -- each read naming its organization (one node): Citus plans no inlined helper's query,
+    -- and calls no function that reads tables from a statement it sends to a node.
+    if runlane._citus_distributed('runlane.runs') then
+        for v_i in 1 .. cardinality(v_ids) loop
+            agent_id := v_ids[v_i];
+            org_id := v_orgs[v_i];
+            schedule := v_schedules[v_i];
+            timezone := runlane._agent_timezone(v_owners[v_i], v_orgs[v_i]);
+            status := v_statuses[v_i];
+            next_run_at := v_nexts[v_i];
+            next_run_local := to_char(v_nexts[v_i] at time zone timezone, 'YYYY-MM-DD HH24:MI');
+            last_run_id := null;
+            last_created_at := null;
+            last_lane := null;
+            last_trigger := null;
+            last_state := null;
+            last_reason := null;
+            select r.run_id, r.created_at, r.lane, r.trigger, r.state, r.reason
+            into last_run_id, last_created_at, last_lane, last_trigger, last_state, last_reason
+            from runlane._agent_runs_newest_first_of_org(v_ids[v_i], v_orgs[v_i], 1) as r;
+            return next;
+        end loop;
+        return;
+    end if;
+
+    return query
     select
         p.agent_id,
         p.org_id,
@@ -102,12 +145,13 @@ begin
         r.trigger,
         r.state,
         r.reason
-    from page as p
+    from unnest(v_ids, v_orgs, v_owners, v_schedules, v_nexts, v_statuses) with ordinality
+        as p (agent_id, org_id, owner_id, schedule, next_run_at, status, position)
     cross join lateral (
         select runlane._agent_timezone(p.owner_id, p.org_id) as tz
     ) as z
     left join lateral runlane._agent_runs_newest_first(p.agent_id, 1) as r on true
-    order by p.agent_id;
+    order by p.position;
 end;
 $$;
 

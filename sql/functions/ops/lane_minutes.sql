@@ -24,7 +24,10 @@
 -- both through partial indexes), never history before the window; each queued run's
 -- index entry at most once (range counts by creation, migration 0024). Counts and
 -- milliseconds only, no text. A login scoped to an organization (runlane._api_org) counts
--- that organization's runs only.
+-- that organization's runs only. On a schema Citus distributes it serves one organization
+-- (the login's, or runlane.org_id's), whose node it runs on alone; for every organization
+-- it refuses (0A000): Citus plans this statement over one node's rows only, and minutes'
+-- percentiles of several nodes do not add up.
 create or replace function runlane.lane_minutes(
     p_since interval default '1 hour',
     p_now timestamptz default now(),
@@ -71,6 +74,11 @@ begin
         raise exception 'p_queued must hold two counts (interactive, background), got %', p_queued
             using errcode = '22023',
                   hint = 'Pass lane_overview''s queued column, read in the same snapshot, or NULL.';
+    end if;
+    if v_org is null and runlane._citus_distributed('runlane.runs') then
+        raise exception 'lane_minutes serves one organization on a schema Citus distributes'
+            using errcode = '0A000',
+                  hint = 'Name it (set runlane.org_id), or call it as a login held to one.';
     end if;
     v_minutes := ceil(extract(epoch from p_since) / 60)::int;
     v_first := p_now - (v_minutes - 1) * interval '1 minute';
@@ -210,6 +218,7 @@ begin
                                (
                                    select msg.created_at from runlane.messages as msg
                                    where msg.message_id = d.source_message_id
+                                     and (v_org is null or msg.org_id = v_org)
                                ),
                                d.created_at
                            )
@@ -284,6 +293,7 @@ begin
                            (
                                select msg.created_at from runlane.messages as msg
                                where msg.message_id = j.source_message_id
+                                 and (v_org is null or msg.org_id = v_org)
                            ),
                            j.created_at
                        )

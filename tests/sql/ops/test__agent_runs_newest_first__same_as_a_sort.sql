@@ -1,9 +1,10 @@
 -- runlane._agent_runs_newest_first merges an agent's finished runs (runs_agent_history_idx)
 -- with its unfinished ones per lane (runs_unfinished_agent_idx) and must return exactly
 -- what sorting all of the agent's runs by (created_at desc, run_id desc) returns: runs in
--- every state and both lanes, created at instants many of them share, for every limit.
+-- every state and both lanes, created at instants many of them share, for every limit;
+-- and so must runlane._agent_runs_newest_first_of_org, its form for Citus.
 begin;
-select plan(3);
+select plan(4);
 
 do $$
 begin
@@ -100,6 +101,24 @@ select is(
     (select count(*) from runlane._agent_runs_newest_first('agent-nf4', 1000)),
     (select count(*) from runlane.runs where agent_id = 'agent-nf4'),
     'a limit above the agent''s run count returns every run once'
+);
+
+select is_empty(
+    $$
+        select a.agent_id, n.n
+        from (values ('agent-nf1'), ('agent-nf2'), ('agent-nf3'), ('agent-nf4')) as a (agent_id)
+        cross join (values (1), (2), (5), (40), (1000)) as n (n)
+        where
+            array(
+                select f.run_id
+                from runlane._agent_runs_newest_first_of_org(a.agent_id, 'org-nf', n.n) as f
+            )
+            is distinct from
+            array(
+                select f.run_id from runlane._agent_runs_newest_first(a.agent_id, n.n) as f
+            )
+    $$,
+    'the form naming the organization answers as the inlined one, every agent, every limit'
 );
 
 select * from finish();
