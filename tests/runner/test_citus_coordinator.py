@@ -9,15 +9,18 @@ org_id; there the calls of one organization reach the one node that holds it."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import subprocess
 import sys
+from contextlib import aclosing
 
 import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 from worker_helpers import WorkerProcess, wait_until
 
+import runlane
 from runlane.citus import DISTRIBUTED, REFERENCE
 from runlane.migrate import migrate, migrations
 from runlane.pgcluster import LocalCluster
@@ -1171,3 +1174,44 @@ def test_the_operator_views_of_one_organization_run_on_its_node(citus_nodes):
             "select queued from runlane.lane_minutes('2 minutes', now()) "
             "where lane = 'interactive' order by minute_end desc limit 1"
         ).fetchall() == [(1,)]
+
+
+def test_a_stream_follower_on_an_organizations_node_hears_its_runs_outputs(citus_nodes):
+    """Notifications are per server: a worker writing a run's outputs on its
+    organization's node notifies there, and a `runlane.stream()` follower connected to
+    that node hears them. With `poll` an hour, the follower goes on after its first output
+    only because the next output's and the finish's hints reach it."""
+    coordinator = citus_nodes[0]
+    ports = {node.port: node for node in citus_nodes}
+    with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
+        org = "org-stream"
+        organization_with_agent(conn, org)
+        [(run_id, fence)] = running_runs(conn, org, 1, "stream")
+        node_dsn = ports[node_of(conn, org)].dsn_for("sharded")
+
+    async def follow_while_writing() -> list[dict]:
+        items: list[dict] = []
+        first_seen = asyncio.Event()
+
+        async def follow() -> None:
+            async with aclosing(runlane.stream(node_dsn, run_id, events=True, poll=3600)) as it:
+                async for item in it:
+                    items.append(item)
+                    first_seen.set()
+
+        follower = asyncio.create_task(follow())
+        async with await psycopg.AsyncConnection.connect(node_dsn, autocommit=True) as worker:
+            await worker.execute("select set_config('runlane.org_id', %s, false)", (org,))
+            write = "select runlane.append_output(%s, %s, 'text', %s, %s)"
+            await worker.execute(write, (run_id, fence, "one", 1))
+            await asyncio.wait_for(first_seen.wait(), 120)
+            await worker.execute(write, (run_id, fence, "two", 2))
+            await worker.execute(
+                "select runlane.finish_run(%s, %s, 'succeeded', null, 0, 3)", (run_id, fence)
+            )
+        await asyncio.wait_for(follower, 120)
+        return items
+
+    items = asyncio.run(follow_while_writing())
+    assert [i.get("body") for i in items if i["event"] == "output"] == ["one", "two"]
+    assert (items[-1]["event"], items[-1]["state"]) == ("end", "succeeded")
