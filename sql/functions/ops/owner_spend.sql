@@ -43,11 +43,14 @@ begin
         coalesce(array_agg(o.budget order by o.org_id, o.owner_id), '{}')
     into v_orgs, v_owners, v_agents, v_budgets
     from (
-        select a.org_id, a.owner_id, count(*)::int as agents, min(s.agent_weekly_budget) as budget
-        from runlane.agents as a
-        join runlane.platform_settings as s on s.org_id = a.org_id
-        where v_org is null or a.org_id = v_org
-        group by a.org_id, a.owner_id
+        select g.org_id, g.owner_id, g.agents, s.agent_weekly_budget as budget
+        from (
+            select a.org_id, a.owner_id, count(*)::int as agents
+            from runlane.agents as a
+            where v_org is null or a.org_id = v_org
+            group by a.org_id, a.owner_id
+        ) as g
+        join runlane.platform_settings as s on s.org_id = g.org_id
     ) as o;
 
     return query
