@@ -1215,3 +1215,49 @@ def test_a_stream_follower_on_an_organizations_node_hears_its_runs_outputs(citus
     items = asyncio.run(follow_while_writing())
     assert [i.get("body") for i in items if i["event"] == "output"] == ["one", "two"]
     assert (items[-1]["event"], items[-1]["state"]) == ("end", "succeeded")
+
+
+def test_tick_fires_and_coalesces_the_schedules_of_organizations_on_both_nodes(citus_nodes):
+    """The scheduler pass on a distributed schema: one tick from the coordinator takes
+    the due agents organization by organization, each on its node, fires their routines,
+    and a later tick coalesces into the runs still pending; nothing is fired twice."""
+    coordinator = citus_nodes[0]
+    with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
+        first, other = organizations_on_two_nodes(conn, "org-tick")
+        agents = {}
+        for org in (first, other):
+            agents[org] = organization_with_agent(
+                conn, org, schedule="every hour", prompt="summarize the day"
+            )
+            conn.execute(
+                "update runlane.agents set next_run_at = now() - interval '1 minute' "
+                "where org_id = %s and agent_id = %s",
+                (org, agents[org]),
+            )
+        fired = conn.execute(
+            "select event, agent_id, run_id from runlane.tick(now()) "
+            "where agent_id like 'agent-org-tick-%' order by agent_id"
+        ).fetchall()
+        assert [(event, agent) for event, agent, _ in fired] == [
+            ("routine.fired", agents[first]),
+            ("routine.fired", agents[other]),
+        ]
+        runs = {agent: run_id for _, agent, run_id in fired}
+        for org in (first, other):
+            assert conn.execute(
+                "select org_id, state, trigger from runlane.runs where run_id = %s",
+                (runs[agents[org]],),
+            ).fetchone() == (org, "queued", "scheduled")
+
+        coalesced = conn.execute(
+            "select event, agent_id, run_id from runlane.tick(now() + interval '2 hours') "
+            "where agent_id like 'agent-org-tick-%' order by agent_id"
+        ).fetchall()
+        assert coalesced == [
+            ("routine.coalesced", agents[first], runs[agents[first]]),
+            ("routine.coalesced", agents[other], runs[agents[other]]),
+        ]
+        assert conn.execute(
+            "select count(*) from runlane.runs where agent_id = any(%s)",
+            (list(agents.values()),),
+        ).fetchone() == (2,)

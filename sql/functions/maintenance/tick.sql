@@ -2,7 +2,8 @@
 --
 -- Guarantees, for at most p_limit gate-open agents with next_run_at <= p_now, taken in
 -- due order with `for no key update skip locked` (concurrent ticks split the work and
--- never fire one agent twice), each under the agent's row lock (runlane._lock_agent):
+-- never fire one agent twice; on Citus organization by organization in org_id order, each
+-- on its node, due order within each), under the agent's row lock (runlane._lock_agent):
 --   occurrence = the most recent slot due by p_now (never earlier than next_run_at);
 --   1. the agent's unfinished run is a pristine pending timer run of its routine (queued,
 --      no attempts, outputs, cost, steering, checkpoint or live computer lease) with the
@@ -40,6 +41,10 @@ declare
     v_pending runlane.runs;
     v_run runlane.runs;
     v_failed runlane.runs;
+    v_orgs text[];  -- the organizations taken one at a time: every one at once (NULL) but on Citus
+    v_org text;
+    v_next timestamptz;
+    v_left int := p_limit;  -- agents this tick may still take
 begin
     if p_now is null then
         raise exception 'tick needs an instant' using errcode = '22004';
@@ -54,100 +59,142 @@ begin
             using errcode = '22023';
     end if;
 
-    for v_agent in
-        select a.*
-        from runlane.agents as a
-        where a.next_run_at <= p_now
-          and a.enabled
-          and not a.admin_locked
-          and coalesce(a.model, '') <> ''
-          and a.schedule <> ''
-        order by a.next_run_at, a.agent_id
-        limit p_limit
-        for no key update skip locked
-    loop
-        -- GUARD: one agent at a time, each in its own subtransaction: one bad row (a
-        -- schedule that no longer parses, a next_run_at at an occurrence that already
-        -- fired, ...) fails only itself, never the tick of every other organization.
-        begin
-            v_spec := runlane.parse_schedule(v_agent.schedule);
-            v_tz := runlane._agent_timezone(v_agent.owner_id, v_agent.org_id);
-            occurrence := greatest(
-                v_agent.next_run_at,
-                runlane._last_slot(v_spec, v_tz, p_now, v_agent.schedule_anchor)
-            );
-            agent_id := v_agent.agent_id;
-            v_busy := runlane._lock_agent(v_agent.agent_id, v_agent.org_id);
-
-            -- GUARD: 1. coalesce into the pristine pending timer run of this routine
-            v_pending := null;
-            if v_busy then
-                select r.* into v_pending
-                from runlane.runs as r
-                where r.agent_id = v_agent.agent_id
-                  and r.lane = 'background'
-                  and r.state = 'queued'
-                  and r.trigger = 'scheduled'
-                  and r.timer_routine = v_agent.agent_id
-                  and r.attempts = 0
-                  and r.cost = 0
-                  and r.checkpoint is null
-                  and r.prompt = v_agent.prompt
-                  and r.thread_id is not distinct from v_agent.thread_id
-                  and r.model is not distinct from v_agent.model
-                  and not exists (select 1 from runlane.run_outputs as o where o.run_id = r.run_id)
-                  and not exists (select 1 from runlane.messages as m where m.run_id = r.run_id)
-                  and not exists (
-                      select 1 from runlane.computer_leases as cl
-                      where cl.run_id = r.run_id and cl.expires_at > now()
-                  )
-                order by r.run_id
-                limit 1
-                for no key update skip locked;
-            end if;
-
-            if v_pending.run_id is not null then
-                update runlane.runs as r
-                set timer_occurrence = occurrence, timer_timezone = v_tz
-                where r.run_id = v_pending.run_id;
-                perform runlane._write_run_events(
-                    array[v_pending.run_id], array[v_pending.org_id], 'routine.coalesced',
-                    array[jsonb_build_object(
-                        'occurrence', occurrence, 'previous_occurrence', v_pending.timer_occurrence
-                    )]
+    -- On a schema Citus distributes, organization by organization (a locking read names
+    -- one, and reaches its node alone), in org_id order, after one unlocked read of the
+    -- organizations with due agents; elsewhere every organization in one pass.
+    if runlane._citus_distributed('runlane.agents') then
+        v_orgs := array(
+            select distinct a.org_id
+            from runlane.agents as a
+            where a.next_run_at <= p_now
+              and a.enabled
+              and not a.admin_locked
+              and coalesce(a.model, '') <> ''
+              and a.schedule <> ''
+            order by 1
+        );
+    else
+        v_orgs := array[null::text];
+    end if;
+    foreach v_org in array v_orgs loop
+        exit when v_left <= 0;
+        for v_agent in
+            select a.*
+            from runlane.agents as a
+            where a.next_run_at <= p_now
+              and (v_org is null or a.org_id = v_org)
+              and a.enabled
+              and not a.admin_locked
+              and coalesce(a.model, '') <> ''
+              and a.schedule <> ''
+            order by a.next_run_at, a.agent_id
+            limit v_left
+            for no key update skip locked
+        loop
+            v_left := v_left - 1;
+            -- GUARD: one agent at a time, each in its own subtransaction: one bad row (a
+            -- schedule that no longer parses, a next_run_at at an occurrence that already
+            -- fired, ...) fails only itself, never the tick of every other organization.
+            begin
+                v_spec := runlane.parse_schedule(v_agent.schedule);
+                v_tz := runlane._agent_timezone(v_agent.owner_id, v_agent.org_id);
+                occurrence := greatest(
+                    v_agent.next_run_at,
+                    runlane._last_slot(v_spec, v_tz, p_now, v_agent.schedule_anchor)
                 );
-                event := 'routine.coalesced';
-                run_id := v_pending.run_id;
-            else
-                -- GUARD: 2. overlap, 3. budget, 4. fire
-                v_run := runlane._new_background_run(
-                    v_agent, 'scheduled', v_agent.prompt, null,
-                    case
-                        when v_busy then 'already_running'
-                        when runlane._budget_exhausted(v_agent.owner_id, v_agent.org_id, p_now)
-                            then 'budget_exhausted'
-                    end,
-                    occurrence, v_tz
-                );
-                event := case when v_run.state = 'skipped' then 'run.skipped' else 'routine.fired' end;
-                run_id := v_run.run_id;
-            end if;
-
-            update runlane.agents as a
-            set next_run_at = runlane._next_slot(v_spec, v_tz, p_now, v_agent.schedule_anchor)
-            where a.agent_id = v_agent.agent_id;
-            return next;
-        exception
-            when lock_not_available then
-                continue;  -- busy right now (lock_timeout): it stays due for the next tick
-            when others then
-                v_failed := runlane._tick_failed(v_agent, p_now, sqlstate);
-                event := 'run.skipped';
                 agent_id := v_agent.agent_id;
-                run_id := v_failed.run_id;
-                occurrence := v_agent.next_run_at;
+                v_busy := runlane._lock_agent(v_agent.agent_id, v_agent.org_id);
+
+                -- GUARD: 1. coalesce into the pristine pending timer run of this routine
+                v_pending := null;
+                if v_busy then
+                    select r.* into v_pending
+                    from runlane.runs as r
+                    where r.agent_id = v_agent.agent_id
+                      and r.org_id = v_agent.org_id
+                      and r.lane = 'background'
+                      and r.state = 'queued'
+                      and r.trigger = 'scheduled'
+                      and r.timer_routine = v_agent.agent_id
+                      and r.attempts = 0
+                      and r.cost = 0
+                      and r.checkpoint is null
+                      and r.prompt = v_agent.prompt
+                      and r.thread_id is not distinct from v_agent.thread_id
+                      and r.model is not distinct from v_agent.model
+                      and not exists (
+                          select 1 from runlane.messages as m
+                          where m.run_id = r.run_id and m.org_id = v_agent.org_id
+                      )
+                      and not exists (
+                          select 1 from runlane.computer_leases as cl
+                          where cl.run_id = r.run_id and cl.expires_at > now()
+                      )
+                    order by r.run_id
+                    limit 1
+                    for no key update skip locked;
+                    -- (its outputs read apart: before 0027 they name no organization, and Citus
+                    -- locks only what one statement reads on one node; never found, as a run
+                    -- that made outputs has attempts)
+                    if v_pending.run_id is not null and (
+                        case
+                            when runlane._rows_name_their_org() then exists (
+                                select 1 from runlane.run_outputs as o
+                                where o.run_id = v_pending.run_id and o.org_id = v_pending.org_id
+                            )
+                            else exists (
+                                select 1 from runlane.run_outputs as o where o.run_id = v_pending.run_id
+                            )
+                        end
+                    ) then
+                        v_pending := null;
+                    end if;
+                end if;
+
+                if v_pending.run_id is not null then
+                    update runlane.runs as r
+                    set timer_occurrence = occurrence, timer_timezone = v_tz
+                    where r.run_id = v_pending.run_id and r.org_id = v_pending.org_id;
+                    perform runlane._write_run_events(
+                        array[v_pending.run_id], array[v_pending.org_id], 'routine.coalesced',
+                        array[jsonb_build_object(
+                            'occurrence', occurrence, 'previous_occurrence', v_pending.timer_occurrence
+                        )]
+                    );
+                    event := 'routine.coalesced';
+                    run_id := v_pending.run_id;
+                else
+                    -- GUARD: 2. overlap, 3. budget, 4. fire
+                    v_run := runlane._new_background_run(
+                        v_agent, 'scheduled', v_agent.prompt, null,
+                        case
+                            when v_busy then 'already_running'
+                            when runlane._budget_exhausted(v_agent.owner_id, v_agent.org_id, p_now)
+                                then 'budget_exhausted'
+                        end,
+                        occurrence, v_tz
+                    );
+                    event := case when v_run.state = 'skipped' then 'run.skipped' else 'routine.fired' end;
+                    run_id := v_run.run_id;
+                end if;
+
+                v_next := runlane._next_slot(v_spec, v_tz, p_now, v_agent.schedule_anchor);
+                update runlane.agents as a
+                set next_run_at = v_next
+                where a.agent_id = v_agent.agent_id and a.org_id = v_agent.org_id;
                 return next;
-        end;
+            exception
+                when lock_not_available then
+                    continue;  -- busy right now (lock_timeout): it stays due for the next tick
+                when others then
+                    v_failed := runlane._tick_failed(v_agent, p_now, sqlstate);
+                    event := 'run.skipped';
+                    agent_id := v_agent.agent_id;
+                    run_id := v_failed.run_id;
+                    occurrence := v_agent.next_run_at;
+                    return next;
+            end;
+        end loop;
     end loop;
 end;
 $$;
