@@ -1261,3 +1261,60 @@ def test_tick_fires_and_coalesces_the_schedules_of_organizations_on_both_nodes(c
             "select count(*) from runlane.runs where agent_id = any(%s)",
             (list(agents.values()),),
         ).fetchone() == (2,)
+
+
+def test_reap_stale_takes_back_expired_runs_of_organizations_on_both_nodes(citus_nodes):
+    """reap_stale on a distributed schema, from the coordinator: the expired runs of each
+    organization are locked and taken back on its node (a chat run queued again, a
+    background run failed stale), and a computer lease whose run ended is deleted; a run
+    whose lease holds, and the computer lease of a running run, are left alone."""
+    coordinator = citus_nodes[0]
+    with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
+        first, other = organizations_on_two_nodes(conn, "org-reap")
+        expired = [running_runs(conn, org, 1, "reap")[0][0] for org in (first, other)]
+        [(holder, _)] = running_runs(conn, first, 1, "holder")
+        [(ended, _)] = running_runs(conn, first, 1, "ended")
+        [(background,)] = conn.execute(
+            "select run_id from runlane.run_now(%s)", (f"agent-{other}",)
+        ).fetchall()
+        conn.execute(
+            "update runlane.runs set state = 'running', fence = 1, attempts = 1, "
+            "lease_owner = 'worker-1', heartbeat_at = now() where org_id = %s and run_id = %s",
+            (other, background),
+        )
+        for org, run_id in ((first, expired[0]), (other, expired[1]), (other, background)):
+            conn.execute(
+                "update runlane.runs set lease_expires_at = now() - interval '1 minute' "
+                "where org_id = %s and run_id = %s",
+                (org, run_id),
+            )
+        conn.execute(
+            "update runlane.runs set state = 'succeeded', finished_at = now(), "
+            "lease_owner = null, lease_expires_at = null where org_id = %s and run_id = %s",
+            (first, ended),
+        )
+        conn.execute(
+            "insert into runlane.computer_leases (computer_id, run_id, fence, expires_at, org_id) "
+            "values ('computer-left', %s, 1, now() - interval '1 minute', %s), "
+            "('computer-held', %s, 1, now() - interval '1 minute', %s)",
+            (ended, first, holder, first),
+        )
+
+        reaped = {
+            run_id: (state, reason)
+            for run_id, state, reason in conn.execute(
+                "select * from runlane.reap_stale(now(), 500)"
+            ).fetchall()
+        }
+        assert reaped == {
+            expired[0]: ("queued", "lease_expired"),
+            expired[1]: ("queued", "lease_expired"),
+            background: ("failed", "stale"),
+        }
+        assert conn.execute(
+            "select state from runlane.runs where org_id = %s and run_id = %s", (first, holder)
+        ).fetchone() == ("running",)
+        assert conn.execute(
+            "select computer_id from runlane.computer_leases "
+            "where computer_id in ('computer-left', 'computer-held')"
+        ).fetchall() == [("computer-held",)]

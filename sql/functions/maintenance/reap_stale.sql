@@ -27,6 +27,10 @@ set lock_timeout = '5s'
 as $$
 declare
     v_run runlane.runs;
+    v_orgs text[];  -- the organizations taken one at a time: every one at once (NULL) but on Citus
+    v_org text;
+    v_left int := p_limit;  -- runs this pass may still take
+    v_lease record;
 begin
     if p_now is null or p_limit is null then
         raise exception 'now and limit are required'
@@ -42,63 +46,108 @@ begin
     -- The longest-expired runs, handled in thread lock order (runlane._thread_lock): a
     -- requeue or close of a chat run takes its thread's lock until commit. (No index
     -- holds lease_expires_at, so that a heartbeat is a HOT update, migration 0015: this
-    -- reads the running runs, runs_worker_running_idx, and sorts them.)
-    for v_run in
-        select s.*
-        from (
-            select r.*
+    -- reads the running runs, runs_worker_running_idx, and sorts them.) On a schema Citus
+    -- distributes, organization by organization (a locking read names one, and reaches
+    -- its node alone), in org_id order, after one unlocked read of the organizations with
+    -- expired runs; elsewhere every organization in one pass.
+    if runlane._citus_distributed('runlane.runs') then
+        v_orgs := array(
+            select distinct r.org_id
             from runlane.runs as r
             where r.state = 'running'
               and r.lease_expires_at < reap_stale.p_now
-            order by r.lease_expires_at, r.run_id
-            limit reap_stale.p_limit
-            for update of r skip locked
-        ) as s
-        order by s.agent_id, s.thread_id, s.run_id
-    loop
-        if v_run.reason = 'cancel_requested' then
-            -- asked to stop (cancel_run) and its worker is gone: never requeued
-            perform runlane._close_run(v_run, 'canceled', 'canceled', null);
+            order by 1
+        );
+    else
+        v_orgs := array[null::text];
+    end if;
+    foreach v_org in array v_orgs loop
+        exit when v_left <= 0;
+        for v_run in
+            select s.*
+            from (
+                select r.*
+                from runlane.runs as r
+                where r.state = 'running'
+                  and r.lease_expires_at < reap_stale.p_now
+                  and (v_org is null or r.org_id = v_org)
+                order by r.lease_expires_at, r.run_id
+                limit v_left
+                for update of r skip locked
+            ) as s
+            order by s.agent_id, s.thread_id, s.run_id
+        loop
+            v_left := v_left - 1;
+            if v_run.reason = 'cancel_requested' then
+                -- asked to stop (cancel_run) and its worker is gone: never requeued
+                perform runlane._close_run(v_run, 'canceled', 'canceled', null);
 
-            run_id := v_run.run_id;
-            state := 'canceled';
-            reason := 'canceled';
-        elsif v_run.lane = 'interactive' and v_run.attempts < v_run.max_attempts then
-            update runlane.runs as r
-            set state = 'queued',
-                reason = 'lease_expired',
-                lease_owner = null,
-                lease_expires_at = null
-            where r.run_id = v_run.run_id;
+                run_id := v_run.run_id;
+                state := 'canceled';
+                reason := 'canceled';
+            elsif v_run.lane = 'interactive' and v_run.attempts < v_run.max_attempts then
+                update runlane.runs as r
+                set state = 'queued',
+                    reason = 'lease_expired',
+                    lease_owner = null,
+                    lease_expires_at = null
+                where r.run_id = v_run.run_id and r.org_id = v_run.org_id;
 
-            delete from runlane.computer_leases as cl
-            where cl.computer_id = v_run.computer_id
-              and cl.run_id = v_run.run_id;
+                -- (only a run on a computer holds a lease: on Citus a delete of the reference
+                -- table, even of no row, is a commit on every node)
+                if v_run.computer_id is not null then
+                    delete from runlane.computer_leases as cl
+                    where cl.computer_id = v_run.computer_id
+                      and cl.run_id = v_run.run_id;
+                end if;
 
-            perform runlane._write_run_events(
-                array[v_run.run_id], array[v_run.org_id], 'run.lease_expired',
-                array[jsonb_build_object('attempt', v_run.attempts)]
-            );
+                perform runlane._write_run_events(
+                    array[v_run.run_id], array[v_run.org_id], 'run.lease_expired',
+                    array[jsonb_build_object('attempt', v_run.attempts)]
+                );
 
-            perform runlane._notify_run(v_run.run_id, v_run.lane);
-            perform runlane._notify_computer_waiter(v_run.computer_id);
-            -- Messages held while it ran join the queued run, as new ones would.
-            perform runlane._dispatch_held_messages(v_run.agent_id, v_run.thread_id);
+                perform runlane._notify_run(v_run.run_id, v_run.lane);
+                perform runlane._notify_computer_waiter(v_run.computer_id);
+                -- Messages held while it ran join the queued run, as new ones would.
+                perform runlane._dispatch_held_messages(v_run.agent_id, v_run.thread_id);
 
-            run_id := v_run.run_id;
-            state := 'queued';
-            reason := 'lease_expired';
-        else
-            perform runlane._close_run(v_run, 'failed', 'stale', 'lease expired without a heartbeat');
+                run_id := v_run.run_id;
+                state := 'queued';
+                reason := 'lease_expired';
+            else
+                perform runlane._close_run(v_run, 'failed', 'stale', 'lease expired without a heartbeat');
 
-            run_id := v_run.run_id;
-            state := 'failed';
-            reason := 'stale';
-        end if;
-        return next;
+                run_id := v_run.run_id;
+                state := 'failed';
+                reason := 'stale';
+            end if;
+            return next;
+        end loop;
     end loop;
 
-    -- GUARD: housekeeping of computer leases left behind by runs that ended elsewhere.
+    -- GUARD: housekeeping of computer leases left behind by runs that ended elsewhere. On
+    -- a schema Citus distributes, lease by lease: a statement cannot read the leases (a
+    -- reference table) beside the runs of every node (the leases name their organization
+    -- there: its schema is past 0027).
+    if runlane._citus_distributed('runlane.runs') then
+        for v_lease in
+            select l.computer_id, l.run_id, l.org_id
+            from runlane.computer_leases as l
+            where l.expires_at < reap_stale.p_now
+            limit reap_stale.p_limit
+            for update skip locked
+        loop
+            if not exists (
+                select 1
+                from runlane.runs as r
+                where r.run_id = v_lease.run_id and r.org_id = v_lease.org_id and r.state = 'running'
+            ) then
+                delete from runlane.computer_leases as cl
+                where cl.computer_id = v_lease.computer_id and cl.run_id = v_lease.run_id;
+            end if;
+        end loop;
+        return;
+    end if;
     delete from runlane.computer_leases as cl
     where cl.computer_id in (
         select l.computer_id
