@@ -1318,3 +1318,49 @@ def test_reap_stale_takes_back_expired_runs_of_organizations_on_both_nodes(citus
             "select computer_id from runlane.computer_leases "
             "where computer_id in ('computer-left', 'computer-held')"
         ).fetchall() == [("computer-held",)]
+
+
+def test_the_cleanup_passes_run_on_a_distributed_schema(citus_nodes):
+    """cancel_redundant_timer_runs passes over each organization's pending timer runs on
+    its node (a schema past 0003 holds one unfinished background run per agent, so it
+    keeps them all); purge_gone_workers deletes a silent worker's registry row, unless a
+    run of any node still names it running."""
+    coordinator = citus_nodes[0]
+    with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
+        first, other = organizations_on_two_nodes(conn, "org-clean")
+        pending = {}
+        for org in (first, other):
+            agent = organization_with_agent(conn, org, schedule="every hour", prompt="p")
+            conn.execute(
+                "update runlane.agents set next_run_at = now() - interval '1 minute' "
+                "where org_id = %s and agent_id = %s",
+                (org, agent),
+            )
+            [(pending[org],)] = conn.execute(
+                "select run_id from runlane.tick(now()) where agent_id = %s", (agent,)
+            ).fetchall()
+        assert conn.execute("select runlane.cancel_redundant_timer_runs(100)").fetchone() == (0,)
+        for org in (first, other):
+            assert conn.execute(
+                "select state from runlane.runs where org_id = %s and run_id = %s",
+                (org, pending[org]),
+            ).fetchone() == ("queued",)
+
+        [(held, _)] = running_runs(conn, other, 1, "held")
+        conn.execute(
+            "update runlane.runs set lease_owner = 'worker-busy' where org_id = %s and run_id = %s",
+            (other, held),
+        )
+        conn.execute(
+            "insert into runlane.workers (worker_id, generation, heartbeat_at) values "
+            "('worker-gone', 2, now() - interval '2 hours'), "
+            "('worker-busy', 2, now() - interval '2 hours')"
+        )
+        assert conn.execute(
+            "select runlane.purge_gone_workers(interval '1 hour', 100)"
+        ).fetchone() >= (1,)
+        left = conn.execute(
+            "select worker_id from runlane.workers "
+            "where worker_id in ('worker-gone', 'worker-busy')"
+        ).fetchall()
+        assert left == [("worker-busy",)], f"run {held} on a worker node still names it"

@@ -29,8 +29,38 @@ as $$
 declare
     v_cutoff timestamptz;
     v_purged int;
+    v_worker record;
 begin
     v_cutoff := runlane._require_registry_window('registry rows', p_older_than, p_limit);
+
+    -- On a schema Citus distributes, worker by worker: the registry and the receipts are
+    -- reference tables, the runs are on every node, and Citus locks no statement's rows
+    -- read beside every node's; each worker's running runs are read apart, unlocked (a
+    -- silent worker claims nothing more).
+    if runlane._citus_distributed('runlane.runs') then
+        v_purged := 0;
+        for v_worker in
+            select w.worker_id
+            from runlane.workers as w
+            where w.heartbeat_at < v_cutoff
+              and w.generation >= 2 and w.deliveries = 'direct'
+              and not exists (
+                  select 1 from runlane.claim_receipts as c
+                  where c.worker_id = w.worker_id
+              )
+            order by w.heartbeat_at
+            limit purge_gone_workers.p_limit
+            for update of w skip locked
+        loop
+            continue when exists (
+                select 1 from runlane.runs as r
+                where r.lease_owner = v_worker.worker_id and r.state = 'running'
+            );
+            delete from runlane.workers as w where w.worker_id = v_worker.worker_id;
+            v_purged := v_purged + 1;
+        end loop;
+        return v_purged;
+    end if;
 
     with gone_workers as (
         select w.worker_id

@@ -136,17 +136,8 @@ begin
                     -- (its outputs read apart: before 0027 they name no organization, and Citus
                     -- locks only what one statement reads on one node; never found, as a run
                     -- that made outputs has attempts)
-                    if v_pending.run_id is not null and (
-                        case
-                            when runlane._rows_name_their_org() then exists (
-                                select 1 from runlane.run_outputs as o
-                                where o.run_id = v_pending.run_id and o.org_id = v_pending.org_id
-                            )
-                            else exists (
-                                select 1 from runlane.run_outputs as o where o.run_id = v_pending.run_id
-                            )
-                        end
-                    ) then
+                    if v_pending.run_id is not null
+                       and runlane._run_has_outputs(v_pending.run_id, v_pending.org_id) then
                         v_pending := null;
                     end if;
                 end if;
