@@ -1364,3 +1364,37 @@ def test_the_cleanup_passes_run_on_a_distributed_schema(citus_nodes):
             "where worker_id in ('worker-gone', 'worker-busy')"
         ).fetchall()
         assert left == [("worker-busy",)], f"run {held} on a worker node still names it"
+
+
+def test_purge_finished_deletes_old_runs_of_organizations_on_both_nodes(citus_nodes):
+    """Retention on a distributed schema: runs finished before the cutoff are deleted,
+    organization by organization on its node, with their outputs and charges; a run
+    finished since stays."""
+    coordinator = citus_nodes[0]
+    with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
+        first, other = organizations_on_two_nodes(conn, "org-purge")
+        old, recent = {}, {}
+        for org in (first, other):
+            [(old[org], fence), (recent[org], recent_fence)] = running_runs(conn, org, 2, "purge")
+            conn.execute(
+                "select runlane.append_output(%s, %s, 'text', 'gone', 1)", (old[org], fence)
+            )
+            conn.execute("select runlane.charge(%s, %s, 0.25, 2)", (old[org], fence))
+            conn.execute("select runlane.finish_run(%s, %s, 'succeeded')", (old[org], fence))
+            conn.execute(
+                "select runlane.finish_run(%s, %s, 'succeeded')", (recent[org], recent_fence)
+            )
+            conn.execute(
+                "update runlane.runs set finished_at = now() - interval '30 days' "
+                "where org_id = %s and run_id = %s",
+                (org, old[org]),
+            )
+        conn.execute("select runlane.purge_finished(interval '9 days', 1000)")
+        gone = list(old.values())
+        for table in ("runs", "run_outputs", "charges"):
+            assert conn.execute(
+                f"select count(*) from runlane.{table} where run_id = any(%s)", (gone,)
+            ).fetchone() == (0,), table
+        assert conn.execute(
+            "select count(*) from runlane.runs where run_id = any(%s)", (list(recent.values()),)
+        ).fetchone() == (2,)

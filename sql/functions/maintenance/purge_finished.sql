@@ -42,6 +42,9 @@ declare
     v_cutoff timestamptz;
     v_runs bigint[];
     v_detached bigint[];
+    v_orgs text[];  -- the organizations taken one at a time: every one at once (NULL) but on Citus
+    v_org text;
+    v_purged int := 0;  -- runs deleted so far
 begin
     if p_older_than is null or p_limit is null then
         raise exception 'older_than and limit are required'
@@ -55,82 +58,107 @@ begin
     -- GUARD: the cutoff instant lies at least 8 days back (runlane._retention_cutoff).
     v_cutoff := runlane._retention_cutoff(p_older_than, now());
 
-    select coalesce(array_agg(c.run_id), '{}')
-    into v_runs
-    from (
-        select r.run_id
-        from runlane.runs as r
-        where r.state in ('succeeded', 'failed', 'canceled', 'skipped')
-          and r.finished_at < v_cutoff
-        order by r.finished_at, r.run_id
-        limit purge_finished.p_limit
-        for update of r skip locked
-    ) as c;
-
-    select coalesce(array_agg(d.charge_id), '{}')
-    into v_detached
-    from (
-        select ch.charge_id
-        from runlane.charges as ch
-        where ch.run_id is null
-          and ch.charged_at < v_cutoff
-        limit purge_finished.p_limit
-        for update of ch skip locked
-    ) as d;
-
-    if cardinality(v_runs) = 0 and cardinality(v_detached) = 0 then
-        return 0;
+    -- On a schema Citus distributes, organization by organization (a locking read names
+    -- one, and reaches its node alone), in org_id order, after one unlocked read of the
+    -- organizations with rows past the cutoff; elsewhere every organization in one pass.
+    if runlane._citus_distributed('runlane.runs') then
+        v_orgs := array(
+            select o.org_id
+            from (
+                select r.org_id
+                from runlane.runs as r
+                where r.state in ('succeeded', 'failed', 'canceled', 'skipped')
+                  and r.finished_at < v_cutoff
+                union
+                select ch.org_id
+                from runlane.charges as ch
+                where ch.run_id is null and ch.charged_at < v_cutoff
+            ) as o
+            order by 1
+        );
+    else
+        v_orgs := array[null::text];
     end if;
+    foreach v_org in array v_orgs loop
+        exit when v_purged >= p_limit;
+        select coalesce(array_agg(c.run_id), '{}')
+        into v_runs
+        from (
+            select r.run_id
+            from runlane.runs as r
+            where r.state in ('succeeded', 'failed', 'canceled', 'skipped')
+              and r.finished_at < v_cutoff
+              and (v_org is null or r.org_id = v_org)
+            order by r.finished_at, r.run_id
+            limit purge_finished.p_limit - v_purged
+            for update of r skip locked
+        ) as c;
 
-    -- Charges first, each taken out of its owner's quarter-hour bucket.
-    with gone as (
-        delete from runlane.charges as ch
-        where ch.run_id = any(v_runs)
-           or ch.charge_id = any(v_detached)
-        returning ch.owner_id, ch.charged_at, ch.amount
-    ),
+        select coalesce(array_agg(d.charge_id), '{}')
+        into v_detached
+        from (
+            select ch.charge_id
+            from runlane.charges as ch
+            where ch.run_id is null
+              and ch.charged_at < v_cutoff
+              and (v_org is null or ch.org_id = v_org)
+            limit purge_finished.p_limit
+            for update of ch skip locked
+        ) as d;
 
-    per_bucket as (
-        select
-            g.owner_id,
-            date_bin('15 minutes', g.charged_at, timestamptz '2000-01-01 00:00:00+00') as bucket_start,
-            sum(g.amount) as amount
-        from gone as g
-        group by 1, 2
-    )
+        continue when cardinality(v_runs) = 0 and cardinality(v_detached) = 0;
 
-    update runlane.charge_buckets as b
-    set amount = b.amount - pb.amount
-    from per_bucket as pb
-    where b.owner_id = pb.owner_id
-      and b.bucket_start = pb.bucket_start;
+        -- Charges first, each taken out of its owner's quarter-hour bucket.
+        with gone as (
+            delete from runlane.charges as ch
+            where ch.run_id = any(v_runs)
+               or ch.charge_id = any(v_detached)
+            returning ch.owner_id, ch.charged_at, ch.amount
+        ),
 
-    delete from runlane.charge_buckets as b
-    where b.amount <= 0
-      and b.bucket_start < v_cutoff;
+        per_bucket as (
+            select
+                g.owner_id,
+                date_bin('15 minutes', g.charged_at, timestamptz '2000-01-01 00:00:00+00') as bucket_start,
+                sum(g.amount) as amount
+            from gone as g
+            group by 1, 2
+        )
 
-    delete from runlane.run_outputs as o
-    where o.run_id = any(v_runs);
+        update runlane.charge_buckets as b
+        set amount = b.amount - pb.amount
+        from per_bucket as pb
+        where b.owner_id = pb.owner_id
+          and b.bucket_start = pb.bucket_start;
 
-    delete from runlane.run_events as e
-    where e.run_id = any(v_runs);
+        delete from runlane.charge_buckets as b
+        where b.amount <= 0
+          and b.bucket_start < v_cutoff;
 
-    delete from runlane.computer_leases as cl
-    where cl.run_id = any(v_runs);
+        delete from runlane.run_outputs as o
+        where o.run_id = any(v_runs);
 
-    -- A purged run may name a message of its own as its source: unlink, then delete.
-    update runlane.runs as r
-    set source_message_id = null
-    where r.run_id = any(v_runs)
-      and r.source_message_id is not null;
+        delete from runlane.run_events as e
+        where e.run_id = any(v_runs);
 
-    delete from runlane.messages as m
-    where m.run_id = any(v_runs);
+        delete from runlane.computer_leases as cl
+        where cl.run_id = any(v_runs);
 
-    delete from runlane.runs as r
-    where r.run_id = any(v_runs);
+        -- A purged run may name a message of its own as its source: unlink, then delete.
+        update runlane.runs as r
+        set source_message_id = null
+        where r.run_id = any(v_runs)
+          and r.source_message_id is not null;
 
-    return cardinality(v_runs);
+        delete from runlane.messages as m
+        where m.run_id = any(v_runs);
+
+        delete from runlane.runs as r
+        where r.run_id = any(v_runs);
+
+        v_purged := v_purged + cardinality(v_runs);
+    end loop;
+    return v_purged;
 end;
 $$;
 
