@@ -1369,7 +1369,7 @@ def test_the_cleanup_passes_run_on_a_distributed_schema(citus_nodes):
 def test_purge_finished_deletes_old_runs_of_organizations_on_both_nodes(citus_nodes):
     """Retention on a distributed schema: runs finished before the cutoff are deleted,
     organization by organization on its node, with their outputs and charges; a run
-    finished since stays."""
+    finished since stays. The lock rows of the threads left empty are deleted after."""
     coordinator = citus_nodes[0]
     with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
         first, other = organizations_on_two_nodes(conn, "org-purge")
@@ -1398,3 +1398,11 @@ def test_purge_finished_deletes_old_runs_of_organizations_on_both_nodes(citus_no
         assert conn.execute(
             "select count(*) from runlane.runs where run_id = any(%s)", (list(recent.values()),)
         ).fetchone() == (2,)
+
+        # Then their threads hold nothing: their lock rows go, the others' stay.
+        conn.execute("select * from runlane.purge_empty_threads(null, null, 10000)")
+        assert conn.execute(
+            "select org_id, thread_id from runlane.threads where org_id = any(%s) "
+            "order by org_id, thread_id",
+            ([first, other],),
+        ).fetchall() == [(first, "purge-1"), (other, "purge-1")]

@@ -43,6 +43,8 @@ declare
     v_looked int;
     v_last_agent text;  -- the last key of the window
     v_last_thread text;
+    v_thread record;
+    v_deleted int;
 begin
     if p_limit is null then
         raise exception 'a limit is required'
@@ -74,6 +76,50 @@ begin
     last_thread_id := case when v_looked = p_limit then v_last_thread end;
     if v_looked = 0 then
         purged := 0;
+        return next;
+        return;
+    end if;
+
+    -- On a schema Citus distributes, thread by thread, each read naming the thread's
+    -- organization (one node): Citus locks no statement's rows read beside other nodes'.
+    -- The same rule: locked unless in use, deleted when still empty under the lock.
+    if runlane._citus_distributed('runlane.threads') then
+        purged := 0;
+        for v_thread in
+            select t.agent_id, t.thread_id, t.org_id
+            from runlane.threads as t
+            where (t.agent_id, t.thread_id)
+                  > (coalesce(p_after_agent_id, ''), coalesce(p_after_thread_id, ''))
+              and (t.agent_id, t.thread_id) <= (v_last_agent, v_last_thread)
+            order by t.agent_id, t.thread_id
+        loop
+            perform 1
+            from runlane.threads as t
+            where t.agent_id = v_thread.agent_id
+              and t.thread_id = v_thread.thread_id
+              and t.org_id = v_thread.org_id
+            for update of t skip locked;
+            continue when not found;
+            delete from runlane.threads as t
+            where t.agent_id = v_thread.agent_id
+              and t.thread_id = v_thread.thread_id
+              and t.org_id = v_thread.org_id
+              and not exists (
+                  select 1 from runlane.runs as r
+                  where r.agent_id = t.agent_id
+                    and r.thread_id = t.thread_id
+                    and r.org_id = t.org_id
+              )
+              and not exists (
+                  select 1 from runlane.messages as m
+                  where m.agent_id = t.agent_id
+                    and m.thread_id = t.thread_id
+                    and m.org_id = t.org_id
+                    and m.run_id is null
+              );
+            get diagnostics v_deleted = row_count;
+            purged := purged + v_deleted;
+        end loop;
         return next;
         return;
     end if;
