@@ -1262,6 +1262,19 @@ def test_tick_fires_and_coalesces_the_schedules_of_organizations_on_both_nodes(c
             (list(agents.values()),),
         ).fetchone() == (2,)
 
+    # `runlane tick` (cron's maintenance pass) from the coordinator: every step of it runs
+    # on the distributed schema, and fires nothing twice.
+    with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
+        conn.execute(
+            "update runlane.agents set next_run_at = now() - interval '1 minute' "
+            "where agent_id = %s",
+            (agents[first],),
+        )
+    passed = cli("tick", dsn=coordinator.dsn_for("sharded"))
+    assert passed.returncode == 0, passed.stderr
+    assert "maintenance.step_failed" not in passed.stdout + passed.stderr
+    assert "routine.coalesced" in passed.stdout + passed.stderr
+
 
 def test_reap_stale_takes_back_expired_runs_of_organizations_on_both_nodes(citus_nodes):
     """reap_stale on a distributed schema, from the coordinator: the expired runs of each
