@@ -13,6 +13,7 @@ import asyncio
 import re
 import subprocess
 import sys
+import threading
 from contextlib import aclosing
 
 import psycopg
@@ -1419,3 +1420,71 @@ def test_purge_finished_deletes_old_runs_of_organizations_on_both_nodes(citus_no
             "order by org_id, thread_id",
             ([first, other],),
         ).fetchall() == [(first, "purge-1"), (other, "purge-1")]
+
+
+def test_concurrent_ticks_on_every_server_fire_each_routine_once(citus_nodes):
+    """Four ticks at once, from the coordinator and both worker nodes, over the due
+    agents of organizations on both nodes: each organization's agents are locked on its
+    node (skip locked), so the ticks split the work and every routine fires exactly once."""
+    coordinator = citus_nodes[0]
+    with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
+        orgs = [f"org-race-{i}" for i in range(6)]
+        agents = []
+        for org in orgs:
+            conn.execute("select runlane.put_org(%s)", (org,))
+            conn.execute("select runlane.put_user(%s, %s)", (f"user-{org}", org))
+            for n in range(4):
+                agent = f"agent-{org}-{n}"
+                conn.execute(
+                    "select runlane.put_agent(%s, %s)",
+                    (
+                        agent,
+                        Jsonb(
+                            {
+                                "org_id": org,
+                                "owner_id": f"user-{org}",
+                                "model": "echo",
+                                "schedule": "every hour",
+                                "prompt": "p",
+                            }
+                        ),
+                    ),
+                )
+                agents.append(agent)
+        conn.execute(
+            "update runlane.agents set next_run_at = now() - interval '1 minute' "
+            "where org_id = any(%s)",
+            (orgs,),
+        )
+        assert len({node_of(conn, org) for org in orgs}) == 2
+
+    servers = [coordinator, *citus_nodes]  # the coordinator twice
+    start = threading.Barrier(len(servers))
+    fired: list[tuple[str, str]] = []
+    errors: list[BaseException] = []
+
+    def tick(server: LocalCluster) -> None:
+        try:
+            with psycopg.connect(server.dsn_for("sharded"), autocommit=True) as own:
+                start.wait()
+                rows = own.execute(
+                    "select event, agent_id from runlane.tick(now()) "
+                    "where agent_id like 'agent-org-race-%'"
+                ).fetchall()
+                fired.extend(rows)
+        except BaseException as exc:  # reported below, in the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=tick, args=(server,)) for server in servers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not errors, errors
+    assert sorted(agent for _, agent in fired) == sorted(agents), "each routine once"
+    assert {event for event, _ in fired} == {"routine.fired"}
+    with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
+        assert conn.execute(
+            "select count(*), count(distinct agent_id) from runlane.runs where org_id = any(%s)",
+            (orgs,),
+        ).fetchone() == (len(agents), len(agents))
