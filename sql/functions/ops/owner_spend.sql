@@ -51,6 +51,8 @@ begin
             group by a.org_id, a.owner_id
         ) as g
         join runlane.platform_settings as s on s.org_id = g.org_id
+        -- (named on both sides: on Citus the statement is then one node's)
+        where v_org is null or s.org_id = v_org
     ) as o;
 
     return query
