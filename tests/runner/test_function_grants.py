@@ -217,6 +217,7 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane._require_owner(bigint,bigint,bigint,boolean)": NOBODY,
     "runlane._run_org_for_write(bigint)": NOBODY,
     "runlane._run_has_outputs(bigint,text)": NOBODY,
+    "runlane._free_computer(runlane.runs)": NOBODY,
     "runlane._write_applied(runlane.runs,bigint,bigint)": NOBODY,
     "runlane._resent_first_response(runlane.runs,bigint)": NOBODY,
     "runlane._agent_timezone(text,text)": NOBODY,

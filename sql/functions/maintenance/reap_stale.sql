@@ -93,13 +93,7 @@ begin
                     lease_expires_at = null
                 where r.run_id = v_run.run_id and r.org_id = v_run.org_id;
 
-                -- (only a run on a computer holds a lease: on Citus a delete of the reference
-                -- table, even of no row, is a commit on every node)
-                if v_run.computer_id is not null then
-                    delete from runlane.computer_leases as cl
-                    where cl.computer_id = v_run.computer_id
-                      and cl.run_id = v_run.run_id;
-                end if;
+                perform runlane._free_computer(v_run);
 
                 perform runlane._write_run_events(
                     array[v_run.run_id], array[v_run.org_id], 'run.lease_expired',
@@ -107,7 +101,6 @@ begin
                 );
 
                 perform runlane._notify_run(v_run.run_id, v_run.lane);
-                perform runlane._notify_computer_waiter(v_run.computer_id);
                 -- Messages held while it ran join the queued run, as new ones would.
                 perform runlane._dispatch_held_messages(v_run.agent_id, v_run.thread_id);
 

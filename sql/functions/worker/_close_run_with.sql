@@ -86,14 +86,7 @@ begin
         returning r.* into v_closed;
     end if;
 
-    -- GUARD: only a run on a computer holds a lease to free and may have a waiter.
-    if (p_run).computer_id is not null then
-        delete from runlane.computer_leases as cl
-        where cl.computer_id = (_close_run_with.p_run).computer_id
-          and cl.run_id = (_close_run_with.p_run).run_id;
-
-        perform runlane._notify_computer_waiter((p_run).computer_id);
-    end if;
+    perform runlane._free_computer(p_run);
 
     perform runlane._write_run_events(
         array[(p_run).run_id], array[(p_run).org_id], 'run.finished',

@@ -66,13 +66,7 @@ begin
         lease_expires_at = null
     where r.run_id = v_run.run_id and r.org_id = v_run.org_id;
 
-    -- GUARD: only a run on a computer holds a lease to free (on Citus the leases are a
-    -- reference table: a delete, even of no row, is a commit on every node).
-    if v_run.computer_id is not null then
-        delete from runlane.computer_leases as cl
-        where cl.computer_id = v_run.computer_id
-          and cl.run_id = v_run.run_id;
-    end if;
+    perform runlane._free_computer(v_run);
 
     perform runlane._write_run_events(
         array[v_run.run_id], array[v_run.org_id], 'run.released',
@@ -82,7 +76,6 @@ begin
     if p_wake_at is null or p_wake_at <= now() then
         perform runlane._notify_run(v_run.run_id, v_run.lane);
     end if;
-    perform runlane._notify_computer_waiter(v_run.computer_id);
 
     -- Messages held while it ran join the queued run, as new ones would (steering).
     if v_run.lane = 'interactive' then
