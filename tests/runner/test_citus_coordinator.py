@@ -988,7 +988,8 @@ def test_every_fenced_worker_write_runs_on_the_node_of_its_organization(citus_no
     statement. A worker that names it (runlane.org_id) on the organization's node sends
     no command elsewhere; one that does not is answered the same from any server, the
     run's organization read first from every node; a worker naming another organization
-    finds the run unknown and changes nothing."""
+    finds the run unknown, and one holding an older fence is fenced out; neither changes
+    anything."""
     coordinator = citus_nodes[0]
     ports = {node.port: node for node in citus_nodes}
     sharded = coordinator.dsn_for("sharded")
@@ -1061,6 +1062,16 @@ def test_every_fenced_worker_write_runs_on_the_node_of_its_organization(citus_no
                 "select runlane.finish_run(%s, %s, 'succeeded')", (foreign_run, foreign_fence)
             )
         assert unknown.value.sqlstate == "RL008"
+        # Its own organization named, but a fence it no longer holds: fenced out.
+        conn.execute("select set_config('runlane.org_id', %s, false)", (other,))
+        assert conn.execute(
+            "select runlane.heartbeat(%s, %s)", (foreign_run, foreign_fence - 1)
+        ).fetchone() == (False,)
+        with pytest.raises(psycopg.Error) as fenced:
+            conn.execute(
+                "select runlane.finish_run(%s, %s, 'succeeded')", (foreign_run, foreign_fence - 1)
+            )
+        assert fenced.value.sqlstate == "RL001"
         conn.execute("reset runlane.org_id")
         assert conn.execute(beat, (foreign_run,)).fetchone() == foreign_before
 

@@ -74,6 +74,7 @@ declare
     v_written bigint[];  -- the runs whose outputs were written
     v_org text := nullif(current_setting('runlane.org_id', true), '');
     v_first_response_at timestamptz;
+    v_locking_org text;  -- on Citus, unnamed: the organization whose runs are locked next
 begin
     -- GUARD: the call's arrays (a caller bug: nothing is written).
     if p_run_ids is null or p_fences is null or p_seqs is null or p_kinds is null or p_bodies is null then
@@ -96,16 +97,15 @@ begin
     -- distributes, without a name, organization by organization (a locking read names
     -- one, in organization order), then the locked rows are read together.
     if v_org is null and runlane._citus_distributed('runlane.runs') then
-        for v_org in
+        for v_locking_org in
             select distinct r.org_id from runlane.runs as r where r.run_id = any(p_run_ids) order by 1
         loop
             perform
             from runlane.runs as r
-            where r.run_id = any(p_run_ids) and r.org_id = v_org
+            where r.run_id = any(p_run_ids) and r.org_id = v_locking_org
             order by r.run_id
             for no key update;
         end loop;
-        v_org := null;
         select array_agg(l.r order by (l.r).run_id) into v_locked
         from (select r from runlane.runs as r where r.run_id = any(p_run_ids)) as l;
     else
