@@ -62,6 +62,12 @@ EXPECTED: dict[str, tuple[bool, bool]] = {
     "runlane._api_login()": NOBODY,
     "runlane._citus_node_without_logins()": NOBODY,
     "runlane._citus_distributed(text)": NOBODY,
+    "runlane._local_shards(text)": NOBODY,
+    "runlane._run_orgs(bigint[])": NOBODY,
+    (
+        "runlane._claim_runs_of_node("
+        "text,text[],text[],integer,interval,uuid,boolean,integer,boolean)"
+    ): NOBODY,
     "runlane._check_patch(text,jsonb,jsonb)": NOBODY,
     "runlane._require_registry_window(text,interval,integer)": NOBODY,
     "runlane._patch_int(text,jsonb,integer)": NOBODY,

@@ -19,6 +19,9 @@
 -- * fence and attempts are left as they were (the run was not claimed now);
 -- * a computer lease the run still holds (a released run's) is freed and the next run
 --   waiting on that computer is notified.
+-- * On a schema Citus distributes, run by run, each statement naming the run's
+--   organization (runlane._run_orgs): gated runs are rare, and Citus locks and updates
+--   a row only where its organization is named.
 create or replace function runlane._skip_gated_runs(p_run_ids bigint[], p_reasons text[])
 returns void
 language plpgsql
@@ -30,7 +33,47 @@ declare
     v_skipped_orgs text[];
     v_skipped_details jsonb[];
     v_started record;
+    v_run runlane.runs;
+    v_gated record;
+    v_now timestamptz;
 begin
+    if to_regclass('pg_catalog.pg_dist_partition') is not null
+       and runlane._citus_distributed('runlane.runs') then
+        v_now := clock_timestamp();  -- (no volatile call in an update Citus ships)
+        for v_gated in
+            select g.run_id, g.reason, o.org_id
+            from unnest(p_run_ids, p_reasons) as g (run_id, reason)
+            inner join runlane._run_orgs(p_run_ids) as o on o.run_id = g.run_id
+            order by g.run_id
+        loop
+            select r.* into v_run
+            from runlane.runs as r
+            where r.org_id = v_gated.org_id and r.run_id = v_gated.run_id;
+            if v_run.attempts > 0 or v_run.first_started_at is not null then
+                perform runlane._close_run_with(v_run, 'canceled', v_gated.reason, v_run.last_error, 0, null);
+                continue;
+            end if;
+            update runlane.runs as r
+            set state = 'skipped',
+                reason = v_gated.reason,
+                finished_at = v_now,
+                lease_owner = null,
+                lease_expires_at = null
+            where r.org_id = v_gated.org_id and r.run_id = v_gated.run_id;
+            perform runlane._write_run_events(
+                array[v_run.run_id], array[v_run.org_id], 'run.skipped',
+                array[jsonb_build_object('reason', v_gated.reason, 'trigger', v_run.trigger, 'at', 'claim')]
+            );
+            perform runlane._notify_stream_end(array[v_run.run_id]);
+            if v_run.computer_id is not null then
+                delete from runlane.computer_leases as cl
+                where cl.run_id = v_run.run_id and cl.computer_id = v_run.computer_id;
+                perform runlane._notify_computer_waiter(v_run.computer_id);
+            end if;
+        end loop;
+        return;
+    end if;
+
     -- Runs that started before: closed as a finish closes them (rare: one by one).
     for v_started in
         select r as run, g.reason

@@ -95,6 +95,7 @@ declare
     v_fence_floor bigint;
     v_from_arrays boolean;
     v_fair record;  -- runlane._claim_fair's answer
+    v_distributed boolean;  -- Citus holds runlane.runs: runlane._claim_runs_of_node claims
 begin
     -- GUARD: a login limited to one organization never claims (runlane.api_logins).
     perform runlane._refuse_scoped_worker();
@@ -116,7 +117,18 @@ begin
     -- queued runs in the lanes (one index descent per handler). On a schema before 0021
     -- (a rolling upgrade) runs carry no handler: each is of handler 'default', and the
     -- claim reads without one (v_handlers null) by the statements of that schema.
-    if to_regclass('runlane.runs_handler_claim_order_idx') is null then
+    -- (Citus's catalog looked for first: on plain PostgreSQL one lookup, no further call)
+    v_distributed := to_regclass('pg_catalog.pg_dist_partition') is not null
+        and runlane._citus_distributed('runlane.runs');
+    if v_distributed then
+        -- (null: any handler, found on the node by runlane._claim_runs_of_node)
+        v_handlers := case
+            when p_handlers is null then null
+            when coalesce(cardinality(p_handlers) = 1 and p_handlers[1] ~ '^[a-z0-9_.-]{1,64}$', false)
+                then p_handlers
+            else runlane._claim_check_handlers(p_handlers)
+        end;
+    elsif to_regclass('runlane.runs_handler_claim_order_idx') is null then
         if p_handlers is not null and not 'default' = any(p_handlers) then
             return;
         end if;
@@ -155,7 +167,7 @@ begin
     -- STEP: resend replay. One statement reads whether any run is eligible and, only if
     -- one is or the key is the recorded one, locks the receipt: an empty queue writes
     -- nothing. A resend of the recorded key returns the recorded runs instead of claiming.
-    if p_claim_key is not null then
+    if p_claim_key is not null and not v_distributed then
         v_lanes := case when p_lanes[2] < p_lanes[1] then array[p_lanes[2], p_lanes[1]] else p_lanes end;
         if v_handlers is null then
             -- (before 0021: no probe; the receipt is read as when a run is eligible)
@@ -257,8 +269,18 @@ begin
     v_idle_bound := case when not v_work_conserving then v_max_per_org end;
     -- GUARD: a keyed claim under the bound locks the worker's bound row (after its lane's
     -- receipt: one order for every lane), so the worker's lanes claim one at a time.
-    if v_idle_bound is not null and p_claim_key is not null then
+    if v_idle_bound is not null and p_claim_key is not null and not v_distributed then
         perform runlane._lock_worker_bound(p_worker);
+    end if;
+
+    -- STEP: on a schema Citus distributes, the claim of this node's organizations.
+    if v_distributed then
+        return query
+        select * from runlane._claim_runs_of_node(
+            p_worker, p_lanes, v_handlers, p_limit, p_lease, p_claim_key, p_report_skipped,
+            v_max_per_org, v_work_conserving
+        );
+        return;
     end if;
 
     -- STEP: idle chat fast path. No background lane asked for, and no session backlog

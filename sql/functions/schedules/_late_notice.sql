@@ -42,7 +42,7 @@ begin
     -- GUARD: the occurrence actually due at the start (what tick would coalesce into)
     select a.* into v_agent
     from runlane.agents as a
-    where a.agent_id = (p_run).timer_routine;
+    where a.agent_id = (p_run).timer_routine and a.org_id = (p_run).org_id;
     if found and v_agent.schedule <> '' then
         v_spec := runlane.parse_schedule(v_agent.schedule);
         v_agent_tz := runlane._agent_timezone(v_agent.owner_id, v_agent.org_id);
@@ -53,15 +53,16 @@ begin
             begin
                 update runlane.runs as r
                 set timer_occurrence = v_due, timer_timezone = v_agent_tz
-                where r.run_id = (p_run).run_id and r.timer_occurrence < v_due;
+                where r.run_id = (p_run).run_id and r.org_id = (p_run).org_id
+                  and r.timer_occurrence < v_due;
                 perform 1
                 from runlane.agents as a
-                where a.agent_id = v_agent.agent_id and a.next_run_at <= v_due
+                where a.agent_id = v_agent.agent_id and a.org_id = v_agent.org_id and a.next_run_at <= v_due
                 for no key update skip locked;
                 if found then
                     update runlane.agents as a
                     set next_run_at = runlane._next_slot(v_spec, v_agent_tz, v_started, v_agent.schedule_anchor)
-                    where a.agent_id = v_agent.agent_id;
+                    where a.agent_id = v_agent.agent_id and a.org_id = v_agent.org_id;
                 end if;
             exception
                 when unique_violation or lock_not_available then
