@@ -21,6 +21,10 @@ security definer
 set search_path = pg_catalog, pg_temp
 set lock_timeout = '5s'
 as $$
+declare
+    -- (a value, not a call, in the upsert: Citus refuses a function in DO UPDATE SET on
+    -- the registry, a reference table)
+    v_now timestamptz := now();
 begin
     if p_worker_id is null or btrim(p_worker_id) = '' then
         raise exception 'a worker id is required'
@@ -55,14 +59,14 @@ begin
         )
         values (
             p_worker_id, 2, 'direct', p_lanes,
-            case when coalesce(p_stopped, false) then now() end,
+            case when coalesce(p_stopped, false) then v_now end,
             p_host, p_pid
         )
         on conflict (worker_id) do update
         set lanes = excluded.lanes,
             host = coalesce(excluded.host, w.host),
             pid = coalesce(excluded.pid, w.pid),
-            heartbeat_at = now(),
+            heartbeat_at = v_now,
             stopped_at = excluded.stopped_at;
         return;
     end if;
@@ -71,7 +75,7 @@ begin
     )
     values (
         p_worker_id, 2, 'direct', p_lanes,
-        case when coalesce(p_stopped, false) then now() end,
+        case when coalesce(p_stopped, false) then v_now end,
         p_handlers, p_host, p_pid
     )
     on conflict (worker_id) do update
@@ -79,7 +83,7 @@ begin
         handlers = excluded.handlers,
         host = coalesce(excluded.host, w.host),
         pid = coalesce(excluded.pid, w.pid),
-        heartbeat_at = now(),
+        heartbeat_at = v_now,
         stopped_at = excluded.stopped_at;
 end;
 $$;
