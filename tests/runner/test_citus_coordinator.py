@@ -10,6 +10,7 @@ org_id; there the calls of one organization reach the one node that holds it."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import subprocess
 import sys
@@ -562,9 +563,9 @@ def test_a_login_entry_on_the_nodes_follows_the_role_not_its_name(citus_nodes):
             )
 
 
-def test_a_worker_refuses_a_distributed_schema_and_says_why(citus_nodes):
-    """Workers do not claim on a schema Citus distributed: `runlane worker` says so once
-    and exits 2, instead of failing every claim with Citus's planner error."""
+def test_a_worker_on_the_coordinator_refuses_and_names_where_to_connect(citus_nodes):
+    """A coordinator without shards stores no organization's runs: `runlane worker` there
+    says once where workers claim and exits 2, and a claim there is refused (0A000)."""
     refused = cli(
         "worker",
         "--agent",
@@ -575,8 +576,16 @@ def test_a_worker_refuses_a_distributed_schema_and_says_why(citus_nodes):
         dsn=citus_nodes[0].dsn_for("sharded"),
     )
     assert refused.returncode == 2, refused.stderr
-    assert "distributed by Citus" in refused.stderr
+    assert "stores no organization's runs" in refused.stderr
+    assert "connect the worker to a worker node" in refused.stderr
     assert "docs/scaling.md" in refused.stderr
+    with (
+        psycopg.connect(citus_nodes[0].dsn_for("sharded"), autocommit=True) as conn,
+        pytest.raises(psycopg.Error) as claim,
+    ):
+        conn.execute("select * from runlane.claim_runs('w-coordinator', array['interactive'])")
+    assert claim.value.sqlstate == "0A000"
+    assert "worker node" in claim.value.diag.message_hint
 
 
 def test_a_crashed_worker_node_holds_up_only_the_organizations_it_holds(citus_nodes):
@@ -1499,3 +1508,283 @@ def test_concurrent_ticks_on_every_server_fire_each_routine_once(citus_nodes):
             "select count(*), count(distinct agent_id) from runlane.runs where org_id = any(%s)",
             (orgs,),
         ).fetchone() == (len(agents), len(agents))
+
+
+def organizations_of_handler(
+    conn: psycopg.Connection, prefix: str, handler: str, count: int = 6, **agent
+) -> dict[str, list[str]]:
+    """Organizations `<prefix>-0` … whose agents run `handler` (so that a claim of that
+    handler reads no other test's runs), by the port of the node that holds each."""
+    by_node: dict[str, list[str]] = {}
+    for i in range(count):
+        org = f"{prefix}-{i}"
+        organization_with_agent(conn, org, handler=handler, **agent)
+        by_node.setdefault(node_of(conn, org), []).append(org)
+    assert len(by_node) == 2, by_node  # (the ids spread over both nodes)
+    return by_node
+
+
+def test_a_claim_on_a_worker_node_takes_its_organizations_in_fair_order_there(citus_nodes):
+    """A worker connected to a node claims the runs of the organizations that node holds,
+    interactive class first and round robin across organizations, oldest first in each,
+    with every command on that node; the other node's runs stay queued for its workers."""
+    coordinator = citus_nodes[0]
+    ports = {node.port: node for node in citus_nodes}
+    with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
+        by_node = organizations_of_handler(conn, "org-fair", "fair")
+        sent = {}
+        for org in sorted(org for orgs in by_node.values() for org in orgs):
+            for i in range(3):
+                _, run_id, _ = conn.execute(
+                    "select * from runlane.send_message(%s, %s, 'hello')",
+                    (f"agent-{org}", f"t-{i}"),
+                ).fetchone()
+                sent.setdefault(org, []).append(run_id)
+    home, away = sorted(by_node)
+    with psycopg.connect(ports[home].dsn_for("sharded"), autocommit=True) as node:
+        claimed, notices = citus_log(
+            node,
+            "select run_id, org_id, fence, attempt, timing ->> 'event' from runlane.claim_runs("
+            "'w-fair', array['interactive'], %s, interval '1 minute', null, false, array['fair'])",
+            (len(by_node[home]) + 1,),
+        )
+    assert counted(notices)["remote"] == 0, notices
+    orgs_here = sorted(by_node[home])
+    # round one: each organization's oldest run, in run order; then round two begins
+    first_round = sorted((sent[org][0], org) for org in orgs_here)
+    assert [(run_id, org) for run_id, org, *_ in claimed] == [
+        *first_round,
+        min((sent[org][1], org) for org in orgs_here),
+    ]
+    assert {(fence, attempt, event) for *_, fence, attempt, event in claimed} == {
+        (1, 1, "run.execution_started")
+    }
+    with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
+        away_runs = [run for org in by_node[away] for run in sent[org]]
+        assert conn.execute(
+            "select count(*) from runlane.runs where run_id = any(%s) and state = 'queued'",
+            (away_runs,),
+        ).fetchone()[0] == len(away_runs)
+        journal = conn.execute(
+            "select count(*) from runlane.run_events where event = 'run.claimed' "
+            "and run_id = any(%s)",
+            ([run_id for run_id, *_ in claimed],),
+        ).fetchone()[0]
+        assert journal == len(claimed)
+
+
+def test_concurrent_claimers_on_a_node_never_share_a_run_and_keep_the_caps(citus_nodes):
+    """Eight claimers on one node at once, over chat and background runs of its
+    organizations (each allowed two running background runs, each worker bound to two
+    runs per organization): no run is claimed twice, no organization runs more than two
+    background runs, no worker holds more than two runs of one organization, and every
+    run is claimed once the claimers are done."""
+    coordinator = citus_nodes[0]
+    ports = {node.port: node for node in citus_nodes}
+    with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
+        by_node = organizations_of_handler(conn, "org-race", "race", count=8)
+        home = max(by_node, key=lambda port: len(by_node[port]))
+        orgs = by_node[home]
+        runs = []
+        for org in orgs:
+            conn.execute("select runlane.put_org(%s, '{\"agent_max_concurrency\": 2}')", (org,))
+            for i in range(4):
+                runs.append(
+                    conn.execute(
+                        "select run_id from runlane.send_message(%s, %s, 'hi')",
+                        (f"agent-{org}", f"race-{i}"),
+                    ).fetchone()[0]
+                )
+            for i in range(3):
+                conn.execute(
+                    "select runlane.put_agent(%s, %s)",
+                    (
+                        f"bg-{org}-{i}",
+                        Jsonb(
+                            {
+                                "org_id": org,
+                                "owner_id": f"user-{org}",
+                                "model": "echo",
+                                "handler": "race",
+                            }
+                        ),
+                    ),
+                )
+                runs.append(
+                    conn.execute(
+                        "select run_id from runlane.run_now(%s)", (f"bg-{org}-{i}",)
+                    ).fetchone()[0]
+                )
+    claims: list[tuple] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def claimer(n: int) -> None:
+        try:
+            with psycopg.connect(ports[home].dsn_for("sharded"), autocommit=True) as node:
+                node.execute("select set_config('runlane.max_per_org', '2', false)")
+                for _ in range(6):
+                    for lane in ("interactive", "background"):
+                        rows = node.execute(
+                            "select run_id, org_id, lane from runlane.claim_runs(%s, %s, 3, "
+                            "interval '5 minutes', null, false, array['race'])",
+                            (f"w-race-{n}", [lane]),
+                        ).fetchall()
+                        with lock:
+                            claims.extend((f"w-race-{n}", *row) for row in rows)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=claimer, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    claimed = [run_id for _, run_id, _, _ in claims]
+    assert len(claimed) == len(set(claimed))  # never the same run twice
+    with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
+        per_org = conn.execute(
+            "select org_id, count(*) filter (where lane = 'background') from runlane.runs "
+            "where run_id = any(%s) and state = 'running' group by org_id",
+            (runs,),
+        ).fetchall()
+        assert per_org and all(background <= 2 for _, background in per_org), per_org
+        per_worker = conn.execute(
+            "select lease_owner, org_id, count(*) from runlane.runs where run_id = any(%s) "
+            "and state = 'running' group by 1, 2",
+            (runs,),
+        ).fetchall()
+        assert all(count <= 2 for *_, count in per_worker), per_worker
+        left = conn.execute(
+            "select lane, count(*) from runlane.runs where run_id = any(%s) and state = 'queued' "
+            "group by lane",
+            (runs,),
+        ).fetchall()
+    # every chat run was claimed; background runs wait only behind their caps
+    assert dict(left).get("interactive", 0) == 0
+    assert dict(left).get("background", 0) == len(orgs) * (3 - 2)
+
+
+def test_a_keyed_claim_resent_on_a_node_returns_what_it_took(citus_nodes):
+    """A keyed claim on a node records its runs; the same key again (a reply lost) claims
+    nothing more and returns those runs under the same fences; a new key claims on."""
+    coordinator = citus_nodes[0]
+    ports = {node.port: node for node in citus_nodes}
+    with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
+        by_node = organizations_of_handler(conn, "org-key", "keyed", count=6)
+        home = next(iter(by_node))
+        for org in by_node[home]:
+            for i in range(2):
+                conn.execute(
+                    "select runlane.send_message(%s, %s, 'hi')", (f"agent-{org}", f"k-{i}")
+                )
+    claim = (
+        "select run_id, fence from runlane.claim_runs('w-keyed', array['interactive'], 2, "
+        "interval '1 minute', %s, true, array['keyed'])"
+    )
+    key = "5b0c6a52-8d7e-4a7e-9a51-000000000001"
+    with psycopg.connect(ports[home].dsn_for("sharded"), autocommit=True) as node:
+        first = node.execute(claim, (key,)).fetchall()
+        again = node.execute(claim, (key,)).fetchall()
+        after = node.execute(claim, ("5b0c6a52-8d7e-4a7e-9a51-000000000002",)).fetchall()
+    assert len(first) == 2
+    assert again == first
+    assert len(after) == 2 and not {run for run, _ in after} & {run for run, _ in first}
+
+
+def test_a_claim_on_a_node_skips_a_gated_background_run(citus_nodes):
+    """A background run whose agent was switched off after it was queued is ended skipped
+    by the claim on its node, reported with its reason, and never claimed."""
+    coordinator = citus_nodes[0]
+    ports = {node.port: node for node in citus_nodes}
+    with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
+        by_node = organizations_of_handler(conn, "org-gate", "gated", count=6)
+        home = next(iter(by_node))
+        org = by_node[home][0]
+        run_id = conn.execute(
+            "select run_id from runlane.run_now(%s)", (f"agent-{org}",)
+        ).fetchone()[0]
+        conn.execute(
+            "select runlane.put_agent(%s, %s)", (f"agent-{org}", Jsonb({"enabled": False}))
+        )
+    with psycopg.connect(ports[home].dsn_for("sharded"), autocommit=True) as node:
+        rows = node.execute(
+            "select run_id, skipped_reason from runlane.claim_runs('w-gate', array['background'], "
+            "5, interval '1 minute', null, true, array['gated'])"
+        ).fetchall()
+    assert rows == [(run_id, "agent_off")]
+    with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
+        assert conn.execute(
+            "select state, reason from runlane.runs where run_id = %s", (run_id,)
+        ).fetchone() == ("skipped", "agent_off")
+
+
+def test_worker_processes_on_each_node_drain_chat_and_background_runs(citus_nodes):
+    """One `runlane worker` per worker node, each serving both lanes: the chat and
+    background runs of organizations on both nodes, each sent to its organization's node,
+    all succeed, each claimed by the worker of the node that holds it."""
+    coordinator = citus_nodes[0]
+    ports = {node.port: node for node in citus_nodes}
+    with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
+        by_node = organizations_of_handler(conn, "org-drain", "drain", count=6)
+    runs: dict[int, list[int]] = {}
+    for port, orgs in by_node.items():
+        with psycopg.connect(ports[port].dsn_for("sharded"), autocommit=True) as node:
+            for org in orgs:
+                for i in range(5):
+                    runs.setdefault(port, []).append(
+                        node.execute(
+                            "select run_id from runlane.send_message(%s, %s, 'hello')",
+                            (f"agent-{org}", f"drain-{i}"),
+                        ).fetchone()[0]
+                    )
+                runs[port].append(
+                    node.execute(
+                        "select run_id from runlane.run_now(%s)", (f"agent-{org}",)
+                    ).fetchone()[0]
+                )
+    workers = {
+        port: WorkerProcess(
+            ports[port].dsn_for("sharded"),
+            "--agent",
+            "drain=runlane.agents.echo:agent",
+            "--no-maintenance",
+            "--scan-interval",
+            "1",
+            lanes=("interactive", "background"),
+        )
+        for port in by_node
+    }
+    everything = [run for port_runs in runs.values() for run in port_runs]
+    try:
+        with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
+            wait_until(
+                lambda: (
+                    conn.execute(
+                        "select count(*) from runlane.runs where run_id = any(%s) "
+                        "and state = 'succeeded'",
+                        (everything,),
+                    ).fetchone()[0]
+                    == len(everything)
+                ),
+                what="every run of both nodes succeeded",
+            )
+            for port, port_runs in runs.items():
+                ran = {
+                    json.loads(line)["run.id"]
+                    for line in workers[port].raw_lines()
+                    if '"run.id"' in line
+                }
+                assert ran == set(port_runs)  # the runs of its node, and only those
+                claimed_by = conn.execute(
+                    "select count(*) from runlane.run_events where event = 'run.claimed' "
+                    "and run_id = any(%s)",
+                    (port_runs,),
+                ).fetchone()[0]
+                assert claimed_by == len(port_runs)  # each claimed once, never retried
+    finally:
+        for worker in workers.values():
+            worker.close()
+    for worker in workers.values():
+        worker.check_logs()

@@ -51,15 +51,30 @@ from .fair_gate import FairGate
 # Whether Citus holds runlane.runs (runlane migrate --citus): its catalog exists only where
 # Citus is installed, so it is asked for first.
 HAS_CITUS = "select to_regclass('pg_catalog.pg_dist_partition') is not null as citus"
+# Where it does: whether this server stores shards of runs (a worker node), the
+# organizations a worker connected here claims.
 RUNS_DISTRIBUTED = """
-select exists (
-    select 1 from pg_catalog.pg_dist_partition where logicalrelid = 'runlane.runs'::regclass
-) as distributed
+select
+    exists (
+        select 1 from pg_catalog.pg_dist_partition where logicalrelid = 'runlane.runs'::regclass
+    ) as distributed,
+    exists (
+        select 1
+        from pg_catalog.pg_dist_shard as s
+        inner join pg_catalog.pg_dist_placement as p on p.shardid = s.shardid
+        where s.logicalrelid = 'runlane.runs'::regclass
+          and p.groupid = (select g.groupid from pg_catalog.pg_dist_local_group as g)
+    ) as stores_runs
 """
+# On a distributed schema each call names the organization of the runs it is for (one;
+# '' for none or several), so that a fenced write runs on that organization's node alone
+# (runlane._run_org_for_write). Sent in the call's pipeline, before it.
+NAME_ORG = "select set_config('runlane.org_id', %(org)s::text, false)"
 
 
 class DistributedSchema(RuntimeError):
-    """The schema is distributed by Citus, where workers do not claim: refuse to start."""
+    """A distributed schema's server that stores no organization's runs (a coordinator):
+    a worker there would claim nothing. Refuse to start, naming where to connect."""
 
 
 WRITE_SEQS = """
@@ -152,6 +167,7 @@ class Database:
         # kept when a pool is renewed.
         self.gates = {lane: FairGate(config.pool_size) for lane in config.lanes}
         self.write_seqs = False  # migration 0004 applied: numbered writes, keyed claims
+        self.distributed = False  # Citus holds runs: each call names its organization
         # Set while the listener's connection is up; a fresh, unset event after it broke,
         # set again when it reconnects (see pause()).
         self.reachable = asyncio.Event()
@@ -248,7 +264,15 @@ class Database:
                 try:
                     async with self.pools[lane].connection() as conn:
                         cur = conn.cursor(row_factory=dict_row)
-                        await cur.execute(sql, params)
+                        if self.distributed:
+                            named = set(orgs)
+                            async with conn.pipeline():
+                                await conn.execute(
+                                    NAME_ORG, {"org": named.pop() if len(named) == 1 else ""}
+                                )
+                                await cur.execute(sql, params)
+                        else:
+                            await cur.execute(sql, params)
                         if fetch == "one":
                             return await cur.fetchone()
                         if fetch == "all":
@@ -268,25 +292,29 @@ class Database:
                 backoff = min(backoff * 2, 1.0)
         raise AssertionError("unreachable")
 
-    async def refuse_distributed_schema(self) -> None:
-        """Raises DistributedSchema where Citus holds runlane.runs: claim_runs reads across
-        organizations, which Citus cannot plan, and a worker that started would fail every
-        claim instead of saying why once."""
+    async def check_distributed_schema(self) -> None:
+        """Where Citus holds runlane.runs, the worker claims the organizations of the node
+        it is connected to, and each call names its organization (NAME_ORG). Raises
+        DistributedSchema on a server that stores none (a coordinator without shards):
+        every claim there would fail, so it says why once instead."""
         lane = self.config.lanes[0]
         try:
-            distributed = (await self.call(lane, HAS_CITUS, retries=0))["citus"] and (
-                await self.call(lane, RUNS_DISTRIBUTED, retries=0)
-            )["distributed"]
+            if not (await self.call(lane, HAS_CITUS, retries=0))["citus"]:
+                return
+            found = await self.call(lane, RUNS_DISTRIBUTED, retries=0)
         except psycopg.Error as exc:  # (out of reach: the claims will say so)
             log.get().warning("worker.schema_check_failed", **log.error_fields(exc))
             return
-        if distributed:
+        if not found["distributed"]:
+            return
+        if not found["stores_runs"]:
             raise DistributedSchema(
                 "this database's runlane schema is distributed by Citus (runlane migrate "
-                "--citus), and workers do not claim runs there yet: run workers on a "
-                "database that is not distributed (docs/scaling.md, Sharding by organization "
-                "on Citus)"
+                "--citus) and this server stores no organization's runs: connect the "
+                "worker to a worker node; each node's workers claim the organizations it "
+                "holds (docs/scaling.md, Sharding by organization on Citus)"
             )
+        self.distributed = True
 
     async def check_write_seqs(self) -> None:
         """Whether the schema has migration 0004 (asked at startup and, until it has, with

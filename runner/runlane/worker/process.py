@@ -120,7 +120,7 @@ class Worker:
             loop.add_signal_handler(sig, self.request_stop)
         await self.database.open()
         try:
-            await self._unless_stopped(self.database.refuse_distributed_schema())
+            await self._unless_stopped(self.database.check_distributed_schema())
         except DistributedSchema:
             await self.database.close()
             raise
