@@ -13,7 +13,11 @@ on plain PostgreSQL, then distributes once:
   3. then the functions again, so Citus creates them on every node;
   4. then a copy of the global tables on every node, a node added since included;
   5. then every API login's entry again, with the oid the login has on each worker node
-     (a login's oid is one server's), so calls sent straight to a node know it.
+     (a login's oid is one server's), so calls sent straight to a node know it;
+  6. then, on every worker node, its own table of claim receipts
+     (`runlane.node_claim_receipts`, no Citus table): a worker claims on one node, and a
+     global row would be written on every server with each claim, and wait for a node
+     that is down.
 
 What Citus cannot hold is dropped on the way, each for a reason the engine's rules give:
 the fill triggers (`<table>_org_id`: every row must arrive with its organization to reach
@@ -67,6 +71,19 @@ FILLED_BY_TRIGGER = (
     "charge_buckets",
     "computer_leases",
 )
+# Each worker node's claim receipts (runlane._claim_runs_of_node): claim_receipts' columns,
+# in a table of that node alone.
+NODE_CLAIM_RECEIPTS = """
+create table if not exists runlane.node_claim_receipts (
+    worker_id text not null,
+    lanes text[] not null,
+    claim_key uuid not null,
+    run_ids bigint[] not null default '{}',
+    fences bigint[] not null default '{}',
+    claimed_at timestamptz not null default now(),
+    primary key (worker_id, lanes)
+)
+"""
 KEYS_CITUS_CANNOT_HOLD = (
     ("api_logins", "api_logins_org_id_fkey"),
     ("api_scopes", "api_scopes_org_id_fkey"),
@@ -138,6 +155,7 @@ def migrate_citus(conn: psycopg.Connection, lock_timeout: float = 60.0) -> list[
     # replication needed; the tables are small and the step runs with the workers stopped.)
     conn.execute("select replicate_reference_tables('block_writes')")
     _enter_logins_on_every_node(conn)
+    conn.execute("select run_command_on_workers(%s)", (NODE_CLAIM_RECEIPTS,))
     return applied
 
 

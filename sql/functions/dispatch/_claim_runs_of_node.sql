@@ -27,13 +27,18 @@
 --   timeline), attempts + 1, a lease of p_lease, its computer lease, first_started_at
 --   once, a run.claimed journal row; the rows come back in the fair order with the late
 --   notice and run.execution_started timing row claim_runs returns.
--- * Keyed (p_claim_key): the receipt is runlane.claim_receipts' row of (p_worker, lanes),
---   as claim_runs keeps it: a resend of the recorded key claims nothing and returns the
---   recorded runs still running under their fences (and, with p_report_skipped, its
---   skipped runs); a resend racing its original waits for it. A claim that finds no
---   eligible run locks and writes nothing.
+-- * Keyed (p_claim_key): the receipt is this server's own row of (p_worker, lanes) in
+--   runlane.node_claim_receipts (a table of each worker node, not Citus's: a global row
+--   would be written on every server, and a node down would stop every claim). A resend
+--   of the recorded key claims nothing and returns the recorded runs still running under
+--   their fences (and, with p_report_skipped, its skipped runs); a resend racing its
+--   original waits for it. A worker's first receipt on a node deletes the node's
+--   receipts unused for a day (a worker's id is new with each process; a resend follows
+--   its claim within half a lease). A claim that finds no eligible run locks and writes
+--   nothing.
 -- * 0A000 on a server that stores no shard of runlane.runs (a coordinator without
---   shards): its hint says to connect workers to the worker nodes.
+--   shards), or has no runlane.node_claim_receipts (`runlane migrate --citus` creates it
+--   on every node): each hint says what to do.
 -- Private: called by claim_runs, whose arguments it has checked, where Citus holds runs.
 create or replace function runlane._claim_runs_of_node(
     p_worker text,
@@ -111,7 +116,6 @@ declare
     v_lost bigint[] := '{}'::bigint[];  -- accepted runs whose computer another run's lease holds
     v_skipped bigint[] := '{}'::bigint[];
     v_skip_reasons text[] := '{}'::text[];
-    v_any_locked boolean := false;
     v_fence_floor bigint;
     v_fence bigint;
     v_cut boolean;
@@ -135,17 +139,23 @@ begin
                   hint = 'Connect the worker to a worker node; runlane.org_node(org) names the node '
                       || 'of an organization, and each node''s workers claim its organizations.';
     end if;
+    if to_regclass('runlane.node_claim_receipts') is null then
+        raise exception 'this worker node has no runlane.node_claim_receipts'
+            using errcode = '0A000',
+                  hint = 'Run `runlane migrate --citus` on the coordinator: it creates the table '
+                      || 'on every worker node, one added since included.';
+    end if;
 
     -- STEP: a resend of the recorded key answers from the receipt (read first unlocked:
     -- an ordinary claim locks it only when it finds a run to claim).
     if p_claim_key is not null then
         v_lanes := case when p_lanes[2] < p_lanes[1] then array[p_lanes[2], p_lanes[1]] else p_lanes end;
         select c.claim_key into v_key
-        from runlane.claim_receipts as c
+        from runlane.node_claim_receipts as c
         where c.worker_id = p_worker and c.lanes = v_lanes;
         if v_key = p_claim_key then
             select c.claim_key, c.run_ids, c.fences into v_key, v_ids, v_fences
-            from runlane.claim_receipts as c
+            from runlane.node_claim_receipts as c
             where c.worker_id = p_worker and c.lanes = v_lanes
             for update;
             v_replay := v_key = p_claim_key;
@@ -254,17 +264,21 @@ begin
             -- GUARD: the receipt, locked once a run is eligible: a resend racing its
             -- original waits for it here, then answers from what it recorded.
             select c.claim_key, c.run_ids, c.fences into v_key, v_ids, v_fences
-            from runlane.claim_receipts as c
+            from runlane.node_claim_receipts as c
             where c.worker_id = p_worker and c.lanes = v_lanes
             for update;
             if not found then
-                insert into runlane.claim_receipts as c (worker_id, lanes, claim_key)
+                insert into runlane.node_claim_receipts as c (worker_id, lanes, claim_key)
                 values (p_worker, v_lanes, p_claim_key)
                 on conflict (worker_id, lanes) do nothing;
                 v_created := found;
+                if v_created then
+                    delete from runlane.node_claim_receipts as c
+                    where c.claimed_at < now() - interval '1 day';
+                end if;
                 if not v_created then
                     select c.claim_key, c.run_ids, c.fences into v_key, v_ids, v_fences
-                    from runlane.claim_receipts as c
+                    from runlane.node_claim_receipts as c
                     where c.worker_id = p_worker and c.lanes = v_lanes
                     for update;
                 end if;
@@ -364,7 +378,6 @@ begin
                 limit v_room
                 for update of r skip locked
             loop
-                v_any_locked := true;
                 v_gate := null;
                 if v_row.lane = 'background' then
                     select a.enabled, a.admin_locked, a.model, a.owner_id
@@ -418,7 +431,7 @@ begin
     if p_claim_key is not null and not v_replay and not v_created
        and cardinality(v_accepted) = 0 and cardinality(v_skipped) = 0 then
         select c.claim_key, c.run_ids, c.fences into v_key, v_ids, v_fences
-        from runlane.claim_receipts as c
+        from runlane.node_claim_receipts as c
         where c.worker_id = p_worker and c.lanes = v_lanes and c.claim_key = p_claim_key
         for update;
         v_replay := found;
@@ -463,7 +476,7 @@ begin
     end if;
 
     if cardinality(v_accepted) = 0 and cardinality(v_skipped) = 0 then
-        if v_any_locked or v_created then
+        if not v_first_read then  -- (a read found runs: a lock may have been taken)
             perform runlane._commit_empty_claim_without_flush();  -- (locks only; see there)
         end if;
         return;
@@ -548,7 +561,7 @@ begin
         into v_receipt_runs, v_receipt_fences
         from unnest(v_claimed) with ordinality as k
         where k.run_id is not null;
-        update runlane.claim_receipts as c
+        update runlane.node_claim_receipts as c
         set claim_key = p_claim_key,
             run_ids = v_receipt_runs,
             fences = v_receipt_fences,
