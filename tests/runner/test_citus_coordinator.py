@@ -12,9 +12,11 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import signal
 import subprocess
 import sys
 import threading
+import time
 from contextlib import aclosing
 
 import psycopg
@@ -1667,8 +1669,9 @@ def test_concurrent_claimers_on_a_node_never_share_a_run_and_keep_the_caps(citus
 
 
 def test_a_keyed_claim_resent_on_a_node_returns_what_it_took(citus_nodes):
-    """A keyed claim on a node records its runs; the same key again (a reply lost) claims
-    nothing more and returns those runs under the same fences; a new key claims on."""
+    """A keyed claim on a node records its runs in that node's own receipts, sending no
+    command to another server; the same key again (a reply lost) claims nothing more and
+    returns those runs under the same fences; a new key claims on."""
     coordinator = citus_nodes[0]
     ports = {node.port: node for node in citus_nodes}
     with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
@@ -1685,10 +1688,11 @@ def test_a_keyed_claim_resent_on_a_node_returns_what_it_took(citus_nodes):
     )
     key = "5b0c6a52-8d7e-4a7e-9a51-000000000001"
     with psycopg.connect(ports[home].dsn_for("sharded"), autocommit=True) as node:
-        first = node.execute(claim, (key,)).fetchall()
+        first, notices = citus_log(node, claim, (key,))
         again = node.execute(claim, (key,)).fetchall()
         after = node.execute(claim, ("5b0c6a52-8d7e-4a7e-9a51-000000000002",)).fetchall()
     assert len(first) == 2
+    assert counted(notices)["remote"] == 0, notices
     assert again == first
     assert len(after) == 2 and not {run for run, _ in after} & {run for run, _ in first}
 
@@ -1788,3 +1792,241 @@ def test_worker_processes_on_each_node_drain_chat_and_background_runs(citus_node
             worker.close()
     for worker in workers.values():
         worker.check_logs()
+
+
+def test_a_short_chaos_soak_on_the_cluster_loses_and_repeats_nothing(citus_nodes):
+    """Two `runlane worker` processes per worker node drain chat and background runs of
+    organizations on both nodes, each message sent to its organization's node, while
+    faults hit them: a worker killed with kill -9 (and started again), a worker stopped
+    with SIGSTOP past its lease (and continued), a worker node stopped as by a crash (and
+    started again). reap_stale runs from the coordinator throughout. Afterwards every
+    acknowledged message belongs to a run that succeeded, every background run succeeded
+    or (its worker gone) ended failed/stale, nothing is left queued or running, each
+    run's claims carry increasing fences and it finished once, no replaced owner wrote an
+    output, no organization ever ran more background runs than its cap, and while the
+    node was down the other node's organizations went on."""
+    coordinator, first_node, second_node = citus_nodes
+    ports = {node.port: node for node in citus_nodes}
+    lease = 3.0
+    with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
+        by_node = organizations_of_handler(conn, "org-chaos", "chaos", count=6)
+        orgs = [org for port_orgs in by_node.values() for org in port_orgs]
+        for org in orgs:
+            conn.execute("select runlane.put_org(%s, '{\"agent_max_concurrency\": 2}')", (org,))
+            for k in range(3):
+                conn.execute(
+                    "select runlane.put_agent(%s, %s)",
+                    (
+                        f"bg-{org}-{k}",
+                        Jsonb(
+                            {"org_id": org, "owner_id": f"user-{org}", "model": "echo",
+                             "handler": "chaos"}
+                        ),
+                    ),
+                )  # fmt: skip
+    env = {"RUNLANE_ECHO_DELAY": "0.05", "RUNLANE_ECHO_CHUNKS": "3"}
+
+    def start_worker(port: int) -> WorkerProcess:
+        return WorkerProcess(
+            ports[port].dsn_for("sharded"),
+            "--agent", "chaos=runlane.agents.echo:agent",
+            "--no-maintenance", "--scan-interval", "0.5", "--lease", str(lease),
+            "--shutdown-grace", "1",
+            lanes=("interactive", "background"),
+            env=env,
+        )  # fmt: skip
+
+    workers = [start_worker(port) for port in sorted(by_node) for _ in range(2)]
+    stop = threading.Event()
+    acknowledged: list[tuple[str, int]] = []  # (organization, message id)
+    background: list[tuple[str, int]] = []  # (organization, run id)
+    caps_seen: dict[str, int] = {}
+    problems: list[BaseException] = []
+
+    def load(port: int) -> None:
+        """Messages to the organizations of one node, and now and then a background run;
+        a node that is down acknowledges nothing until it is back."""
+        node = psycopg.connect(ports[port].dsn_for("sharded"), autocommit=True)
+        n = 0
+        while not stop.is_set():
+            org = by_node[port][n % len(by_node[port])]
+            try:
+                message_id, _, _ = node.execute(
+                    "select * from runlane.send_message(%s, %s, 'hello')",
+                    (f"agent-{org}", f"chaos-{n % 7}"),  # threads reused: messages held
+                ).fetchone()
+                acknowledged.append((org, message_id))
+                if n % 3 == 0:
+                    run_id, state = node.execute(
+                        "select run_id, state from runlane.run_now(%s)", (f"bg-{org}-{n % 9 // 3}",)
+                    ).fetchone()
+                    if state == "queued":
+                        background.append((org, run_id))
+            except psycopg.OperationalError:
+                node.close()
+                node = wait_until(
+                    lambda: _connect_or_none(ports[port].dsn_for("sharded")),
+                    what="the node took connections again",
+                )
+            except psycopg.Error as exc:
+                problems.append(exc)
+            n += 1
+            time.sleep(0.03)
+        node.close()
+
+    def maintain() -> None:
+        with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
+            while not stop.is_set() or not maintained.is_set():
+                try:
+                    conn.execute("select runlane.reap_stale()")
+                    for org, running in conn.execute(
+                        "select org_id, count(*) from runlane.runs where state = 'running' "
+                        "and lane = 'background' and org_id = any(%s) group by org_id",
+                        (orgs,),
+                    ).fetchall():
+                        caps_seen[org] = max(caps_seen.get(org, 0), running)
+                except psycopg.Error:
+                    pass  # (a node is down: the next pass reaps)
+                time.sleep(0.3)
+
+    maintained = threading.Event()
+    threads = [
+        threading.Thread(target=maintain),
+        *(threading.Thread(target=load, args=(port,)) for port in by_node),
+    ]
+    for thread in threads:
+        thread.start()
+    try:
+        time.sleep(2)
+        killed = workers[0]
+        killed.signal(signal.SIGKILL)
+        killed.wait_exit()
+        workers.append(start_worker(sorted(by_node)[0]))  # (the killed one's node)
+        time.sleep(1)
+        paused = workers[2]
+        paused.signal(signal.SIGSTOP)
+        time.sleep(lease + 1.5)
+        paused.signal(signal.SIGCONT)
+        time.sleep(1)
+        down, up = second_node, first_node
+        up_orgs = by_node[up.port]
+
+        def succeeded_of(org_list: list[str]) -> int:
+            with psycopg.connect(up.dsn_for("sharded"), autocommit=True) as conn:
+                return sum(
+                    conn.execute(
+                        "select count(*) from runlane.runs where org_id = %s "
+                        "and state = 'succeeded'",
+                        (org,),
+                    ).fetchone()[0]
+                    for org in org_list
+                )
+
+        down.stop("immediate")
+        try:
+            before = succeeded_of(up_orgs)
+            time.sleep(3)
+            during = succeeded_of(up_orgs)
+        finally:
+            down.start()
+        time.sleep(2)
+    finally:
+        stop.set()
+        for thread in threads[1:]:
+            thread.join()
+    try:
+        with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
+            message_ids = [message_id for _, message_id in acknowledged]
+            run_ids = [run_id for _, run_id in background]
+
+            def settled() -> bool:
+                return (
+                    conn.execute(
+                        "select count(*) from runlane.runs where org_id = any(%s) "
+                        "and state in ('queued', 'running')",
+                        (orgs,),
+                    ).fetchone()[0]
+                    == 0
+                )
+
+            wait_until(settled, timeout=120, what="every run of the soak finished")
+            maintained.set()
+            threads[0].join()
+            unsettled = conn.execute(
+                "select m.message_id, r.state from runlane.messages as m "
+                "left join runlane.runs as r on r.org_id = m.org_id and r.run_id = m.run_id "
+                "where m.org_id = any(%s) and m.message_id = any(%s) "
+                "and r.state is distinct from 'succeeded'",
+                (orgs, message_ids),
+            ).fetchall()
+            found = conn.execute(
+                "select count(*) from runlane.messages where org_id = any(%s) "
+                "and message_id = any(%s)",
+                (orgs, message_ids),
+            ).fetchone()[0]
+            background_states = dict(
+                conn.execute(
+                    "select state || '/' || coalesce(reason, ''), count(*) from runlane.runs "
+                    "where org_id = any(%s) and run_id = any(%s) group by 1",
+                    (orgs, run_ids),
+                ).fetchall()
+            )
+            claims = conn.execute(
+                "select run_id, array_agg((detail ->> 'fence')::bigint order by event_id) "
+                "from runlane.run_events where org_id = any(%s) and event = 'run.claimed' "
+                "group by run_id",
+                (orgs,),
+            ).fetchall()
+            finishes = conn.execute(
+                "select count(*) from (select run_id from runlane.run_events "
+                "where org_id = any(%s) and event = 'run.finished' "
+                "group by run_id having count(*) > 1) as twice",
+                (orgs,),
+            ).fetchone()[0]
+            retried = sum(len(fences) > 1 for _, fences in claims)
+            # a replaced owner wrote nothing: no output after its run ended, none of an
+            # attempt the run never reached
+            late_outputs = conn.execute(
+                "select count(*) from runlane.run_outputs as o "
+                "join runlane.runs as r on r.org_id = o.org_id and r.run_id = o.run_id "
+                "where o.org_id = any(%s) and (o.created_at > r.finished_at "
+                "or o.attempt > r.attempts)",
+                (orgs,),
+            ).fetchone()[0]
+    finally:
+        stop.set()
+        maintained.set()
+        for thread in threads:
+            thread.join()
+        for worker in workers:
+            worker.close()
+    print(
+        {
+            "acknowledged": len(acknowledged),
+            "background": background_states,
+            "claimed_again": retried,
+            "largest_background_running": max(caps_seen.values(), default=0),
+            "succeeded_while_a_node_was_down": during - before,
+        }
+    )
+    assert problems == []
+    assert len(acknowledged) > 100 and background
+    assert found == len(set(message_ids)), "every acknowledged message is kept"
+    assert unsettled == [], "every acknowledged message's run succeeded"
+    # (a background run whose worker died ends failed/stale: the agent is free again)
+    assert set(background_states) <= {"succeeded/", "failed/stale"}, background_states
+    assert late_outputs == 0
+    assert all(fences == sorted(set(fences)) for _, fences in claims), "fences only grow"
+    assert retried > 0, "the faults took runs from workers, and others claimed them again"
+    assert finishes == 0, "no run finished twice"
+    assert caps_seen and max(caps_seen.values()) <= 2, caps_seen
+    assert during > before, "the other node's organizations went on while one was down"
+    for worker in workers[1:]:
+        worker.check_logs()
+
+
+def _connect_or_none(dsn: str) -> psycopg.Connection | None:
+    try:
+        return psycopg.connect(dsn, autocommit=True)
+    except psycopg.OperationalError:
+        return None
