@@ -2030,3 +2030,39 @@ def _connect_or_none(dsn: str) -> psycopg.Connection | None:
         return psycopg.connect(dsn, autocommit=True)
     except psycopg.OperationalError:
         return None
+
+
+def test_a_claim_never_runs_a_statement_its_session_prepared_under_the_reads_name(citus_nodes):
+    """A node's claim prepares its read once per session, under a name a worker login can
+    compute. A statement the session prepared under that name (here: one answering with
+    a run that does not exist) is never executed with the claim's rights: the claim
+    prepares its own again and claims the queued run."""
+    coordinator = citus_nodes[0]
+    ports = {node.port: node for node in citus_nodes}
+    with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
+        by_node = organizations_of_handler(conn, "org-squat", "squat", count=6)
+        home = next(iter(by_node))
+        org = by_node[home][0]
+        _, first, _ = conn.execute(
+            "select * from runlane.send_message(%s, 'squat-1', 'hi')", (f"agent-{org}",)
+        ).fetchone()
+        _, second, _ = conn.execute(
+            "select * from runlane.send_message(%s, 'squat-2', 'hi')", (f"agent-{org}",)
+        ).fetchone()
+    claim = (
+        "select run_id from runlane.claim_runs('w-squat', array['interactive'], 1, "
+        "interval '1 minute', null, false, array['squat'])"
+    )
+    with psycopg.connect(ports[home].dsn_for("sharded"), autocommit=True) as node:
+        first_claim = node.execute(claim).fetchall()
+        [(name,)] = node.execute(
+            "select name from pg_prepared_statements where name like 'runlane_node_claim_read_%'"
+        ).fetchall()
+        node.execute(f"deallocate {name}")
+        node.execute(
+            f"prepare {name}(text[], text[], int, bigint[], text[], text[], int) as "
+            "select array[-1]::bigint[], array['not-an-org']::text[]"
+        )
+        second_claim = node.execute(claim).fetchall()
+    assert first_claim == [(first,)]
+    assert second_claim == [(second,)]

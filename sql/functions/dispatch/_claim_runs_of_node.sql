@@ -74,6 +74,9 @@ set search_path = pg_catalog, pg_temp
 -- (custom plans: Citus plans a statement whose organization or rows are parameters only
 -- once their values are known; claim_runs' own setting forces generic ones)
 set plan_cache_mode = force_custom_plan
+-- (no JIT: the read over every shard looks costly to the planner, and compiling it took
+-- hundreds of milliseconds to save microseconds)
+set jit = off
 as $$
 #variable_conflict use_column
 declare
@@ -88,6 +91,8 @@ declare
     v_bound int := p_max_per_org;  -- (null once a work-conserving bound stops binding)
     v_bound_cut boolean := false;  -- the bound held back a run this claim read
     v_read_sql text;
+    v_read_name text;
+    v_prepared text;
     v_candidates bigint[];
     v_candidate_orgs text[];
     v_tried bigint[] := '{}'::bigint[];
@@ -131,7 +136,12 @@ declare
     v_now timestamptz;
     v_run runlane.runs;
     v_claimed runlane.runs[] := '{}'::runlane.runs[];
-    v_origin timestamptz;
+    v_caps int[];  -- (by claim position)
+    v_origins timestamptz[];  -- (by claim position: the source message's time, else the run's)
+    v_positions bigint[];
+    v_position int;
+    v_journal_orgs text[];
+    v_journal jsonb[];
 begin
     if cardinality(v_shards) = 0 then
         raise exception 'this server stores no organization''s runs: a worker claims on a Citus worker node'
@@ -243,17 +253,40 @@ begin
     into v_read_sql
     from unnest(v_shards) as s (shard);
 
+    -- The read is prepared once per session and shard set (planning it is most of its
+    -- cost), under a name of its own text's hash. A statement of that name this session
+    -- prepared otherwise (the worker's login can prepare one) is never executed with
+    -- this function's rights: its text must be the read's, or it is prepared again.
+    v_read_name := 'runlane_node_claim_read_' || md5(v_read_sql);
+    v_read_sql := format(
+        'prepare %I(text[], text[], int, bigint[], text[], text[], int) as %s', v_read_name, v_read_sql
+    );
+    select p.statement into v_prepared from pg_catalog.pg_prepared_statements as p where p.name = v_read_name;
+    if v_prepared is distinct from v_read_sql then
+        if v_prepared is not null then
+            execute 'deallocate ' || quote_ident(v_read_name);
+        end if;
+        execute v_read_sql;
+    end if;
+
     -- STEP: read, pick and lock until the page is full or the node has nothing more.
     for v_attempt in 1..8 loop
         exit when v_replay or cardinality(v_accepted) >= p_limit;
-        execute v_read_sql
-            into v_candidates, v_candidate_orgs
-            using p_lanes, coalesce(v_handlers, '{}'), least(p_limit, coalesce(v_bound, p_limit)),
-                  v_tried, v_busy_orgs || array(
-                      select o.org_id from unnest(v_counted_orgs, v_bound_rooms) as o (org_id, room)
-                      where o.room <= 0 and v_bound is not null
-                  ),
-                  v_full_orgs, 2 * p_limit + 8;
+        -- (a generic plan: the read names no Citus table, and its parameters only bound
+        -- the index descents; the function's own setting is for Citus's statements)
+        perform set_config('plan_cache_mode', 'force_generic_plan', true);
+        execute format(
+            'execute %I(%L, %L, %s, %L, %L, %L, %s)',
+            v_read_name, p_lanes, coalesce(v_handlers, '{}'),
+            least(p_limit, coalesce(v_bound, p_limit)), v_tried,
+            v_busy_orgs || array(
+                select o.org_id from unnest(v_counted_orgs, v_bound_rooms) as o (org_id, room)
+                where o.room <= 0 and v_bound is not null
+            ),
+            v_full_orgs, 2 * p_limit + 8
+        )
+        into v_candidates, v_candidate_orgs;
+        perform set_config('plan_cache_mode', 'force_custom_plan', true);
         if cardinality(v_candidates) = 0 then
             -- (a work-conserving bound that held runs back reads on without it)
             exit when not (p_work_conserving and v_bound is not null and v_bound_cut);
@@ -508,18 +541,23 @@ begin
         end loop;
     end if;
 
-    -- STEP: the claim write, organization by organization: the runs' update, then their
-    -- run.claimed journal rows.
+    -- STEP: the claim write, organization by organization: the runs' update, then what
+    -- the rows need of the organization (its iteration cap, the runs' source messages'
+    -- times); then every run.claimed journal row in one statement.
     v_now := clock_timestamp();
     v_claimed := array_fill(null::runlane.runs, array[cardinality(v_accepted)]);
+    v_caps := array_fill(null::int, array[cardinality(v_accepted)]);
+    v_origins := array_fill(null::timestamptz, array[cardinality(v_accepted)]);
     for v_org, v_picks in
         select a.org_id, array_agg(a.run_id)
         from unnest(v_accepted, v_accepted_orgs) as a (run_id, org_id)
         where a.run_id <> all(v_lost)
         group by a.org_id
     loop
+        select s.agent_iteration_cap into v_cap
+        from runlane.platform_settings as s
+        where s.org_id = v_org;
         v_ids := '{}';
-        v_fences := '{}';
         for v_run in
             update runlane.runs as r
             set state = 'running',
@@ -533,23 +571,40 @@ begin
             where r.org_id = v_org and r.run_id = any(v_picks)
             returning r.*
         loop
-            v_claimed[array_position(v_accepted, v_run.run_id)] := v_run;
-            v_ids := v_ids || v_run.run_id;
+            v_position := array_position(v_accepted, v_run.run_id);
+            v_claimed[v_position] := v_run;
+            v_caps[v_position] := v_cap;
+            v_origins[v_position] := v_run.created_at;
+            if v_run.source_message_id is not null then
+                v_ids := v_ids || v_run.source_message_id;
+            end if;
         end loop;
-        perform runlane._write_run_events(
-            v_ids,
-            array_fill(v_org, array[cardinality(v_ids)]),
-            'run.claimed',
-            array(
-                select jsonb_build_object(
-                    'fence', c.fence, 'attempt', c.attempts, 'resumed', c.checkpoint is not null
-                )
-                from unnest(v_claimed) as c
-                where c.run_id = any(v_ids)
-                order by array_position(v_ids, c.run_id)
-            )
-        );
+        if cardinality(v_ids) > 0 then
+            for v_row in
+                select m.message_id, m.created_at
+                from runlane.messages as m
+                where m.org_id = v_org and m.message_id = any(v_ids)
+            loop
+                select array_agg(c.ordinality) into v_positions
+                from unnest(v_claimed) with ordinality as c
+                where c.source_message_id = v_row.message_id;
+                foreach v_position in array coalesce(v_positions, '{}') loop
+                    v_origins[v_position] := v_row.created_at;
+                end loop;
+            end loop;
+        end if;
     end loop;
+    select
+        coalesce(array_agg(c.run_id order by c.ordinality), '{}'),
+        coalesce(array_agg(c.org_id order by c.ordinality), '{}'),
+        coalesce(array_agg(
+            jsonb_build_object('fence', c.fence, 'attempt', c.attempts, 'resumed', c.checkpoint is not null)
+            order by c.ordinality
+        ), '{}')
+    into v_ids, v_journal_orgs, v_journal
+    from unnest(v_claimed) with ordinality as c
+    where c.run_id is not null;
+    perform runlane._write_run_events(v_ids, v_journal_orgs, 'run.claimed', v_journal);
 
     -- STEP: the receipt, for a keyed claim: the claimed runs in claim order, then the
     -- skipped ones with fence -1.
@@ -569,24 +624,18 @@ begin
         where c.worker_id = p_worker and c.lanes = v_lanes;
     end if;
 
-    -- STEP: the rows, in claim order, then the skipped runs when asked for.
+    -- STEP: the rows, in claim order, then the skipped runs when asked for (values in
+    -- hand: no statement Citus plans).
     for v_position in 1..cardinality(v_claimed) loop
         v_run := v_claimed[v_position];
         continue when v_run.run_id is null;
-        v_origin := v_run.created_at;
-        if v_run.source_message_id is not null then
-            select coalesce(m.created_at, v_run.created_at) into v_origin
-            from runlane.messages as m
-            where m.org_id = v_run.org_id and m.message_id = v_run.source_message_id;
-        end if;
         return query select
             v_run.run_id, v_run.fence, v_run.attempts, v_run.lane, v_run.trigger,
             v_run.agent_id, v_run.org_id, v_run.thread_id, v_run.prompt, v_run.model,
             v_run.checkpoint,
-            (select s.agent_iteration_cap from runlane.platform_settings as s
-             where s.org_id = v_run.org_id),
+            v_caps[v_position],
             case when v_run.timer_routine is not null then runlane._late_notice(v_run) end,
-            runlane._timing_of(v_run, coalesce(v_origin, v_run.created_at))
+            runlane._timing_of(v_run, v_origins[v_position])
                 || jsonb_build_object('event', 'run.execution_started'),
             null::text,
             v_run.handler;

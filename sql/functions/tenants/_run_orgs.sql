@@ -13,6 +13,7 @@ returns table (run_id bigint, org_id text)
 language plpgsql
 stable
 set search_path = pg_catalog, pg_temp
+set jit = off  -- (a read of every local shard: compiling it costs more than it saves)
 as $$
 #variable_conflict use_column
 declare
