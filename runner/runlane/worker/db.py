@@ -32,7 +32,7 @@ import asyncio
 import itertools
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import psycopg
@@ -70,6 +70,16 @@ select
 # '' for none or several), so that a fenced write runs on that organization's node alone
 # (runlane._run_org_for_write). Sent in the call's pipeline, before it.
 NAME_ORG = "select set_config('runlane.org_id', %(org)s::text, false)"
+
+
+def by_organization(items: list[Any], org_of: Callable[[Any], str]) -> list[list[Any]]:
+    """`items` grouped by organization, each group in the order given: on a distributed
+    schema a batch call goes once per organization, each naming its own (NAME_ORG), so
+    that it runs on that organization's node."""
+    groups: dict[str, list[Any]] = {}
+    for item in items:
+        groups.setdefault(org_of(item), []).append(item)
+    return list(groups.values())
 
 
 class DistributedSchema(RuntimeError):

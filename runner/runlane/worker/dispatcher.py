@@ -57,7 +57,7 @@ from .. import log
 from ..admission import Admission, load_probe
 from ..agents import Message
 from .config import WorkerConfig
-from .db import Database, configure_connection, is_connection_error, pg_array
+from .db import Database, by_organization, configure_connection, is_connection_error, pg_array
 from .output_batcher import OutputBatcher
 from .run_handle import RunHandle
 from .scan_mode import ScanMode
@@ -370,6 +370,13 @@ class LaneDispatcher:
     async def _prefetch_messages(self, runs: list[RunHandle]) -> dict[int, list[Message]]:
         """The messages of a claimed batch in one read; {} on any failure (each run then
         reads its own, as without the batch)."""
+        if self.db.distributed and len({r.org_id for r in runs}) > 1:
+            # (one read per organization, each on its node: see by_organization)
+            groups = by_organization(runs, lambda run: run.org_id)
+            found: dict[int, list[Message]] = {}
+            for part in await asyncio.gather(*(self._prefetch_messages(g) for g in groups)):
+                found.update(part)
+            return found
         try:
             rows = await self.db.call(
                 self.lane,

@@ -37,7 +37,7 @@ import psycopg
 from .. import log
 from ..agents import StepResult
 from .config import WorkerConfig
-from .db import Database, is_connection_error, pg_array
+from .db import Database, by_organization, is_connection_error, pg_array
 from .run_handle import STEP_OUTPUTS, RunHandle, numbering_refused, outputs_params
 
 FINISH_RUN = """
@@ -164,6 +164,11 @@ class Finisher:
         applied, where new numbers would be refused as fenced out."""
         if seqs is None:  # outputs and finish: one number per run
             seqs = [run.next_seq()["seq"] for run, _, _ in batch]
+        if self.db.distributed and len({run.org_id for run, _, _ in batch}) > 1:
+            # (one call per organization, each on its node: see by_organization)
+            for group in by_organization(list(zip(batch, seqs, strict=True)), _org_of_entry):
+                self._spawn(self._batch(lane, [e for e, _ in group], [q for _, q in group]))
+            return
         params: dict[str, list[Any]] = {
             "run_ids": [],
             "fences": [],
@@ -393,3 +398,7 @@ class Finisher:
             return
         log.get().info("run.stopped", **run.fields, **{"lease.why": run.lost_why})
         self.timing("run.finished", row["timing"] if row else None, **run.fields)
+
+
+def _org_of_entry(entry: tuple[tuple[RunHandle, StepResult, asyncio.Future], int | None]) -> str:
+    return entry[0][0].org_id

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from .db import Database, pg_array
+from .db import Database, by_organization, pg_array
 
 if TYPE_CHECKING:
     from .run_handle import RunHandle
@@ -149,6 +149,11 @@ async def send_outputs(
 ) -> None:
     """One append_outputs call for `batch` (its runs' write locks held by the caller);
     each run then learns its own outcome (RunHandle.outputs_answered)."""
+    if db.distributed and len({run.org_id for run, _, _ in batch}) > 1:
+        # (one call per organization, each on its node: see by_organization)
+        groups = by_organization(batch, lambda entry: entry[0].org_id)
+        await asyncio.gather(*(send_outputs(db, lane, group) for group in groups))
+        return
     rows: list[dict[str, Any]] = []
     failure: psycopg.Error | None = None
     try:
