@@ -21,8 +21,12 @@ remote-command log over one message per organization) and WAL bytes per message 
 over the servers. On 2 cores the rate cannot grow with nodes; the CPU per message on each
 node, and the coordinator's share, are what carry over to N machines.
 
-Not measured here: the drain. runlane workers claim on plain PostgreSQL and on a Citus
-coordinator's own tables, not yet on a distributed schema.
+Then the drain: the chat runs those messages queued, claimed and finished by one
+`runlane worker --lane interactive` per worker node (one on plain PostgreSQL), each
+connected to its node and claiming that node's organizations. Per topology: runs/s
+(first claim to last finish), database CPU per run on each node (of the runs it holds)
+and on the coordinator, WAL per run, and the commands one keyed claim of a page sends
+between servers (its receipt, a global row, is written on every server).
 
     python -m bench citus_scale [--quick] [--messages N] [--nodes 1,2,4]
 """
@@ -31,8 +35,12 @@ from __future__ import annotations
 
 import argparse
 import re
+import signal
+import subprocess
+import sys
 import threading
 import time
+import uuid
 
 import psycopg
 
@@ -191,6 +199,101 @@ def measure(servers, homes, route: str, messages: int) -> dict:
     return result
 
 
+def unfinished(front: str) -> int:
+    with psycopg.connect(front, autocommit=True) as conn:
+        return conn.execute(
+            "select count(*) from runlane.runs where state in ('queued', 'running')"
+        ).fetchone()[0]
+
+
+def drain(servers: list[LocalCluster], homes: dict[str, str]) -> dict:
+    """Every queued chat run claimed and finished by one worker per node (the plain
+    server's one); CPU, WAL and the rate over the drain."""
+    front = servers[0].dsn_for(DATABASE)
+    nodes = servers if len(servers) == 1 else servers[1:]
+    with psycopg.connect(front, autocommit=True) as conn:
+        queued = dict(
+            conn.execute(
+                "select org_id, count(*) from runlane.runs where state = 'queued' group by org_id"
+            ).fetchall()
+        )
+    held = {s.dsn_for(DATABASE): 0 for s in servers}
+    for org, count in queued.items():
+        held[homes[org]] += count
+    cpu = [server_cpu_seconds(s) for s in servers]
+    wal = [wal_lsn(s) for s in servers]
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "runlane", "worker", "--dsn", node.dsn_for(DATABASE),
+             "--lane", "interactive", "--agent", "runlane.agents.echo:agent",
+             "--no-maintenance", "--scan-interval", "0.2"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        for node in nodes
+    ]  # fmt: skip
+    try:
+        deadline = time.monotonic() + 600
+        while unfinished(front) and time.monotonic() < deadline:
+            time.sleep(0.5)
+    finally:
+        for worker in workers:
+            worker.send_signal(signal.SIGTERM)
+        for worker in workers:
+            worker.wait(timeout=60)
+    cpu = [server_cpu_seconds(s) - before for s, before in zip(servers, cpu, strict=True)]
+    wal = sum(wal_lsn(s) - before for s, before in zip(servers, wal, strict=True))
+    runs = sum(queued.values())
+    with psycopg.connect(front, autocommit=True) as conn:
+        left, seconds = conn.execute(
+            "select count(*) filter (where state <> 'succeeded'), "
+            "extract(epoch from max(finished_at) - min(first_started_at))::float "
+            "from runlane.runs"
+        ).fetchone()
+    result = {
+        "drained_runs": runs,
+        "runs_left": left,
+        "runs_per_s": round(runs / seconds) if seconds else None,
+        "wal_bytes_per_run": round(wal / runs),
+    }
+    if len(servers) == 1:
+        result["cpu_ms_per_run"] = round(cpu[0] / runs * 1000, 3)
+        return result
+    result["coordinator_cpu_ms_per_run"] = round(cpu[0] / runs * 1000, 3)
+    result["node_cpu_ms_per_run_held"] = [
+        round(c / held[s.dsn_for(DATABASE)] * 1000, 3) if held[s.dsn_for(DATABASE)] else None
+        for s, c in zip(servers[1:], cpu[1:], strict=True)
+    ]
+    result["commands_between_servers_per_claim"] = claim_commands(servers, homes)
+    return result
+
+
+def claim_commands(servers: list[LocalCluster], homes: dict[str, str]) -> dict:
+    """The commands one claim of a page (10 runs of the first node's organizations) sends
+    to other servers: unkeyed, and keyed (its receipt written on every server)."""
+    node = servers[1].dsn_for(DATABASE)
+    mine = [org for org, dsn in homes.items() if dsn == node][:10]
+    counts = {}
+    for kind in ("unkeyed", "keyed"):
+        with psycopg.connect(node, autocommit=True) as conn:
+            for n, org in enumerate(mine):
+                conn.execute(NAME_ORG, (org,))
+                conn.execute(SEND, (f"agent-{org.split('-')[1]}", f"probe-{kind}-{n}"))
+            conn.execute(NAME_ORG, ("",))
+            notices: list[str] = []
+            conn.add_notice_handler(lambda d, kept=notices: kept.append(d.message_primary or ""))
+            conn.execute("set citus.log_remote_commands = on")
+            claimed = conn.execute(
+                "select run_id from runlane.claim_runs('probe', array['interactive'], 10, "
+                "interval '1 minute', %s, false, null)",
+                (uuid.uuid4() if kind == "keyed" else None,),
+            ).fetchall()
+            counts[kind] = {
+                "runs": len(claimed),
+                "remote_commands": sum(n.startswith("issuing") for n in notices),
+            }
+    return counts
+
+
 def main(argv=None) -> list[str]:
     ap = argparse.ArgumentParser(
         prog="python -m bench citus_scale", description=__doc__.splitlines()[0]
@@ -213,13 +316,20 @@ def main(argv=None) -> list[str]:
                 row = {"worker_nodes": workers, **measure(servers, homes, route, messages)}
                 rows.append(row)
                 print(row, flush=True)
+            row = {"worker_nodes": workers, "route": "drain", **drain(servers, homes)}
+            rows.append(row)
+            print(row, flush=True)
         finally:
             for server in servers:
                 server.destroy()
     path = _common.write_result("citus_scale", {"machine": _common.machine(), "rows": rows})
     print(f"written to {path}")
     return [
-        f"{r['worker_nodes']} nodes, {r['route']}: {r['messages_per_s']} messages/s, "
+        f"{r['worker_nodes']} nodes, drain: {r['runs_per_s']} runs/s, "
+        f"coordinator {r.get('coordinator_cpu_ms_per_run', '-')} ms, "
+        f"nodes {r.get('node_cpu_ms_per_run_held', r.get('cpu_ms_per_run'))} ms per run"
+        if r["route"] == "drain"
+        else f"{r['worker_nodes']} nodes, {r['route']}: {r['messages_per_s']} messages/s, "
         f"coordinator {r.get('coordinator_cpu_ms_per_message', '-')} ms, "
         f"nodes {r.get('node_cpu_ms_per_message_held', r.get('cpu_ms_per_message'))} ms per message"
         for r in rows
