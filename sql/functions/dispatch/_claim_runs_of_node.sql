@@ -101,6 +101,7 @@ declare
     v_counted_orgs text[] := '{}'::text[];  -- organizations whose claim row this claim holds
     v_bg_rooms int[] := '{}'::int[];  -- (parallel to v_counted_orgs)
     v_bound_rooms int[] := '{}'::int[];  -- (parallel to v_counted_orgs; null: no bound)
+    v_budgets numeric[] := '{}'::numeric[];  -- (parallel to v_counted_orgs: weekly budgets)
     v_picks bigint[];
     v_lock_orgs text[];
     v_org text;
@@ -328,7 +329,7 @@ begin
         into v_lock_orgs
         from unnest(v_candidates, v_candidate_orgs) as c (run_id, org_id)
         where c.org_id <> all(v_counted_orgs)
-          and (v_bound is not null or p_max_per_org is not null or 'background' = any(p_lanes));
+          and (p_max_per_org is not null or 'background' = any(p_lanes));
         foreach v_org in array v_lock_orgs loop
             if v_first_read then
                 perform 1 from runlane.org_claim_locks as l where l.org_id = v_org for update;
@@ -353,10 +354,11 @@ begin
             into v_bg_running, v_mine
             from runlane.runs as r
             where r.org_id = v_org and r.state = 'running';
-            select s.agent_max_concurrency into v_cap
+            select s.agent_max_concurrency, s.agent_weekly_budget into v_cap, v_budget
             from runlane.platform_settings as s
             where s.org_id = v_org;
             v_counted_orgs := v_counted_orgs || v_org;
+            v_budgets := v_budgets || v_budget;
             v_bg_rooms := v_bg_rooms || (coalesce(v_cap, 0) - v_bg_running);
             v_bound_rooms := v_bound_rooms || (p_max_per_org - v_mine);
         end loop;
@@ -395,11 +397,8 @@ begin
         loop
             v_i := array_position(v_counted_orgs, v_org);
             v_room := cardinality(v_picks);
-            if 'background' = any(p_lanes) then
-                select s.agent_weekly_budget into v_budget
-                from runlane.platform_settings as s
-                where s.org_id = v_org;
-            end if;
+            -- (a background lane's organizations are all counted: its budget is in hand)
+            v_budget := v_budgets[v_i];
             for v_row in
                 select r.run_id, r.lane, r.computer_id, r.agent_id
                 from runlane.runs as r

@@ -120,14 +120,8 @@ begin
     -- (Citus's catalog looked for first: on plain PostgreSQL one lookup, no further call)
     v_distributed := to_regclass('pg_catalog.pg_dist_partition') is not null
         and runlane._citus_distributed('runlane.runs');
-    if v_distributed then
-        -- (null: any handler, found on the node by runlane._claim_runs_of_node)
-        v_handlers := case
-            when p_handlers is null then null
-            when coalesce(cardinality(p_handlers) = 1 and p_handlers[1] ~ '^[a-z0-9_.-]{1,64}$', false)
-                then p_handlers
-            else runlane._claim_check_handlers(p_handlers)
-        end;
+    if v_distributed and p_handlers is null then
+        v_handlers := null;  -- (any handler: runlane._claim_runs_of_node finds them on the node)
     elsif to_regclass('runlane.runs_handler_claim_order_idx') is null then
         if p_handlers is not null and not 'default' = any(p_handlers) then
             return;
