@@ -1713,31 +1713,39 @@ def test_a_keyed_claim_resent_on_a_node_returns_what_it_took(citus_nodes):
     assert len(after) == 2 and not {run for run, _ in after} & {run for run, _ in first}
 
 
-def test_a_claim_on_a_node_skips_a_gated_background_run(citus_nodes):
-    """A background run whose agent was switched off after it was queued is ended skipped
-    by the claim on its node, reported with its reason, and never claimed."""
+def test_a_claim_on_a_node_skips_gated_background_runs(citus_nodes):
+    """Background runs whose gate closed after they were queued (an agent switched off,
+    an owner's weekly budget set to nothing) are ended skipped by the claim on their node,
+    reported with their reasons, and never claimed."""
     coordinator = citus_nodes[0]
     ports = {node.port: node for node in citus_nodes}
     with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
         by_node = organizations_of_handler(conn, "org-gate", "gated", count=6)
-        home = next(iter(by_node))
-        org = by_node[home][0]
-        run_id = conn.execute(
-            "select run_id from runlane.run_now(%s)", (f"agent-{org}",)
-        ).fetchone()[0]
+        home = max(by_node, key=lambda port: len(by_node[port]))
+        switched_off, spent = by_node[home][:2]
+        runs = {
+            org: conn.execute(
+                "select run_id from runlane.run_now(%s)", (f"agent-{org}",)
+            ).fetchone()[0]
+            for org in (switched_off, spent)
+        }
         conn.execute(
-            "select runlane.put_agent(%s, %s)", (f"agent-{org}", Jsonb({"enabled": False}))
+            "select runlane.put_agent(%s, %s)",
+            (f"agent-{switched_off}", Jsonb({"enabled": False})),
         )
+        conn.execute("select runlane.put_org(%s, %s)", (spent, Jsonb({"agent_weekly_budget": 0})))
     with psycopg.connect(ports[home].dsn_for("sharded"), autocommit=True) as node:
         rows = node.execute(
             "select run_id, skipped_reason from runlane.claim_runs('w-gate', array['background'], "
             "5, interval '1 minute', null, true, array['gated'])"
         ).fetchall()
-    assert rows == [(run_id, "agent_off")]
+    expected = {runs[switched_off]: "agent_off", runs[spent]: "budget_exhausted"}
+    assert dict(rows) == expected and len(rows) == 2
     with psycopg.connect(coordinator.dsn_for("sharded"), autocommit=True) as conn:
-        assert conn.execute(
-            "select state, reason from runlane.runs where run_id = %s", (run_id,)
-        ).fetchone() == ("skipped", "agent_off")
+        for run_id, reason in expected.items():
+            assert conn.execute(
+                "select state, reason from runlane.runs where run_id = %s", (run_id,)
+            ).fetchone() == ("skipped", reason)
 
 
 def test_worker_processes_on_each_node_drain_chat_and_background_runs(citus_nodes):
