@@ -90,6 +90,8 @@ declare
     v_handlers text[] := p_handlers;
     v_bound int := p_max_per_org;  -- (null once a work-conserving bound stops binding)
     v_bound_cut boolean := false;  -- the bound held back a run this claim read
+    v_bound_cut_runs bigint[] := '{}'::bigint[];  -- (those runs)
+    v_cut_runs bigint[];
     v_read_sql text;
     v_read_name text;
     v_prepared text;
@@ -135,6 +137,7 @@ declare
     v_receipt_fences bigint[];
     v_skipped_orgs text[] := '{}'::text[];
     v_now timestamptz;
+    v_tx_start timestamptz := now();  -- (Citus plans no function call in ON CONFLICT's WHERE)
     v_run runlane.runs;
     v_claimed runlane.runs[] := '{}'::runlane.runs[];
     v_caps int[];  -- (by claim position)
@@ -292,6 +295,8 @@ begin
             -- (a work-conserving bound that held runs back reads on without it)
             exit when not (p_work_conserving and v_bound is not null and v_bound_cut);
             v_bound := null;
+            -- (the runs the bound held back are read again: without it they may be taken)
+            v_tried := array(select t from unnest(v_tried) as t where t <> all(v_bound_cut_runs));
             continue;
         end if;
         if v_first_read and p_claim_key is not null then
@@ -366,16 +371,19 @@ begin
 
         -- The picks: the candidates in the fair order, each organization's within its room
         -- under the bound, up to the page's room; locked organization by organization.
-        select coalesce(bool_or(c.org_rank > c.room), false)
-        into v_cut
+        select coalesce(bool_or(c.org_rank > c.room), false),
+               coalesce(array_agg(c.run_id) filter (where c.org_rank > c.room), '{}')
+        into v_cut, v_cut_runs
         from (
             select
+                u.run_id,
                 row_number() over (partition by u.org_id order by u.position) as org_rank,
                 v_bound_rooms[array_position(v_counted_orgs, u.org_id)] as room
             from unnest(v_candidates, v_candidate_orgs) with ordinality as u (run_id, org_id, position)
             where v_bound is not null and u.org_id <> all(v_busy_orgs)
         ) as c;
         v_bound_cut := v_bound_cut or v_cut;
+        v_bound_cut_runs := v_bound_cut_runs || v_cut_runs;
         for v_org, v_picks in
             select p.org_id, array_agg(p.run_id order by p.position)
             from (
@@ -528,12 +536,12 @@ begin
             insert into runlane.computer_leases as cl (computer_id, run_id, fence, expires_at, org_id)
             values (
                 v_row.computer_id, v_row.run_id, greatest(v_fence + 1, v_fence_floor),
-                now() + p_lease, v_row.org_id
+                v_tx_start + p_lease, v_row.org_id
             )
             on conflict (computer_id) do update
             set run_id = excluded.run_id, fence = excluded.fence, expires_at = excluded.expires_at,
                 org_id = excluded.org_id
-            where cl.expires_at <= now() or cl.run_id = excluded.run_id;
+            where cl.expires_at <= v_tx_start or cl.run_id = excluded.run_id;
             if not found then
                 v_lost := v_lost || v_row.run_id;
             end if;
