@@ -11,6 +11,9 @@ returns trigger
 language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
+declare
+    v_agents text[];
+    v_next timestamptz[];
 begin
     if new.timezone is not null and not runlane._is_timezone(new.timezone) then
         raise exception 'invalid time zone %', quote_literal(left(new.timezone, 60))
@@ -21,18 +24,30 @@ begin
     end if;
 
     if tg_op = 'UPDATE' and new.timezone is distinct from old.timezone then
-        update runlane.agents as a
-        set next_run_at = runlane._next_slot(
-            runlane.parse_schedule(a.schedule),
-            coalesce(new.timezone, s.timezone, 'UTC'),
-            now(),
-            a.schedule_anchor
-        )
-        from runlane.platform_settings as s
-        where a.owner_id = new.user_id
-          and s.org_id = a.org_id
+        -- (the next slots are computed by a read, then written by key: Citus calls no
+        -- STABLE function on a column inside an UPDATE)
+        select
+            coalesce(array_agg(a.agent_id), '{}'),
+            coalesce(array_agg(
+                runlane._next_slot(
+                    runlane.parse_schedule(a.schedule),
+                    coalesce(new.timezone, s.timezone, 'UTC'),
+                    now(),
+                    a.schedule_anchor
+                )
+            ), '{}')
+        into v_agents, v_next
+        from runlane.agents as a
+        join runlane.platform_settings as s on s.org_id = a.org_id
+        where a.org_id = new.org_id
+          and a.owner_id = new.user_id
           and a.next_run_at is not null
           and a.schedule not like 'every %';
+
+        update runlane.agents as a
+        set next_run_at = n.next_run_at
+        from unnest(v_agents, v_next) as n (agent_id, next_run_at)
+        where a.agent_id = n.agent_id and a.org_id = new.org_id;
     end if;
     return new;
 end;
