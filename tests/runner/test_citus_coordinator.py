@@ -1124,6 +1124,7 @@ OPERATOR_VIEWS = [
     ("owner_spend", "select org_id from runlane.owner_spend(now())", 0),
     ("agent_schedules", "select org_id from runlane.agent_schedules()", 0),
     ("runs_page", "select org_id from runlane.runs_page()", 0),
+    ("runs_page queued", "select org_id from runlane.runs_page('queued')", 0),
     ("agent_page", "select org_id from runlane.agent_page()", 0),
     ("agent_last_runs", "select agent_id, state from runlane.agent_last_runs()", None),
     ("agent_journal", "select state from runlane.agent_journal('agent-org-view-0')", None),

@@ -101,7 +101,43 @@ begin
                   hint = 'Pass p_agent_id too: thread ids are per agent.';
     end if;
 
-    if v_state = 'queued' then
+    if v_state = 'queued' and v_org is null and p_org_id is null
+       and runlane._citus_distributed('runlane.runs') then
+        -- (every node's queue: Citus limits no lateral read over VALUES, so each lane and
+        -- claim class is its own read, each merged from every node's shards)
+        select array_agg(q.run_id order by q.created_at, q.run_id) into v_ids
+        from (
+            select x.run_id, x.created_at
+            from (
+                (select r.run_id, r.created_at, r.lane from runlane.runs as r
+                 where r.lane = 'interactive' and r.state = 'queued' and r.claim_class = 0
+                   and (p_agent_id is null or r.agent_id = p_agent_id)
+                   and (p_thread_id is null or r.thread_id = p_thread_id)
+                 order by r.created_at, r.run_id limit p_limit)
+                union all
+                (select r.run_id, r.created_at, r.lane from runlane.runs as r
+                 where r.lane = 'interactive' and r.state = 'queued' and r.claim_class = 1
+                   and (p_agent_id is null or r.agent_id = p_agent_id)
+                   and (p_thread_id is null or r.thread_id = p_thread_id)
+                 order by r.created_at, r.run_id limit p_limit)
+                union all
+                (select r.run_id, r.created_at, r.lane from runlane.runs as r
+                 where r.lane = 'background' and r.state = 'queued' and r.claim_class = 0
+                   and (p_agent_id is null or r.agent_id = p_agent_id)
+                   and (p_thread_id is null or r.thread_id = p_thread_id)
+                 order by r.created_at, r.run_id limit p_limit)
+                union all
+                (select r.run_id, r.created_at, r.lane from runlane.runs as r
+                 where r.lane = 'background' and r.state = 'queued' and r.claim_class = 1
+                   and (p_agent_id is null or r.agent_id = p_agent_id)
+                   and (p_thread_id is null or r.thread_id = p_thread_id)
+                 order by r.created_at, r.run_id limit p_limit)
+            ) as x
+            where v_lane is null or x.lane = v_lane
+            order by x.created_at, x.run_id
+            limit p_limit
+        ) as q;
+    elsif v_state = 'queued' then
         -- per lane and claim class, the oldest queued runs on runs_unfinished_lane_idx,
         -- merged
         select array_agg(q.run_id order by q.created_at, q.run_id) into v_ids
