@@ -30,7 +30,7 @@ select is(
 );
 
 update runlane.runs set
-    state = 'succeeded', finished_at = clock_timestamp(),
+    state = 'succeeded', finished_at = now(),
     lease_owner = null, lease_expires_at = null
 where run_id = (select run_id from s);
 

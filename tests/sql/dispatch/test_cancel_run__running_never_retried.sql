@@ -61,7 +61,7 @@ select is(
 do $$ begin perform runlane.finish_run((select run_id from chat), (select fence from fc), 'succeeded'); end $$;
 select results_eq(
     $$select r.state, r.trigger from runlane.messages as m
-      inner join runlane.runs as r on r.run_id = m.run_id
+      inner join runlane.runs as r on r.org_id = m.org_id and r.run_id = m.run_id
       where m.message_id = (select message_id from held)$$,
     $$values ('queued'::text, 'interactive'::text)$$,
     'once the stopped run ends canceled, the held message is handed to a follow-up run'

@@ -25,7 +25,7 @@ declare
     v_run bigint := runlane_test.queued_run('spent-1');
 begin
     perform runlane_test.claimed(v_run);
-    perform runlane._record_charge(r, 10) from runlane.runs as r where r.run_id = v_run;
+    perform runlane._record_charge(runlane_test.run_of(v_run), 10);
     update runlane.runs set state = 'succeeded', finished_at = now(), cost = 10 where run_id = v_run;
 end
 $$;

@@ -54,7 +54,7 @@ select is(
 select is(
     (
         select array[r.run_ids, r.fences]
-        from runlane.claim_receipts as r
+        from runlane_test.claim_receipts() as r
         where r.worker_id = 'w-chat' and r.lanes = '{interactive}'
     ),
     (select array[array_agg(c.run_id), array_agg(c.fence)] from chat_claim as c),

@@ -90,19 +90,19 @@ select results_eq(
 );
 select results_eq(
     $$select substr(q.label, 2), u.fence
-      from runlane.claim_receipts as c
+      from runlane_test.claim_receipts() as c
       cross join lateral unnest(c.run_ids, c.fences) with ordinality as u (run_id, fence, position)
       inner join q on u.run_id = q.run_id
       where c.worker_id = 'w-idle' order by u.position$$,
     $$select substr(q.label, 2), u.fence
-      from runlane.claim_receipts as c
+      from runlane_test.claim_receipts() as c
       cross join lateral unnest(c.run_ids, c.fences) with ordinality as u (run_id, fence, position)
       inner join q on u.run_id = q.run_id
       where c.worker_id = 'w-fair' order by u.position$$,
     'both paths record the same receipt: the claimed runs in claim order with their fences'
 );
 select is(
-    (select c.claim_key from runlane.claim_receipts as c where c.worker_id = 'w-idle'),
+    (select c.claim_key from runlane_test.claim_receipts() as c where c.worker_id = 'w-idle'),
     '00000000-0000-0000-0000-0000000000a1'::uuid,
     'the idle claim records its key'
 );
@@ -166,7 +166,7 @@ select results_eq(
 );
 select is(
     (
-        select count(*) from runlane.claim_receipts
+        select count(*) from runlane_test.claim_receipts()
         where worker_id in ('w-idle-2', 'w-fair-2')
     ),
     0::bigint,

@@ -75,7 +75,7 @@ select is(
     'a null key is the plain claim (nothing left to claim)'
 );
 select is(
-    (select count(*) from runlane.claim_receipts where worker_id = 'worker-1'),
+    (select count(*) from runlane_test.claim_receipts() where worker_id = 'worker-1'),
     1::bigint,
     'one receipt per worker and lane set'
 );

@@ -54,7 +54,9 @@ where agent_id = 'agent-c' and state = 'queued';
 -- ... and charged now, as runlane.charge or finish_run would have (the ledger is the spend).
 do $$
 begin
-    perform runlane._record_charge(r, 3) from runlane.runs as r where r.agent_id = 'agent-c' and r.cost = 3;
+    perform runlane._record_charge(
+        runlane_test.run_of((select r.run_id from runlane.runs as r where r.agent_id = 'agent-c' and r.cost = 3)), 3
+    );
 end
 $$;
 do $$ begin perform runlane_test.weekly_budget('org-c', 3); end $$;
@@ -67,7 +69,7 @@ select is(
     (
         select count(*)::int
         from runlane.run_events as e
-        inner join runlane.runs as r on e.run_id = r.run_id
+        inner join runlane.runs as r on e.org_id = r.org_id and e.run_id = r.run_id
         where r.agent_id = 'agent-c' and e.event = 'run.skipped' and r.state = 'skipped'
     ),
     2,

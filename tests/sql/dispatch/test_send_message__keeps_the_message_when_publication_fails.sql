@@ -29,7 +29,7 @@ select * from runlane.send_message('agent-a', 'thread-2', 'the notification fail
 select is((select disposition from failed), 'created', 'a failing notification: the message still creates its run');
 select results_eq(
     $$select m.run_id, r.source_message_id
-      from runlane.messages as m join runlane.runs as r on r.run_id = m.run_id
+      from runlane.messages as m join runlane.runs as r on r.org_id = m.org_id and r.run_id = m.run_id
       where m.message_id = (select message_id from failed)$$,
     $$select (select run_id from failed), (select message_id from failed)$$,
     'the message and its run are both kept'

@@ -54,7 +54,7 @@ select is(
 );
 
 -- A finished run does not capture new messages: a new run is created.
-update runlane.runs set state = 'succeeded', finished_at = clock_timestamp()
+update runlane.runs set state = 'succeeded', finished_at = now()
 where run_id = (select run_id from submitted);
 create temp table after_finish on commit drop as
 select * from runlane.submit_message('agent-a', 'thread-1', 'after finish');

@@ -38,7 +38,7 @@ select results_eq(
     select m.run_id, r.source_message_id, r.state, r.lane
     from s
     join runlane.messages as m on m.message_id = s.message_id
-    join runlane.runs as r on r.run_id = s.run_id
+    join runlane.runs as r on r.org_id = m.org_id and r.run_id = s.run_id
     $$,
     $$ select s.run_id, s.message_id, 'queued'::text, 'interactive'::text from s $$,
     'the message is attached to the run and is its source'

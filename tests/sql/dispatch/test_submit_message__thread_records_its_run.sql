@@ -38,7 +38,7 @@ select isnt(
 );
 
 -- A row that records nothing, with a queued run written directly: searched once.
-insert into runlane.threads (agent_id, thread_id) values ('agent-a', 'thread-old');
+insert into runlane.threads (org_id, agent_id, thread_id) values ('org-a', 'agent-a', 'thread-old');
 do $$
 begin
     perform runlane_test.queued_run('agent-a', 'interactive', 'interactive');
@@ -59,7 +59,7 @@ select is(
 );
 
 -- A row that records nothing and has no unfinished run records 0, then the new run.
-insert into runlane.threads (agent_id, thread_id) values ('agent-a', 'thread-empty');
+insert into runlane.threads (org_id, agent_id, thread_id) values ('org-a', 'agent-a', 'thread-empty');
 create temp table empty_thread on commit drop as
 select * from runlane.submit_message('agent-a', 'thread-empty', 'hi');
 select results_eq(

@@ -42,8 +42,9 @@ select
 from inserted as i
 inner join rows as r on i.state = r.state;
 
-insert into runlane.run_outputs (run_id, attempt, kind, body)
+insert into runlane.run_outputs (org_id, run_id, attempt, kind, body)
 select
+    'org-a' as org_id,
     e.run_id,
     1 as attempt,
     'final' as kind,

@@ -18,7 +18,7 @@ select is(
     'a created thread row carries no row lock: written once'
 );
 
-insert into runlane.threads (agent_id, thread_id) values ('agent-a', 'thread-old');
+insert into runlane.threads (org_id, agent_id, thread_id) values ('org-a', 'agent-a', 'thread-old');
 select runlane._thread_lock('agent-a', 'thread-old');
 
 select isnt(

@@ -16,7 +16,7 @@ begin
     -- a held message left on a thread (its run ended without a follow-up)
     insert into runlane.messages (org_id, agent_id, thread_id, body)
     values ('org-ea', 'agent-secret-ea', 'thread-3', 'hidden held words');
-    insert into runlane.threads (agent_id, thread_id) values ('agent-secret-ea', 'thread-3');
+    insert into runlane.threads (org_id, agent_id, thread_id) values ('org-ea', 'agent-secret-ea', 'thread-3');
 end
 $$;
 

@@ -14,9 +14,9 @@ begin
     -- a background run that wrote into the thread (the agent's thread setting)
     insert into runlane.runs (org_id, agent_id, lane, trigger, state, thread_id, prompt, finished_at)
     values ('org-et', 'agent-et', 'background', 'manual', 'succeeded', 'thread-secret-et', 'p', now());
-    insert into runlane.threads (agent_id, thread_id) values ('agent-et', 'thread-secret-et');
-    insert into runlane.computer_leases (computer_id, run_id, fence, expires_at)
-    select 'computer-et', min(r.run_id), 1, now() from runlane.runs as r where r.thread_id = 'thread-secret-et';
+    insert into runlane.threads (org_id, agent_id, thread_id) values ('org-et', 'agent-et', 'thread-secret-et');
+    insert into runlane.computer_leases (org_id, computer_id, run_id, fence, expires_at)
+    select 'org-et', 'computer-et', min(r.run_id), 1, now() from runlane.runs as r where r.thread_id = 'thread-secret-et';
 end
 $$;
 

@@ -12,7 +12,13 @@ select is(
 );
 select is((select leader from runlane.leader), 'w1', 'and changes nothing');
 
-update runlane.leader set expires_at = expires_at - interval '5 seconds';
+do $$
+declare
+    v_earlier timestamptz := (select l.expires_at - interval '5 seconds' from runlane.leader as l);
+begin
+    update runlane.leader set expires_at = v_earlier;
+end
+$$;
 create temp table before_renewal on commit drop as select * from runlane.leader;
 select is(runlane.lead_maintenance('w1', interval '10 seconds'), true, 'the holder renews');
 select cmp_ok(
@@ -26,7 +32,7 @@ select is(
 
 -- The holder was paused: its lease lapsed.
 update runlane.leader
-set renewed_at = clock_timestamp() - interval '20 seconds', expires_at = clock_timestamp() - interval '1 second';
+set renewed_at = now() - interval '20 seconds', expires_at = now() - interval '1 second';
 select is(runlane.lead_maintenance('w2', interval '10 seconds'), true, 'a lapsed lease is taken over');
 select is((select leader from runlane.leader), 'w2', 'by the new leader');
 select cmp_ok(

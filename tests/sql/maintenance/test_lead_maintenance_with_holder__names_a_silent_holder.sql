@@ -29,7 +29,7 @@ select cmp_ok(
 
 -- The holder stopped renewing 8 seconds ago: more than half its lease.
 update runlane.leader
-set renewed_at = clock_timestamp() - interval '8 seconds', expires_at = clock_timestamp() + interval '2 seconds';
+set renewed_at = now() - interval '8 seconds', expires_at = now() + interval '2 seconds';
 select results_eq(
     $$select won, holder, holder_silent_ms >= 8000, holder_lapsed
       from runlane.lead_maintenance_with_holder('w2', interval '10 seconds')$$,
@@ -39,7 +39,7 @@ select results_eq(
 
 -- Its lease lapsed: the follower takes it over and is told whose it was.
 update runlane.leader
-set renewed_at = clock_timestamp() - interval '12 seconds', expires_at = clock_timestamp() - interval '2 seconds';
+set renewed_at = now() - interval '12 seconds', expires_at = now() - interval '2 seconds';
 select results_eq(
     $$select won, holder, holder_silent_ms >= 12000, holder_lapsed
       from runlane.lead_maintenance_with_holder('w2', interval '10 seconds')$$,

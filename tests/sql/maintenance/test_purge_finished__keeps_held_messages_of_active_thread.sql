@@ -10,8 +10,8 @@ declare
 begin
     perform runlane_test.agent('agent-chat', 'org-chat');
     perform runlane_test.aged_run('agent-chat', interval '20 days', 1, 'thread-live');
-    insert into runlane.threads (agent_id, thread_id, created_at)
-    values ('agent-chat', 'thread-live', now() - interval '20 days');
+    insert into runlane.threads (org_id, agent_id, thread_id, created_at)
+    values ('org-chat', 'agent-chat', 'thread-live', now() - interval '20 days');
     -- held while the thread's run was busy, and old: still waiting for a run
     insert into runlane.messages (org_id, agent_id, thread_id, body, created_at)
     values ('org-chat', 'agent-chat', 'thread-live', 'still waiting', now() - interval '20 days');

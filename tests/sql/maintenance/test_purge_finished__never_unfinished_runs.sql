@@ -13,8 +13,9 @@ begin
     v_queued := runlane_test.queued_run('agent-busy', 'interactive', 'interactive');
     v_running := runlane_test.queued_run('agent-slow', 'background', 'manual');
     perform runlane_test.claimed(v_running);
-    insert into runlane.run_outputs (run_id, attempt, kind, body) values (v_running, 1, 'text', 'partial');
-    insert into runlane.run_events (run_id, event) values (v_queued, 'run.created');
+    insert into runlane.run_outputs (org_id, run_id, attempt, kind, body)
+    values ('org-busy', v_running, 1, 'text', 'partial');
+    insert into runlane.run_events (org_id, run_id, event) values ('org-busy', v_queued, 'run.created');
     -- created long ago, and a finished_at stamped by mistake: still not finished
     update runlane.runs
     set created_at = now() - interval '90 days', finished_at = now() - interval '90 days'

@@ -11,7 +11,7 @@ begin
     set thread_id = 'thread-1', max_attempts = 2, checkpoint = '{"step": 3}'
     where run_id = runlane_test.last_run('agent-chat');
     -- (a run written directly, not by submit_message: its thread's row is written too)
-    insert into runlane.threads (agent_id, thread_id) values ('agent-chat', 'thread-1');
+    insert into runlane.threads (org_id, agent_id, thread_id) values ('org-reap', 'agent-chat', 'thread-1');
     perform runlane_test.claimed_on_computer(runlane_test.last_run('agent-chat'), 'worker-dead');
     perform runlane_test.lease_expired(runlane_test.last_run('agent-chat'));
     insert into runlane.messages (org_id, agent_id, thread_id, body)

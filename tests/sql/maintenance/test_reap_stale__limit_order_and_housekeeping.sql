@@ -61,9 +61,9 @@ select results_eq(
 -- Housekeeping: an expired computer lease whose run is no longer running goes.
 do $$
 begin
-    insert into runlane.computer_leases (computer_id, run_id, fence, expires_at)
-    values ('computer-leftover', runlane_test.last_run('agent-2'), 1, now() - interval '1 minute'),
-           ('computer-fresh', runlane_test.last_run('agent-3'), 1, now() + interval '1 minute');
+    insert into runlane.computer_leases (computer_id, run_id, fence, expires_at, org_id)
+    values ('computer-leftover', runlane_test.last_run('agent-2'), 1, now() - interval '1 minute', 'org-limit'),
+           ('computer-fresh', runlane_test.last_run('agent-3'), 1, now() + interval '1 minute', 'org-limit');
 end
 $$;
 select is_empty(

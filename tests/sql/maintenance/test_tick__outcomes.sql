@@ -65,7 +65,7 @@ select is(
 select results_eq(
     $$
     select e.event from runlane.run_events as e
-    inner join runlane.runs as r on e.run_id = r.run_id
+    inner join runlane.runs as r on e.org_id = r.org_id and e.run_id = r.run_id
     where r.agent_id = 'agent-k' order by e.event_id
     $$,
     $$values ('routine.fired'::text), ('routine.coalesced'::text)$$,
@@ -149,8 +149,9 @@ select runlane_test.due(agent_id, '2026-06-01 09:00+00') from runlane.agents whe
 select count(*)::text from runlane.tick('2026-06-01 09:00+00');
 update runlane.agents set prompt = 'Another prompt' where agent_id = 'agent-v1';
 update runlane.runs set checkpoint = '{"step": 1}' where agent_id = 'agent-v2';
-insert into runlane.run_outputs (run_id, attempt, kind, body)
+insert into runlane.run_outputs (org_id, run_id, attempt, kind, body)
 select
+    org_id,
     run_id,
     0 as attempt,
     'progress' as kind,
@@ -165,8 +166,9 @@ select
     run_id
 from runlane.runs where agent_id = 'agent-v4';
 update runlane.runs set computer_id = 'pc-v5' where agent_id = 'agent-v5';
-insert into runlane.computer_leases (computer_id, run_id, fence, expires_at)
+insert into runlane.computer_leases (org_id, computer_id, run_id, fence, expires_at)
 select
+    org_id,
     'pc-v5' as computer_id,
     run_id,
     0 as fence,

@@ -31,8 +31,9 @@ select is(
 );
 
 -- A timer run that a later tick coalesced into.
-insert into runlane.run_events (run_id, event, detail)
+insert into runlane.run_events (org_id, run_id, event, detail)
 select
+    org_id,
     run_id,
     'routine.coalesced' as event,
     '{}'::jsonb as detail

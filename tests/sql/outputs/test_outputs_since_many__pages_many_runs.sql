@@ -31,7 +31,7 @@ $$;
 create function pg_temp.run(p_n int) returns bigint
 language sql as $$ select run_id from r where n = p_n $$;
 create function pg_temp.out_id(p_body text) returns bigint
-language sql as $$ select output_id from runlane.run_outputs where body = p_body $$;
+language plpgsql as $$ begin return (select output_id from runlane.run_outputs where body = p_body); end $$;
 
 select results_eq(
     $$select body from runlane.outputs_since_many(

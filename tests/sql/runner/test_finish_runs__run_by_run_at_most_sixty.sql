@@ -48,10 +48,14 @@ $$;
 
 -- How many of a thread's runs are in p_state.
 create function pg_temp.runs_in(p_thread text, p_state text) returns bigint
-language sql
+language plpgsql
 as $$
-    select count(*) from runlane.runs
-    where run_id in (select run_id from f where thread = p_thread) and state = p_state
+begin
+    return (
+        select count(*) from runlane.runs
+        where run_id in (select run_id from f where thread = p_thread) and state = p_state
+    );
+end;
 $$;
 
 select throws_ok(

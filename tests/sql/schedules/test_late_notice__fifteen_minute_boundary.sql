@@ -13,19 +13,19 @@ set
 
 update runlane.runs set first_started_at = '2026-03-29 07:15+00';
 select is(
-    (select runlane._late_notice(l) from runlane.runs as l where l.agent_id = 'agent-late'), null,
+    runlane._late_notice(runlane_test.run_of(runlane_test.last_run('agent-late'))), null,
     'a timer run started exactly 15 minutes after its occurrence is on time'
 );
 
 update runlane.runs set first_started_at = '2026-03-29 07:15:00.001+00';
 select isnt(
-    (select runlane._late_notice(l) from runlane.runs as l where l.agent_id = 'agent-late'), null,
+    runlane._late_notice(runlane_test.run_of(runlane_test.last_run('agent-late'))), null,
     'a timer run started just over 15 minutes late gets a notice'
 );
 
 update runlane.runs set first_started_at = '2026-03-29 09:20+00';
 select is(
-    (select runlane._late_notice(l) from runlane.runs as l where l.agent_id = 'agent-late'),
+    runlane._late_notice(runlane_test.run_of(runlane_test.last_run('agent-late'))),
     '{"scheduled_for": "2026-03-29 09:00 CEST", "started_at": "2026-03-29 11:20 CEST",
       "timezone": "Europe/Berlin", "late_by_minutes": 140}'::jsonb,
     'the notice gives both times in the routine''s zone with its abbreviation'
@@ -39,7 +39,7 @@ select is(
 
 update runlane.runs set timer_routine = null;
 select is(
-    (select runlane._late_notice(l) from runlane.runs as l where l.agent_id = 'agent-late'), null,
+    runlane._late_notice(runlane_test.run_of(runlane_test.last_run('agent-late'))), null,
     'an unmarked run never gets a late notice'
 );
 
@@ -48,7 +48,7 @@ set
     timer_routine = 'agent-late', timer_occurrence = '2026-06-01 03:15+00',
     timer_timezone = 'Asia/Kathmandu', first_started_at = '2026-06-01 04:00+00';
 select is(
-    (select runlane._late_notice(l) ->> 'scheduled_for' from runlane.runs as l where l.agent_id = 'agent-late'),
+    runlane._late_notice(runlane_test.run_of(runlane_test.last_run('agent-late'))) ->> 'scheduled_for',
     '2026-06-01 09:00 +0545',
     'a zone without an abbreviation shows its offset'
 );

@@ -178,7 +178,7 @@ select is(
     (
         select array_agg(o.body)
         from runlane.run_outputs as o
-        inner join runlane.runs as r on o.run_id = r.run_id
+        inner join runlane.runs as r on o.org_id = r.org_id and o.run_id = r.run_id
         where r.agent_id = 'agent-hijack'
     ),
     array['first words'],

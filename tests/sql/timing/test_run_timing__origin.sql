@@ -51,7 +51,7 @@ create temp table held on commit drop as
 select * from runlane.submit_message('agent-a', 'thread-2', 'held');
 update runlane.messages set created_at = now() - interval '7 seconds'
 where message_id = (select message_id from held);
-update runlane.runs set state = 'succeeded', finished_at = clock_timestamp()
+update runlane.runs set state = 'succeeded', finished_at = now()
 where run_id = (select run_id from t);
 create temp table follow on commit drop as
 select runlane._dispatch_held_messages('agent-a', 'thread-2') as run_id;

@@ -28,7 +28,7 @@ select is(
     'a refused output does not stamp a first response'
 );
 
-update runlane.runs set state = 'succeeded', finished_at = clock_timestamp()
+update runlane.runs set state = 'succeeded', finished_at = now()
 where run_id = (select run_id from r);
 select throws_ok(
     format('select runlane.append_output(%s, %s, %L, %L)', (select run_id from r), (select fence + 1 from f), 'text', 'x'),

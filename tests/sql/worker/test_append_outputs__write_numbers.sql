@@ -89,7 +89,7 @@ select is(
 );
 select results_eq(
     format('select count(*)::int, max(r.write_seq) from runlane.run_outputs as o
-        join runlane.runs as r using (run_id) where o.run_id = %s', (select run_id from k)),
+        join runlane.runs as r using (org_id, run_id) where o.run_id = %s', (select run_id from k)),
     $$values (2, 2::bigint)$$,
     'the refused calls wrote nothing: two outputs, last applied write 2'
 );
