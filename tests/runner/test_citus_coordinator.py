@@ -2051,8 +2051,10 @@ def test_a_short_chaos_soak_on_the_cluster_loses_and_repeats_nothing(citus_nodes
 
 
 def _connect_or_none(dsn: str) -> psycopg.Connection | None:
+    """A connection, or None; an attempt never waits more than 2 s (one made as a node
+    goes down can otherwise wait past the caller's whole deadline)."""
     try:
-        return psycopg.connect(dsn, autocommit=True)
+        return psycopg.connect(dsn, autocommit=True, connect_timeout=2)
     except psycopg.OperationalError:
         return None
 
