@@ -70,6 +70,9 @@ declare
     v_state text := nullif(p_state, '');
     v_lane text := nullif(p_lane, '');
     v_ids bigint[];
+    v_queue record;
+    v_queued_ids bigint[] := '{}'::bigint[];  -- (on Citus: each queue's oldest, unmerged)
+    v_queued_at timestamptz[] := '{}'::timestamptz[];
 begin
     if p_limit is null or p_since is null or p_now is null then
         raise exception 'runs_page needs a page size, a window and an instant'
@@ -105,36 +108,31 @@ begin
        and runlane._citus_distributed('runlane.runs') then
         -- (every node's queue: Citus limits no lateral read over VALUES, so each lane and
         -- claim class is its own read, each merged from every node's shards)
+        for v_queue in
+            select l.lane, c.claim_class
+            from (values ('interactive'), ('background')) as l (lane)
+            cross join (values (0::smallint), (1::smallint)) as c (claim_class)
+            where v_lane is null or l.lane = v_lane
+        loop
+            select v_queued_ids || coalesce(array_agg(q.run_id), '{}'),
+                   v_queued_at || coalesce(array_agg(q.created_at), '{}')
+            into v_queued_ids, v_queued_at
+            from (
+                select r.run_id, r.created_at
+                from runlane.runs as r
+                where r.lane = v_queue.lane and r.state = 'queued'
+                  and r.claim_class = v_queue.claim_class
+                  and (p_agent_id is null or r.agent_id = p_agent_id)
+                  and (p_thread_id is null or r.thread_id = p_thread_id)
+                order by r.created_at, r.run_id
+                limit p_limit
+            ) as q;
+        end loop;
         select array_agg(q.run_id order by q.created_at, q.run_id) into v_ids
         from (
-            select x.run_id, x.created_at
-            from (
-                (select r.run_id, r.created_at, r.lane from runlane.runs as r
-                 where r.lane = 'interactive' and r.state = 'queued' and r.claim_class = 0
-                   and (p_agent_id is null or r.agent_id = p_agent_id)
-                   and (p_thread_id is null or r.thread_id = p_thread_id)
-                 order by r.created_at, r.run_id limit p_limit)
-                union all
-                (select r.run_id, r.created_at, r.lane from runlane.runs as r
-                 where r.lane = 'interactive' and r.state = 'queued' and r.claim_class = 1
-                   and (p_agent_id is null or r.agent_id = p_agent_id)
-                   and (p_thread_id is null or r.thread_id = p_thread_id)
-                 order by r.created_at, r.run_id limit p_limit)
-                union all
-                (select r.run_id, r.created_at, r.lane from runlane.runs as r
-                 where r.lane = 'background' and r.state = 'queued' and r.claim_class = 0
-                   and (p_agent_id is null or r.agent_id = p_agent_id)
-                   and (p_thread_id is null or r.thread_id = p_thread_id)
-                 order by r.created_at, r.run_id limit p_limit)
-                union all
-                (select r.run_id, r.created_at, r.lane from runlane.runs as r
-                 where r.lane = 'background' and r.state = 'queued' and r.claim_class = 1
-                   and (p_agent_id is null or r.agent_id = p_agent_id)
-                   and (p_thread_id is null or r.thread_id = p_thread_id)
-                 order by r.created_at, r.run_id limit p_limit)
-            ) as x
-            where v_lane is null or x.lane = v_lane
-            order by x.created_at, x.run_id
+            select u.run_id, u.created_at
+            from unnest(v_queued_ids, v_queued_at) as u (run_id, created_at)
+            order by u.created_at, u.run_id
             limit p_limit
         ) as q;
     elsif v_state = 'queued' then
