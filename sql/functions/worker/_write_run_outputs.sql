@@ -4,7 +4,8 @@
 -- that order): the run, its attempt, kind and body, and from migration 0027 on the run's
 -- organization (p_org_ids, which the caller read from the run's row). Returns each
 -- output's run, id, kind and the time it was written, in the same order. The caller has
--- checked the kinds, bodies and the run's fence: this writes what it is given.
+-- checked the kinds, bodies and the run's fence: this writes what it is given. On a
+-- schema Citus distributes, one statement per output (each names its organization).
 create or replace function runlane._write_run_outputs(
     p_run_ids bigint[],
     p_org_ids text[],
@@ -17,6 +18,20 @@ language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
 begin
+    if runlane._citus_distributed('runlane.run_outputs') then
+        -- (row by row: each INSERT … VALUES goes to its one shard, where Citus would run
+        -- an INSERT … SELECT over the arrays through intermediate results, ~13 ms a call)
+        for v_i in 1 .. coalesce(cardinality(p_run_ids), 0) loop
+            insert into runlane.run_outputs as o (run_id, org_id, attempt, kind, body)
+            values (p_run_ids[v_i], p_org_ids[v_i], p_attempts[v_i], p_kinds[v_i], p_bodies[v_i])
+            returning o.output_id into output_id;
+            run_id := p_run_ids[v_i];
+            kind := p_kinds[v_i];
+            written_at := clock_timestamp();
+            return next;
+        end loop;
+        return;
+    end if;
     if runlane._rows_name_their_org() then
         return query
         insert into runlane.run_outputs as o (run_id, org_id, attempt, kind, body)
