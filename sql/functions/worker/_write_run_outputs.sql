@@ -18,7 +18,9 @@ language plpgsql
 set search_path = pg_catalog, pg_temp
 as $$
 begin
-    if runlane._citus_distributed('runlane.run_outputs') then
+    -- (Citus's catalog first: on plain PostgreSQL the hot path calls no function for it)
+    if to_regclass('pg_catalog.pg_dist_partition') is not null
+       and runlane._citus_distributed('runlane.run_outputs') then
         -- (row by row: each INSERT … VALUES goes to its one shard, where Citus would run
         -- an INSERT … SELECT over the arrays through intermediate results, ~13 ms a call)
         for v_i in 1 .. coalesce(cardinality(p_run_ids), 0) loop
