@@ -142,7 +142,7 @@ declare
     v_claimed runlane.runs[] := '{}'::runlane.runs[];
     v_caps int[];  -- (by claim position)
     v_origins timestamptz[];  -- (by claim position: the source message's time, else the run's)
-    v_positions bigint[];
+    v_sources bigint[];  -- (by claim position: the run's source message)
     v_position int;
     v_journal_orgs text[];
     v_journal jsonb[];
@@ -555,6 +555,7 @@ begin
     v_claimed := array_fill(null::runlane.runs, array[cardinality(v_accepted)]);
     v_caps := array_fill(null::int, array[cardinality(v_accepted)]);
     v_origins := array_fill(null::timestamptz, array[cardinality(v_accepted)]);
+    v_sources := array_fill(null::bigint, array[cardinality(v_accepted)]);
     for v_org, v_picks in
         select a.org_id, array_agg(a.run_id)
         from unnest(v_accepted, v_accepted_orgs) as a (run_id, org_id)
@@ -582,6 +583,7 @@ begin
             v_claimed[v_position] := v_run;
             v_caps[v_position] := v_cap;
             v_origins[v_position] := v_run.created_at;
+            v_sources[v_position] := v_run.source_message_id;
             if v_run.source_message_id is not null then
                 v_ids := v_ids || v_run.source_message_id;
             end if;
@@ -592,12 +594,8 @@ begin
                 from runlane.messages as m
                 where m.org_id = v_org and m.message_id = any(v_ids)
             loop
-                select array_agg(c.ordinality) into v_positions
-                from unnest(v_claimed) with ordinality as c
-                where c.source_message_id = v_row.message_id;
-                foreach v_position in array coalesce(v_positions, '{}') loop
-                    v_origins[v_position] := v_row.created_at;
-                end loop;
+                -- (a source message is its one run's: runs_source_message_of_run_fk)
+                v_origins[array_position(v_sources, v_row.message_id)] := v_row.created_at;
             end loop;
         end if;
     end loop;
