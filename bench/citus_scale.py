@@ -164,6 +164,20 @@ def wal_lsn(server: LocalCluster) -> int:
         return conn.execute("select pg_current_wal_lsn() - '0/0'::pg_lsn").fetchone()[0]
 
 
+def cpu_figures(servers, cpu: list[float], held: dict[str, int], count: int, unit: str) -> dict:
+    """CPU in ms per `unit`: the plain server's over all `count`; on Citus the
+    coordinator's over all, and each node's over the ones it holds (`held`, by DSN)."""
+    if len(servers) == 1:
+        return {f"cpu_ms_per_{unit}": round(cpu[0] / count * 1000, 3)}
+    return {
+        f"coordinator_cpu_ms_per_{unit}": round(cpu[0] / count * 1000, 3),
+        f"node_cpu_ms_per_{unit}_held": [
+            round(c / held[s.dsn_for(DATABASE)] * 1000, 3) if held[s.dsn_for(DATABASE)] else None
+            for s, c in zip(servers[1:], cpu[1:], strict=True)
+        ],
+    }
+
+
 def measure(servers, homes, route: str, messages: int) -> dict:
     front = servers[0].dsn_for(DATABASE)
 
@@ -185,14 +199,9 @@ def measure(servers, homes, route: str, messages: int) -> dict:
         "messages_per_s": round(messages / seconds),
         "wal_bytes_per_message": round(wal / messages),
     }
+    result |= cpu_figures(servers, cpu, held, messages, "message")
     if len(servers) == 1:
-        result["cpu_ms_per_message"] = round(cpu[0] / messages * 1000, 3)
         return result
-    result["coordinator_cpu_ms_per_message"] = round(cpu[0] / messages * 1000, 3)
-    result["node_cpu_ms_per_message_held"] = [
-        round(c / held[s.dsn_for(DATABASE)] * 1000, 3) if held[s.dsn_for(DATABASE)] else None
-        for s, c in zip(servers[1:], cpu[1:], strict=True)
-    ]
     result["commands_between_servers_per_message"] = round(
         commands_between_servers(dsn_of, f"count-{route}"), 1
     )
@@ -255,14 +264,9 @@ def drain(servers: list[LocalCluster], homes: dict[str, str]) -> dict:
         "runs_per_s": round(runs / seconds) if seconds else None,
         "wal_bytes_per_run": round(wal / runs),
     }
+    result |= cpu_figures(servers, cpu, held, runs, "run")
     if len(servers) == 1:
-        result["cpu_ms_per_run"] = round(cpu[0] / runs * 1000, 3)
         return result
-    result["coordinator_cpu_ms_per_run"] = round(cpu[0] / runs * 1000, 3)
-    result["node_cpu_ms_per_run_held"] = [
-        round(c / held[s.dsn_for(DATABASE)] * 1000, 3) if held[s.dsn_for(DATABASE)] else None
-        for s, c in zip(servers[1:], cpu[1:], strict=True)
-    ]
     result["commands_between_servers_per_claim"] = claim_commands(servers, homes)
     return result
 
